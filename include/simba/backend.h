@@ -1,0 +1,128 @@
+// simba/backend.h: the seam between the protocol and a storage engine.
+//
+// Everything above it (services, Locker, Scheduler, CLI) is written once; a storage engine
+// implements Backend and passes the conformance kit (simba-tck). In the spirit of leveldb's
+// Env, each method states what it returns, whether it blocks, its thread-safety and its errors.
+//
+// Thread-safety: every method may be called concurrently from any thread. Implementations
+// serialise internally as they need to.
+//
+// Errors: methods throw simba::Error with
+//   errc::unavailable        the engine cannot be reached or failed transiently: retry later;
+//   errc::permission_denied  credentials were refused: retrying will not help;
+//   errc::invalid_argument   the engine cannot store this name (e.g. too long);
+//   errc::internal           the engine holds a record simba cannot read.
+// "Held by someone else" is never an error: it is the returned owner.
+//
+// Time: every lease is judged by the backend's clock (the server's for a server engine, the
+// host's for memory and SQLite). Results carry that clock's reading so callers compute delays
+// as differences on one clock and never compare two hosts' clocks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "simba/owner.h"
+
+namespace simba {
+
+// An owner record together with the backend's clock at the moment it was judged.
+struct OwnerSnapshot {
+  MutexOwner owner;
+  EpochMillis now = 0;  // Backend clock, epoch milliseconds.
+};
+
+struct Capabilities {
+  std::string engine;                   // "memory", "sqlite", ...
+  bool push = false;                    // watch() delivers owner changes; else callers poll.
+  std::chrono::milliseconds poll_interval{100};  // Suggested poll interval without push.
+  bool multi_process = false;           // Contenders in different processes can share it.
+  bool multi_host = false;              // Contenders on different hosts can share it.
+  std::size_t max_mutex_bytes = 0;      // Longest mutex name accepted; 0 = no limit.
+};
+
+// What a watch reports: the owner was released (the mutex may be free now), or taken.
+enum class WatchEvent { released, acquired };
+
+// Handle of a watch; destroying it ends the watch. After the destructor returns the callback
+// is not running and will not be called again.
+class Subscription {
+ public:
+  virtual ~Subscription() = default;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // Acquire-or-renew, atomically. If the mutex is free (no record, released, or expired:
+  // transition_at < now), `contender_id` takes it; if `contender_id` already owns it and
+  // transition_at > now, the lease is renewed. Either way the lease becomes
+  // acquired_at = now, ttl_at = now + ttl, transition_at = ttl_at + transition. The fencing
+  // token rises (to a value larger than any before for this mutex) only when the owner id
+  // changes; a renewal keeps it.
+  // Returns: the owner after the call (this contender's lease, or the other live owner's).
+  // Blocks: for one round trip to the engine, bounded by the engine's timeouts.
+  // Requires: ttl > 0, transition >= 0, validated names.
+  virtual OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
+                                std::chrono::milliseconds ttl,
+                                std::chrono::milliseconds transition) = 0;
+
+  // Release, only if `contender_id` is still the owner; a late release by a former owner
+  // never touches its successor's lease.
+  // Returns: true if this call released a lease of `contender_id`.
+  // Blocks: for one round trip.
+  virtual bool release(const std::string& mutex, const std::string& contender_id) = 0;
+
+  // Reads the current owner without contending. An expired lease reads as no owner (owner_id
+  // empty, times 0) but keeps the mutex's last fencing token.
+  // Blocks: for one round trip.
+  virtual OwnerSnapshot read(const std::string& mutex) = 0;
+
+  // Calls `on_change` soon after the owner of `mutex` was released or taken (not on mere
+  // expiry). Only when capabilities().push; otherwise returns nullptr.
+  // `on_change` may run on any thread, including inside another caller's release(); it must
+  // return quickly and must not call back into this backend.
+  // Blocks: at most for one round trip (e.g. a SUBSCRIBE).
+  virtual std::unique_ptr<Subscription> watch(const std::string& mutex,
+                                              std::function<void(WatchEvent)> on_change) = 0;
+
+  // What this backend can do. Never blocks; constant for the backend's life.
+  virtual Capabilities capabilities() const = 0;
+
+  // The backend's description for messages: scheme, host, path; never a password.
+  virtual std::string describe() const = 0;
+};
+
+// Forwards every call to another backend. Derive from it and override what you want to
+// change: that is how the fault-injecting backend of the tests is written.
+class ForwardingBackend : public Backend {
+ public:
+  explicit ForwardingBackend(std::shared_ptr<Backend> target) : target_(std::move(target)) {}
+
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
+                        std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
+    return target_->acquire(mutex, contender_id, ttl, transition);
+  }
+  bool release(const std::string& mutex, const std::string& contender_id) override {
+    return target_->release(mutex, contender_id);
+  }
+  OwnerSnapshot read(const std::string& mutex) override { return target_->read(mutex); }
+  std::unique_ptr<Subscription> watch(const std::string& mutex,
+                                      std::function<void(WatchEvent)> on_change) override {
+    return target_->watch(mutex, std::move(on_change));
+  }
+  Capabilities capabilities() const override { return target_->capabilities(); }
+  std::string describe() const override { return target_->describe(); }
+
+  const std::shared_ptr<Backend>& target() const { return target_; }
+
+ private:
+  std::shared_ptr<Backend> target_;
+};
+
+}  // namespace simba

@@ -1,0 +1,50 @@
+// simba/client.h: the entry point: one backend, its timing options, one runtime.
+//
+//   simba::Client client = simba::connect("sqlite:///var/lib/app/locks.db");
+//   auto service = client.contend_service(my_contender);
+//   service->start();
+//
+// A Client is a cheap, copyable handle; copies share the backend. Thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "simba/backend.h"
+#include "simba/contender.h"
+#include "simba/options.h"
+#include "simba/runtime.h"
+#include "simba/service.h"
+
+namespace simba {
+
+class Client {
+ public:
+  // Throws Error(errc::invalid_argument) if `options` are invalid.
+  explicit Client(std::shared_ptr<Backend> backend, ContendOptions options = {},
+                  std::shared_ptr<Runtime> runtime = Runtime::shared());
+
+  // A service contending for contender->mutex() as contender->contender_id(). Not started.
+  // Throws Error(errc::invalid_argument) for a blank name or id, or one the backend cannot hold.
+  std::unique_ptr<MutexContendService> contend_service(
+      std::shared_ptr<MutexContender> contender) const;
+  std::unique_ptr<MutexContendService> contend_service(std::shared_ptr<MutexContender> contender,
+                                                       const ContendOptions& options) const;
+  // A service reporting owner changes of retriever->mutex(). Not started.
+  std::unique_ptr<MutexRetrievalService> retrieval_service(
+      std::shared_ptr<MutexRetriever> retriever) const;
+
+  // The current owner, read once (no owner: MutexOwner::none() with the last fencing token).
+  MutexOwner owner(const std::string& mutex) const;
+
+  const std::shared_ptr<Backend>& backend() const { return backend_; }
+  const std::shared_ptr<Runtime>& runtime() const { return runtime_; }
+  const ContendOptions& options() const { return options_; }
+
+ private:
+  std::shared_ptr<Backend> backend_;
+  ContendOptions options_;
+  std::shared_ptr<Runtime> runtime_;
+};
+
+}  // namespace simba

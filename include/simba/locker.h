@@ -1,0 +1,79 @@
+// simba/locker.h: a blocking, RAII distributed lock on one mutex.
+//
+//   simba::Locker locker("orders", client);
+//   locker.acquire(std::chrono::seconds(10));   // throws Error(errc::timeout) on timeout
+//   use(locker.fencing_token());
+//   // the destructor (or close()) releases
+//
+// Meets the standard TimedLockable requirements (lock, try_lock, try_lock_for,
+// try_lock_until, unlock), so std::unique_lock<simba::Locker> and std::scoped_lock work.
+// Not reentrant: a second acquire on one instance while it holds or waits fails with
+// std::errc::resource_deadlock_would_occur. One instance is meant for one thread at a time;
+// is_owner(), fencing_token() and lease_token() may be called from any thread.
+//
+// If the lease is lost while held (the backend became unreachable, or the process stalled
+// past its lease), the Locker stops contending and requests stop on lease_token(): register a
+// std::stop_callback or poll stop_requested() to learn it. unlock() then only cleans up.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stop_token>
+#include <string>
+
+#include "simba/client.h"
+#include "simba/contender.h"
+
+namespace simba {
+
+namespace internal {
+struct LockerState;
+}
+
+class Locker {
+ public:
+  // Throws Error(errc::invalid_argument) for a blank mutex name or contender id.
+  Locker(std::string mutex, Client client, std::string contender_id = contender_id::host());
+  ~Locker();  // close(): releases; never throws.
+  Locker(const Locker&) = delete;
+  Locker& operator=(const Locker&) = delete;
+
+  // Blocks until this contender owns the mutex.
+  void acquire();
+  // Blocks until owner or `timeout` passes (at least one attempt is always made); then throws
+  // Error(errc::timeout) with a message naming the mutex, the contender and the timeout.
+  void acquire(std::chrono::milliseconds timeout);
+  // Releases the lease and stops contending. Idempotent; never throws.
+  void close() noexcept;
+
+  // TimedLockable.
+  void lock() { acquire(); }
+  void unlock() noexcept { close(); }
+  bool try_lock();  // One attempt: true if it won the mutex.
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
+    return acquire_until(std::chrono::steady_clock::now() +
+                         std::chrono::ceil<std::chrono::steady_clock::duration>(timeout));
+  }
+  template <class C, class D>
+  bool try_lock_until(const std::chrono::time_point<C, D>& deadline) {
+    return try_lock_for(deadline - C::now());
+  }
+
+  const std::string& mutex() const;
+  const std::string& contender_id() const;
+  // Time-aware (see MutexContendService::is_owner).
+  bool is_owner() const;
+  // The token of the current hold; 0 when not held.
+  std::uint64_t fencing_token() const;
+  // Stop is requested when the lease of the current hold is lost. A new token per hold.
+  std::stop_token lease_token() const;
+
+ private:
+  bool acquire_until(std::chrono::steady_clock::time_point deadline);
+
+  std::shared_ptr<internal::LockerState> state_;
+};
+
+}  // namespace simba

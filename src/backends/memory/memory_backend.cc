@@ -1,0 +1,141 @@
+// The in-process reference backend: the protocol with nothing in the way.
+#include "simba/memory_backend.h"
+
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace simba {
+namespace {
+
+// One watch. Calls happen under `mutex`, so the destructor of its Subscription, which takes
+// `mutex` too, returns only once no call is running.
+struct Watcher {
+  std::mutex mutex;
+  bool alive = true;
+  std::function<void(WatchEvent)> on_change;
+};
+
+class WatchHandle final : public Subscription {
+ public:
+  explicit WatchHandle(std::shared_ptr<Watcher> watcher) : watcher_(std::move(watcher)) {}
+  ~WatchHandle() override {
+    std::lock_guard lock(watcher_->mutex);
+    watcher_->alive = false;
+  }
+
+ private:
+  std::shared_ptr<Watcher> watcher_;
+};
+
+class MemoryBackend final : public Backend {
+ public:
+  explicit MemoryBackend(std::shared_ptr<const Clock> clock) : clock_(std::move(clock)) {}
+
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
+                        std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
+    OwnerSnapshot result;
+    bool changed = false;
+    {
+      std::lock_guard lock(mutex_);
+      const EpochMillis now = clock_->now();
+      Entry& entry = entries_[mutex];
+      MutexOwner& owner = entry.owner;
+      bool free = owner.empty() || owner.transition_at < now;
+      bool renew = owner.owner_id == contender_id && owner.transition_at > now;
+      if (free || renew) {
+        changed = owner.owner_id != contender_id;
+        if (changed) entry.last_token += 1;
+        owner.owner_id = contender_id;
+        owner.acquired_at = now;
+        owner.ttl_at = now + ttl.count();
+        owner.transition_at = owner.ttl_at + transition.count();
+        owner.fencing_token = entry.last_token;
+      }
+      result = {owner, now};
+    }
+    if (changed) notify(mutex, WatchEvent::acquired);
+    return result;
+  }
+
+  bool release(const std::string& mutex, const std::string& contender_id) override {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = entries_.find(mutex);
+      if (it == entries_.end() || it->second.owner.owner_id != contender_id) return false;
+      it->second.owner = MutexOwner::none();
+    }
+    notify(mutex, WatchEvent::released);
+    return true;
+  }
+
+  OwnerSnapshot read(const std::string& mutex) override {
+    std::lock_guard lock(mutex_);
+    const EpochMillis now = clock_->now();
+    auto it = entries_.find(mutex);
+    if (it == entries_.end()) return {MutexOwner::none(), now};
+    MutexOwner owner = it->second.owner;
+    if (owner.empty() || owner.transition_at < now) owner = MutexOwner::none();
+    owner.fencing_token = it->second.last_token;
+    return {owner, now};
+  }
+
+  std::unique_ptr<Subscription> watch(const std::string& mutex,
+                                      std::function<void(WatchEvent)> on_change) override {
+    auto watcher = std::make_shared<Watcher>();
+    watcher->on_change = std::move(on_change);
+    std::lock_guard lock(watch_mutex_);
+    auto& list = watchers_[mutex];
+    // Drop watchers whose subscription has ended.
+    std::erase_if(list, [](const std::weak_ptr<Watcher>& w) { return w.expired(); });
+    list.push_back(watcher);
+    return std::make_unique<WatchHandle>(watcher);
+  }
+
+  Capabilities capabilities() const override {
+    Capabilities caps;
+    caps.engine = "memory";
+    caps.push = true;
+    caps.poll_interval = std::chrono::milliseconds(100);
+    return caps;
+  }
+
+  std::string describe() const override { return "memory:"; }
+
+ private:
+  struct Entry {
+    MutexOwner owner;
+    std::uint64_t last_token = 0;
+  };
+
+  void notify(const std::string& mutex, WatchEvent event) {
+    std::vector<std::shared_ptr<Watcher>> targets;
+    {
+      std::lock_guard lock(watch_mutex_);
+      auto it = watchers_.find(mutex);
+      if (it == watchers_.end()) return;
+      for (auto& weak : it->second) {
+        if (auto watcher = weak.lock()) targets.push_back(std::move(watcher));
+      }
+    }
+    for (auto& watcher : targets) {
+      std::lock_guard lock(watcher->mutex);
+      if (watcher->alive) watcher->on_change(event);
+    }
+  }
+
+  const std::shared_ptr<const Clock> clock_;
+  std::mutex mutex_;
+  std::unordered_map<std::string, Entry> entries_;
+  std::mutex watch_mutex_;
+  std::unordered_map<std::string, std::vector<std::weak_ptr<Watcher>>> watchers_;
+};
+
+}  // namespace
+
+std::shared_ptr<Backend> make_memory_backend(std::shared_ptr<const Clock> clock) {
+  if (!clock) clock = std::make_shared<SystemClock>();
+  return std::make_shared<MemoryBackend>(std::move(clock));
+}
+
+}  // namespace simba

@@ -1,0 +1,105 @@
+// Backend URIs to backends: the one place that knows every engine of this build.
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "core/uri.h"
+#include "simba/connect.h"
+#include "simba/duration.h"
+#include "simba/error.h"
+#include "simba/memory_backend.h"
+#include "simba/sqlite_backend.h"
+
+namespace simba {
+namespace {
+
+using internal::Uri;
+
+constexpr const char* kAccepted = "memory:, sqlite:///path/to/file.db";
+constexpr const char* kTimingOptions = "ttl, transition, initial_delay, poll, backoff";
+
+std::shared_ptr<Backend> open_memory(const Uri& uri, std::map<std::string, std::string>& query) {
+  internal::reject_unknown_options(uri, query, kTimingOptions);
+  if (uri.has_authority) throw Error(errc::invalid_argument, "memory backend URI is 'memory:' or 'memory:NAME'");
+  // Every "memory:NAME" of a process is one shared store, so contenders in one process meet.
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<Backend>> stores;
+  std::lock_guard lock(mutex);
+  auto& store = stores[uri.path];
+  if (!store) store = make_memory_backend();
+  return store;
+}
+
+std::shared_ptr<Backend> open_sqlite(const Uri& uri, std::map<std::string, std::string>& query) {
+  SqliteOptions options;
+  if (auto it = query.find("busy_timeout"); it != query.end()) {
+    options.busy_timeout = parse_duration(it->second);
+    query.erase(it);
+  }
+  if (auto it = query.find("poll"); it != query.end()) {
+    options.poll_interval = parse_duration(it->second);
+  }
+  internal::reject_unknown_options(uri, query, std::string(kTimingOptions) + ", busy_timeout");
+  if (!uri.user.empty() || uri.has_password || uri.port != 0) {
+    throw Error(errc::invalid_argument, "sqlite URI takes a file path, like sqlite:///var/lib/app/simba.db");
+  }
+  // sqlite:///abs/file.db, sqlite://localhost/abs/file.db, sqlite:rel.db, sqlite://rel.db
+  options.path = uri.host == "localhost" ? uri.path : uri.host + uri.path;
+  if (options.path.empty()) {
+    throw Error(errc::invalid_argument, "sqlite URI has no file path (like sqlite:///tmp/simba.db)");
+  }
+  return make_sqlite_backend(options);
+}
+
+}  // namespace
+
+std::shared_ptr<Backend> open_backend(std::string_view text, ContendOptions* timing) {
+  Uri uri = internal::parse_uri(text);
+  auto query = uri.query;
+  ContendOptions options;
+  options.apply_query(query);
+  options.validate();
+  if (auto it = uri.query.find("poll"); it != uri.query.end()) query["poll"] = it->second;
+  std::shared_ptr<Backend> backend;
+  if (uri.scheme == "memory") {
+    query.erase("poll");
+    backend = open_memory(uri, query);
+  } else if (uri.scheme == "sqlite") {
+    backend = open_sqlite(uri, query);
+  } else if (uri.scheme == "redis" || uri.scheme == "rediss" || uri.scheme == "postgresql" ||
+             uri.scheme == "postgres" || uri.scheme == "mysql" || uri.scheme == "mariadb" ||
+             uri.scheme == "zookeeper") {
+    throw Error(errc::unsupported, "this build of simba has no '" + uri.scheme +
+                                       "' backend; it has: " + kAccepted);
+  } else {
+    throw Error(errc::invalid_argument,
+                "unknown backend scheme '" + uri.scheme + "' in '" + uri.redacted() + "'; accepted: " + kAccepted);
+  }
+  if (timing) *timing = options;
+  return backend;
+}
+
+Client connect(std::string_view uri, std::shared_ptr<Runtime> runtime) {
+  ContendOptions options;
+  auto backend = open_backend(uri, &options);
+  return Client(std::move(backend), options, std::move(runtime));
+}
+
+std::string default_backend_uri() {
+  if (const char* env = std::getenv("SIMBA_BACKEND"); env && *env) return env;
+  std::filesystem::path folder;
+  if (const char* state = std::getenv("XDG_STATE_HOME"); state && *state == '/') {
+    folder = std::filesystem::path(state) / "simba";
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    folder = std::filesystem::path(home) / ".local" / "state" / "simba";
+  } else {
+    throw Error(errc::invalid_argument, "no backend given: set --backend, SIMBA_BACKEND or HOME");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec) throw Error(errc::unavailable, "cannot create state folder '" + folder.string() + "': " + ec.message());
+  return "sqlite://" + (folder / "simba.db").string();
+}
+
+}  // namespace simba

@@ -1,0 +1,252 @@
+// The SQLite backend: one row per mutex in `simba_mutex`, shared by the processes of a host.
+#include "simba/sqlite_backend.h"
+
+#include <sqlite3.h>
+
+#include <mutex>
+#include <optional>
+
+#include "simba/error.h"
+
+namespace simba {
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS simba_mutex (
+  mutex         TEXT    NOT NULL PRIMARY KEY,
+  acquired_at   INTEGER NOT NULL DEFAULT 0,
+  ttl_at        INTEGER NOT NULL DEFAULT 0,
+  transition_at INTEGER NOT NULL DEFAULT 0,
+  owner_id      TEXT    NOT NULL DEFAULT '',
+  version       INTEGER NOT NULL DEFAULT 0,
+  fencing_token INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID)sql";
+
+// Acquire-or-renew in one statement: take a free or expired row, renew our own live one; the
+// fencing token rises only when the owner id changes. All SET expressions see the old row.
+constexpr const char* kAcquire = R"sql(
+INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token)
+VALUES (?1, ?2, ?3, ?4, ?5, 1, 1)
+ON CONFLICT (mutex) DO UPDATE SET
+  fencing_token = fencing_token + (owner_id <> excluded.owner_id),
+  acquired_at = excluded.acquired_at,
+  ttl_at = excluded.ttl_at,
+  transition_at = excluded.transition_at,
+  owner_id = excluded.owner_id,
+  version = version + 1
+WHERE transition_at < excluded.acquired_at
+   OR (owner_id = excluded.owner_id AND transition_at > excluded.acquired_at))sql";
+
+constexpr const char* kSelect =
+    "SELECT owner_id, acquired_at, ttl_at, transition_at, fencing_token FROM simba_mutex WHERE mutex = ?1";
+
+constexpr const char* kRelease =
+    "UPDATE simba_mutex SET owner_id = '', acquired_at = 0, ttl_at = 0, transition_at = 0, "
+    "version = version + 1 WHERE mutex = ?1 AND owner_id = ?2";
+
+class Statement {
+ public:
+  Statement() = default;
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  ~Statement() { sqlite3_finalize(stmt_); }
+  sqlite3_stmt** out() { return &stmt_; }
+  sqlite3_stmt* get() const { return stmt_; }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+// Resets a statement when a call is done with it, whatever happened.
+class Use {
+ public:
+  explicit Use(const Statement& statement) : stmt_(statement.get()) {}
+  ~Use() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  sqlite3_stmt* operator*() const { return stmt_; }
+
+ private:
+  sqlite3_stmt* stmt_;
+};
+
+class SqliteBackend final : public Backend {
+ public:
+  explicit SqliteBackend(const SqliteOptions& options) : options_(options) {
+    int rc = sqlite3_open_v2(options.path.c_str(), &connection_.db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+    db_ = connection_.db;
+    if (rc != SQLITE_OK) {
+      std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+      throw Error(errc::unavailable, "cannot open SQLite database '" + options.path + "': " + message);
+    }
+    {
+      sqlite3_extended_result_codes(db_, 1);
+      sqlite3_busy_timeout(db_, static_cast<int>(options.busy_timeout.count()));
+      exec("PRAGMA journal_mode=WAL", "enabling WAL");
+      exec("PRAGMA synchronous=NORMAL", "setting synchronous");
+      exec(kSchema, "creating table simba_mutex");
+      prepare(acquire_, kAcquire);
+      prepare(select_, kSelect);
+      prepare(release_, kRelease);
+      prepare(begin_, "BEGIN IMMEDIATE");
+      prepare(commit_, "COMMIT");
+      prepare(rollback_, "ROLLBACK");
+    }
+  }
+
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
+                        std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
+    std::lock_guard lock(mutex_);
+    // A cheap read first: a waiter that cannot win takes no write lock.
+    EpochMillis now = epoch_millis_now();
+    if (auto current = select(mutex)) {
+      if (current->owner_id != contender_id && current->transition_at >= now) return {*current, now};
+    }
+    step_done(begin_, "BEGIN IMMEDIATE");
+    try {
+      now = epoch_millis_now();
+      {
+        Use use(acquire_);
+        bind_text(*use, 1, mutex);
+        sqlite3_bind_int64(*use, 2, now);
+        sqlite3_bind_int64(*use, 3, now + ttl.count());
+        sqlite3_bind_int64(*use, 4, now + ttl.count() + transition.count());
+        bind_text(*use, 5, contender_id);
+        check(sqlite3_step(*use), SQLITE_DONE, "acquire");
+      }
+      auto owner = select(mutex);
+      step_done(commit_, "COMMIT");
+      if (!owner) throw Error(errc::internal, describe() + ": row of mutex vanished inside a transaction");
+      return {*owner, now};
+    } catch (...) {
+      rollback();
+      throw;
+    }
+  }
+
+  bool release(const std::string& mutex, const std::string& contender_id) override {
+    std::lock_guard lock(mutex_);
+    Use use(release_);
+    bind_text(*use, 1, mutex);
+    bind_text(*use, 2, contender_id);
+    check(sqlite3_step(*use), SQLITE_DONE, "release");
+    return sqlite3_changes(db_) > 0;
+  }
+
+  OwnerSnapshot read(const std::string& mutex) override {
+    std::lock_guard lock(mutex_);
+    EpochMillis now = epoch_millis_now();
+    auto owner = select(mutex);
+    if (!owner) return {MutexOwner::none(), now};
+    if (owner->empty() || owner->transition_at < now) {
+      auto token = owner->fencing_token;
+      *owner = MutexOwner::none();
+      owner->fencing_token = token;
+    }
+    return {*owner, now};
+  }
+
+  std::unique_ptr<Subscription> watch(const std::string&, std::function<void(WatchEvent)>) override {
+    return nullptr;  // No push channel: callers poll.
+  }
+
+  Capabilities capabilities() const override {
+    Capabilities caps;
+    caps.engine = "sqlite";
+    caps.push = false;
+    caps.poll_interval = options_.poll_interval;
+    caps.multi_process = true;
+    return caps;
+  }
+
+  std::string describe() const override { return "sqlite://" + options_.path; }
+
+ private:
+  // The one place SQLite result codes become simba errors.
+  void check(int rc, int expected, const char* what) {
+    if (rc == expected) return;
+    std::string message = describe() + ": " + what + ": " + sqlite3_errmsg(db_);
+    switch (rc & 0xff) {
+      case SQLITE_BUSY:
+      case SQLITE_LOCKED:
+        throw Error(errc::unavailable, message + " (still locked after busy_timeout)");
+      case SQLITE_CANTOPEN:
+      case SQLITE_IOERR:
+      case SQLITE_FULL:
+      case SQLITE_READONLY:
+      case SQLITE_PROTOCOL:
+        throw Error(errc::unavailable, message);
+      case SQLITE_TOOBIG:
+        throw Error(errc::invalid_argument, message);
+      default:
+        throw Error(errc::internal, message);
+    }
+  }
+
+  void exec(const char* sql, const char* what) {
+    check(sqlite3_exec(db_, sql, nullptr, nullptr, nullptr), SQLITE_OK, what);
+  }
+
+  void prepare(Statement& statement, const char* sql) {
+    check(sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, statement.out(), nullptr), SQLITE_OK,
+          "preparing a statement");
+  }
+
+  void step_done(const Statement& statement, const char* what) {
+    Use use(statement);
+    check(sqlite3_step(*use), SQLITE_DONE, what);
+  }
+
+  void rollback() noexcept {
+    if (sqlite3_get_autocommit(db_)) return;
+    Use use(rollback_);
+    sqlite3_step(*use);
+  }
+
+  void bind_text(sqlite3_stmt* stmt, int index, const std::string& text) {
+    check(sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT),
+          SQLITE_OK, "binding a parameter");
+  }
+
+  std::optional<MutexOwner> select(const std::string& mutex) {
+    Use use(select_);
+    bind_text(*use, 1, mutex);
+    int rc = sqlite3_step(*use);
+    if (rc == SQLITE_DONE) return std::nullopt;
+    check(rc, SQLITE_ROW, "reading the owner");
+    MutexOwner owner;
+    auto text = reinterpret_cast<const char*>(sqlite3_column_text(*use, 0));
+    owner.owner_id.assign(text ? text : "", static_cast<std::size_t>(sqlite3_column_bytes(*use, 0)));
+    owner.acquired_at = sqlite3_column_int64(*use, 1);
+    owner.ttl_at = sqlite3_column_int64(*use, 2);
+    owner.transition_at = sqlite3_column_int64(*use, 3);
+    owner.fencing_token = static_cast<std::uint64_t>(sqlite3_column_int64(*use, 4));
+    return owner;
+  }
+
+  // Closes the connection last: members are destroyed in reverse order, statements first.
+  struct Connection {
+    sqlite3* db = nullptr;
+    ~Connection() { sqlite3_close(db); }
+  };
+
+  const SqliteOptions options_;
+  std::mutex mutex_;
+  Connection connection_;
+  sqlite3* db_ = nullptr;
+  Statement acquire_, select_, release_, begin_, commit_, rollback_;
+};
+
+}  // namespace
+
+std::shared_ptr<Backend> make_sqlite_backend(const SqliteOptions& options) {
+  if (options.path.empty()) throw Error(errc::invalid_argument, "SQLite backend needs a file path");
+  if (options.busy_timeout.count() < 0 || options.busy_timeout.count() > INT32_MAX) {
+    throw Error(errc::invalid_argument, "SQLite busy_timeout out of range");
+  }
+  return std::make_shared<SqliteBackend>(options);
+}
+
+}  // namespace simba

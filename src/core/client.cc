@@ -1,0 +1,86 @@
+// Client: makes services over one backend and runtime.
+#include "simba/client.h"
+
+#include "core/service_core.h"
+#include "simba/error.h"
+
+namespace simba {
+namespace {
+
+using internal::ServiceCore;
+
+class RetrievalServiceImpl final : public MutexRetrievalService {
+ public:
+  explicit RetrievalServiceImpl(std::shared_ptr<ServiceCore> core) : core_(std::move(core)) {}
+  ~RetrievalServiceImpl() override { core_->close(); }
+  Status status() const override { return core_->status(); }
+  const std::string& mutex() const override { return core_->mutex(); }
+  MutexState mutex_state() const override { return core_->mutex_state(); }
+  void start() override { core_->start(); }
+  void stop() override { core_->stop(); }
+  void close() noexcept override { core_->close(); }
+
+ private:
+  std::shared_ptr<ServiceCore> core_;
+};
+
+class ContendServiceImpl final : public MutexContendService {
+ public:
+  explicit ContendServiceImpl(std::shared_ptr<ServiceCore> core) : core_(std::move(core)) {}
+  ~ContendServiceImpl() override { core_->close(); }
+  Status status() const override { return core_->status(); }
+  const std::string& mutex() const override { return core_->mutex(); }
+  MutexState mutex_state() const override { return core_->mutex_state(); }
+  void start() override { core_->start(); }
+  void stop() override { core_->stop(); }
+  void close() noexcept override { core_->close(); }
+  const std::string& contender_id() const override { return core_->contender_id(); }
+  bool is_owner() const override { return core_->is_owner(); }
+  bool is_in_ttl() const override { return core_->is_in_ttl(); }
+  std::uint64_t fencing_token() const override { return core_->fencing_token(); }
+
+ private:
+  std::shared_ptr<ServiceCore> core_;
+};
+
+template <class T>
+const std::shared_ptr<T>& require(const std::shared_ptr<T>& p, const char* what) {
+  if (!p) throw Error(errc::invalid_argument, std::string(what) + " must not be null");
+  return p;
+}
+
+}  // namespace
+
+Client::Client(std::shared_ptr<Backend> backend, ContendOptions options,
+               std::shared_ptr<Runtime> runtime)
+    : backend_(std::move(backend)), options_(options), runtime_(std::move(runtime)) {
+  require(backend_, "backend");
+  require(runtime_, "runtime");
+  options_.validate();
+}
+
+std::unique_ptr<MutexContendService> Client::contend_service(
+    std::shared_ptr<MutexContender> contender) const {
+  return contend_service(std::move(contender), options_);
+}
+
+std::unique_ptr<MutexContendService> Client::contend_service(
+    std::shared_ptr<MutexContender> contender, const ContendOptions& options) const {
+  require(contender, "contender");
+  auto core = std::make_shared<ServiceCore>(contender, contender, backend_, runtime_, options);
+  return std::make_unique<ContendServiceImpl>(std::move(core));
+}
+
+std::unique_ptr<MutexRetrievalService> Client::retrieval_service(
+    std::shared_ptr<MutexRetriever> retriever) const {
+  require(retriever, "retriever");
+  auto core = std::make_shared<ServiceCore>(retriever, nullptr, backend_, runtime_, options_);
+  return std::make_unique<RetrievalServiceImpl>(std::move(core));
+}
+
+MutexOwner Client::owner(const std::string& mutex) const {
+  validate_mutex_name(mutex);
+  return backend_->read(mutex).owner;
+}
+
+}  // namespace simba

@@ -1,0 +1,30 @@
+// Next-delay computation of the contention loop.
+#include "core/contend_period.h"
+
+#include <algorithm>
+
+namespace simba::internal {
+
+std::chrono::milliseconds next_delay(const MutexOwner& owner, std::string_view contender_id,
+                                     EpochMillis now, std::mt19937_64& rng) {
+  std::int64_t delay;
+  if (owner.is_owner(contender_id)) {
+    delay = owner.ttl_at - now;
+  } else {
+    std::int64_t min = owner.transition_at == owner.ttl_at ? 0 : -200;
+    std::uniform_int_distribution<std::int64_t> jitter(min, 999);
+    delay = owner.transition_at - now + jitter(rng);
+  }
+  return std::chrono::milliseconds(std::max<std::int64_t>(delay, 0));
+}
+
+std::chrono::milliseconds backoff_delay(int failures, std::chrono::milliseconds initial,
+                                        std::chrono::milliseconds cap, std::mt19937_64& rng) {
+  std::int64_t delay = initial.count();
+  for (int i = 1; i < failures && delay < cap.count(); ++i) delay *= 2;
+  delay = std::min(delay, std::max(cap.count(), initial.count()));
+  std::uniform_int_distribution<std::int64_t> jitter(delay / 2, delay);
+  return std::chrono::milliseconds(jitter(rng));
+}
+
+}  // namespace simba::internal

@@ -1,0 +1,23 @@
+// The delay before a contender's next attempt (Simba's ContendPeriod). Internal to simba.
+#pragma once
+
+#include <chrono>
+#include <random>
+#include <string_view>
+
+#include "simba/owner.h"
+
+namespace simba::internal {
+
+// Owner: ttl_at - now (renew at the soft expiry). Non-owner: transition_at - now + jitter
+// with jitter uniform in [0, 1000) ms if transition_at == ttl_at, else [-200, 1000) ms.
+// Clamped to >= 0. `now` is the backend clock's reading that judged `owner`.
+std::chrono::milliseconds next_delay(const MutexOwner& owner, std::string_view contender_id,
+                                     EpochMillis now, std::mt19937_64& rng);
+
+// Exponential backoff after `failures` consecutive errors (1 = first): initial * 2^(n-1),
+// capped at `cap`, then "equal jitter": uniform in [d/2, d].
+std::chrono::milliseconds backoff_delay(int failures, std::chrono::milliseconds initial,
+                                        std::chrono::milliseconds cap, std::mt19937_64& rng);
+
+}  // namespace simba::internal

@@ -1,0 +1,31 @@
+// Logging through spdlog; the level comes from $SIMBA_LOG (debug, info, warn, error, off).
+#include "core/log.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+
+namespace simba::internal {
+namespace {
+
+spdlog::logger& logger() {
+  static std::shared_ptr<spdlog::logger> instance = [] {
+    auto existing = spdlog::get("simba");
+    if (existing) return existing;
+    auto created = spdlog::stderr_color_mt("simba");
+    const char* level = std::getenv("SIMBA_LOG");
+    created->set_level(level ? spdlog::level::from_str(level) : spdlog::level::warn);
+    return created;
+  }();
+  return *instance;
+}
+
+}  // namespace
+
+void log_debug(const std::string& message) { logger().debug(message); }
+void log_info(const std::string& message) { logger().info(message); }
+void log_warn(const std::string& message) { logger().warn(message); }
+void log_error(const std::string& message) { logger().error(message); }
+
+}  // namespace simba::internal

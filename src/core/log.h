@@ -1,0 +1,13 @@
+// simba's log lines (on spdlog's default logger, name "simba"). Internal to simba.
+#pragma once
+
+#include <string>
+
+namespace simba::internal {
+
+void log_debug(const std::string& message);
+void log_info(const std::string& message);
+void log_warn(const std::string& message);
+void log_error(const std::string& message);
+
+}  // namespace simba::internal

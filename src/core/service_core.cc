@@ -1,0 +1,341 @@
+// The contention loop: rounds on the I/O pool, notifications on a strand.
+#include "core/service_core.h"
+
+#include <algorithm>
+#include <future>
+
+#include "core/contend_period.h"
+#include "core/log.h"
+#include "simba/duration.h"
+#include "simba/error.h"
+
+namespace simba::internal {
+namespace {
+
+const std::string kNoContender;
+
+std::chrono::milliseconds poll_of(const Backend& backend, const ContendOptions& options) {
+  if (options.poll_interval.count() > 0) return options.poll_interval;
+  return backend.capabilities().poll_interval;
+}
+
+}  // namespace
+
+ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever,
+                         std::shared_ptr<MutexContender> contender, std::shared_ptr<Backend> backend,
+                         std::shared_ptr<Runtime> runtime, ContendOptions options, CoreHooks hooks)
+    : retriever_(std::move(retriever)),
+      contender_(std::move(contender)),
+      backend_(std::move(backend)),
+      runtime_(std::move(runtime)),
+      options_(options),
+      hooks_(std::move(hooks)),
+      push_(backend_->capabilities().push),
+      poll_(poll_of(*backend_, options_)),
+      strand_(runtime_->make_strand()),
+      rng_(std::random_device{}()) {
+  options_.validate();
+  validate_mutex_name(retriever_->mutex());
+  if (contender_) validate_contender_id(contender_->contender_id());
+  auto max_bytes = backend_->capabilities().max_mutex_bytes;
+  if (max_bytes != 0 && retriever_->mutex().size() > max_bytes) {
+    throw Error(errc::invalid_argument, "mutex name of " + std::to_string(retriever_->mutex().size()) +
+                                            " bytes is longer than " + backend_->capabilities().engine +
+                                            " accepts (" + std::to_string(max_bytes) + ")");
+  }
+}
+
+ServiceCore::~ServiceCore() = default;
+
+const std::string& ServiceCore::contender_id() const {
+  return contender_ ? contender_->contender_id() : kNoContender;
+}
+
+bool ServiceCore::current_locked(std::uint64_t generation) const {
+  return generation == generation_ && is_active(status_.load());
+}
+
+void ServiceCore::start() {
+  Status expected = Status::initial;
+  if (!status_.compare_exchange_strong(expected, Status::starting)) {
+    throw Error(errc::failed_precondition, "start() of the service for mutex '" + mutex() +
+                                               "' needs status INITIAL, it is " + to_string(expected));
+  }
+  std::uint64_t generation;
+  {
+    std::lock_guard lock(mutex_);
+    generation = ++generation_;
+    failures_ = 0;
+    dormant_ = owned_ = again_ = false;
+  }
+  strand_.post([self = shared_from_this()] {
+    std::lock_guard lock(self->state_mutex_);
+    self->state_ = MutexState{};
+  });
+  std::unique_ptr<Subscription> subscription;
+  if (push_) {
+    try {
+      std::weak_ptr<ServiceCore> weak = shared_from_this();
+      subscription = backend_->watch(mutex(), [weak, generation](WatchEvent event) {
+        if (auto self = weak.lock()) self->on_watch(generation, event);
+      });
+    } catch (const std::exception& e) {
+      log_warn("cannot watch mutex '" + mutex() + "' (" + e.what() + "); polling instead");
+    }
+  }
+  {
+    std::lock_guard lock(mutex_);
+    subscription_ = std::move(subscription);
+    arm_timer_locked(generation, options_.initial_delay);
+  }
+  status_.store(Status::running);
+}
+
+void ServiceCore::stop() {
+  Status expected = Status::running;
+  if (!status_.compare_exchange_strong(expected, Status::stopping)) {
+    throw Error(errc::failed_precondition, "stop() of the service for mutex '" + mutex() +
+                                               "' needs status RUNNING, it is " + to_string(expected));
+  }
+  std::unique_ptr<Subscription> subscription;
+  std::uint64_t generation;
+  {
+    std::lock_guard lock(mutex_);
+    generation = ++generation_;
+    if (timer_) runtime_->cancel(*timer_);
+    if (deadline_timer_) runtime_->cancel(*deadline_timer_);
+    timer_.reset();
+    deadline_timer_.reset();
+    subscription = std::move(subscription_);
+    owned_ = dormant_ = again_ = false;
+  }
+  subscription.reset();
+  if (contender_) release_remote("stop()");
+  // Deliver on_released (if we owned) before returning: a release is applied even though
+  // this generation is no longer running.
+  auto delivered = std::make_shared<std::promise<void>>();
+  auto done = delivered->get_future();
+  strand_.post([self = shared_from_this(), generation, delivered] {
+    self->apply(generation, MutexOwner::none());
+    delivered->set_value();
+  });
+  if (!strand_.running_in_this_thread()) done.wait();
+  status_.store(Status::initial);
+}
+
+void ServiceCore::close() noexcept {
+  try {
+    if (status_.load() == Status::running) stop();
+  } catch (const std::exception& e) {
+    log_warn("closing the service for mutex '" + mutex() + "': " + e.what());
+  }
+}
+
+MutexState ServiceCore::mutex_state() const {
+  std::lock_guard lock(state_mutex_);
+  return state_;
+}
+
+bool ServiceCore::is_owner() const {
+  std::lock_guard lock(mutex_);
+  return owned_ && Clock::now() < lease_deadline_;
+}
+
+bool ServiceCore::is_in_ttl() const {
+  std::lock_guard lock(mutex_);
+  return owned_ && Clock::now() < ttl_deadline_;
+}
+
+std::uint64_t ServiceCore::fencing_token() const {
+  std::lock_guard lock(mutex_);
+  return owned_ && Clock::now() < lease_deadline_ ? token_ : 0;
+}
+
+std::uint64_t ServiceCore::generation() const {
+  std::lock_guard lock(mutex_);
+  return generation_;
+}
+
+void ServiceCore::deliver(std::uint64_t generation, const MutexOwner& owner) {
+  strand_.post([self = shared_from_this(), generation, owner] { self->apply(generation, owner); });
+}
+
+void ServiceCore::on_watch(std::uint64_t generation, WatchEvent event) {
+  // A contender only cares that the mutex may be free; an observer cares about every change.
+  if (contender_ && event != WatchEvent::released) return;
+  trigger(generation, false);
+}
+
+void ServiceCore::trigger(std::uint64_t generation, bool from_timer) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!current_locked(generation) || dormant_) return;
+    if (!from_timer && owned_) return;  // An owner renews on its own schedule.
+    if (in_flight_) {
+      again_ = true;
+      return;
+    }
+    if (timer_) runtime_->cancel(*timer_);
+    timer_.reset();
+    in_flight_ = true;
+  }
+  runtime_->post_io([self = shared_from_this(), generation] { self->run_round(generation); });
+}
+
+void ServiceCore::run_round(std::uint64_t generation) {
+  auto sent = Clock::now();
+  OwnerSnapshot snapshot;
+  try {
+    snapshot = contender_ ? backend_->acquire(mutex(), contender_->contender_id(), options_.ttl,
+                                              options_.transition)
+                          : backend_->read(mutex());
+  } catch (const std::exception& e) {
+    fail_round(generation, e.what());
+    return;
+  }
+  finish_round(generation, sent, snapshot);
+}
+
+void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
+                               const OwnerSnapshot& snapshot) {
+  const bool claims = contender_ && snapshot.owner.is_owner(contender_->contender_id());
+  {
+    std::unique_lock lock(mutex_);
+    in_flight_ = false;
+    if (!current_locked(generation)) {
+      // A round of an earlier generation: drop it. If it won a lease after stop(), give the
+      // lease back.
+      bool stopped = !is_active(status_.load());
+      lock.unlock();
+      if (claims && stopped) release_remote("a claim that arrived after stop()");
+      return;
+    }
+    failures_ = 0;
+    auto lease_deadline = sent + options_.ttl + options_.transition;
+    bool ours = claims && Clock::now() < lease_deadline;
+    if (ours) {
+      owned_ = true;
+      lease_deadline_ = lease_deadline;
+      ttl_deadline_ = sent + options_.ttl;
+      token_ = snapshot.owner.fencing_token;
+      if (deadline_timer_) runtime_->cancel(*deadline_timer_);
+      std::weak_ptr<ServiceCore> weak = shared_from_this();
+      deadline_timer_ = runtime_->schedule_after(lease_deadline - Clock::now(), [weak, generation] {
+        if (auto self = weak.lock()) self->on_lease_deadline(generation);
+      });
+      strand_.post([self = shared_from_this(), generation, owner = snapshot.owner] {
+        self->apply(generation, owner);
+      });
+    } else if (claims) {
+      // The answer came back after the lease it granted had run out by our clock: not ours
+      // to act on. Treat it as a lost lease and try again.
+      if (owned_) revoke_locked(generation);
+      again_ = true;
+    } else {
+      if (owned_) {
+        owned_ = false;
+        if (deadline_timer_) runtime_->cancel(*deadline_timer_);
+        deadline_timer_.reset();
+        if (!hooks_.rejoin_after_loss) dormant_ = true;
+      }
+      strand_.post([self = shared_from_this(), generation, owner = snapshot.owner] {
+        self->apply(generation, owner);
+      });
+    }
+    std::chrono::milliseconds delay;
+    if (!contender_) {
+      // Observer: look again when the lease could expire (expiry is never pushed), or poll.
+      delay = snapshot.owner.empty()
+                  ? (push_ ? options_.ttl : poll_)
+                  : std::chrono::milliseconds(std::max<EpochMillis>(snapshot.owner.transition_at - snapshot.now + 1, 0));
+      if (!push_) delay = std::min(delay, poll_);
+    } else {
+      delay = next_delay(snapshot.owner, contender_->contender_id(), snapshot.now, rng_);
+      if (!ours && (!push_ || snapshot.owner.empty())) delay = std::min(delay, poll_);
+      if (again_ && !ours) delay = std::chrono::milliseconds(0);
+    }
+    again_ = false;
+    if (!dormant_) arm_timer_locked(generation, delay);
+  }
+  if (hooks_.on_round) hooks_.on_round(snapshot.owner, false);
+}
+
+void ServiceCore::fail_round(std::uint64_t generation, const std::string& what) {
+  {
+    std::lock_guard lock(mutex_);
+    in_flight_ = false;
+    if (!current_locked(generation)) return;
+    ++failures_;
+    if (owned_) revoke_locked(generation);
+    auto delay = backoff_delay(failures_, options_.backoff_initial, options_.ttl, rng_);
+    if ((failures_ & (failures_ - 1)) == 0) {  // 1st, 2nd, 4th, 8th... failure in a row
+      log_warn("mutex '" + mutex() + "': backend error (" + std::to_string(failures_) +
+               " in a row): " + what + "; retrying in " + format_duration(delay));
+    }
+    again_ = false;
+    if (!dormant_) arm_timer_locked(generation, delay);
+  }
+  if (hooks_.on_round) hooks_.on_round(MutexOwner::none(), true);
+}
+
+void ServiceCore::on_lease_deadline(std::uint64_t generation) {
+  std::lock_guard lock(mutex_);
+  if (!current_locked(generation) || !owned_ || Clock::now() < lease_deadline_) return;
+  log_warn("mutex '" + mutex() + "': the lease of " + contender_id() +
+           " ran out before it could be renewed; no longer owner");
+  revoke_locked(generation);
+}
+
+void ServiceCore::revoke_locked(std::uint64_t generation) {
+  owned_ = false;
+  if (deadline_timer_) runtime_->cancel(*deadline_timer_);
+  deadline_timer_.reset();
+  if (!hooks_.rejoin_after_loss) dormant_ = true;
+  strand_.post([self = shared_from_this(), generation] { self->apply(generation, MutexOwner::none()); });
+}
+
+void ServiceCore::arm_timer_locked(std::uint64_t generation, std::chrono::milliseconds delay) {
+  if (timer_) runtime_->cancel(*timer_);
+  std::weak_ptr<ServiceCore> weak = shared_from_this();
+  timer_ = runtime_->schedule_after(delay, [weak, generation] {
+    if (auto self = weak.lock()) self->trigger(generation, true);
+  });
+}
+
+void ServiceCore::apply(std::uint64_t generation, const MutexOwner& owner) {
+  bool current;
+  {
+    std::lock_guard lock(mutex_);
+    current = current_locked(generation);
+  }
+  MutexState next;
+  {
+    std::lock_guard lock(state_mutex_);
+    if (!current) {
+      // Stale: drop it, unless it tells an owner that it is no longer owner.
+      bool claims = contender_ && owner.is_owner(contender_->contender_id());
+      bool we_own = contender_ && state_.after.is_owner(contender_->contender_id());
+      if (claims || !we_own) return;
+    }
+    next = MutexState{state_.after, owner};
+    state_ = next;
+  }
+  try {
+    retriever_->notify_owner(next);
+  } catch (const std::exception& e) {
+    log_error("mutex '" + mutex() + "': a callback threw: " + e.what());
+  } catch (...) {
+    log_error("mutex '" + mutex() + "': a callback threw a non-standard exception");
+  }
+}
+
+void ServiceCore::release_remote(const char* why) noexcept {
+  try {
+    backend_->release(mutex(), contender_->contender_id());
+  } catch (const std::exception& e) {
+    log_warn("mutex '" + mutex() + "': could not release the lease of " + contender_id() + " on " +
+             why + " (" + e.what() + "); it expires by itself after ttl + transition");
+  }
+}
+
+}  // namespace simba::internal

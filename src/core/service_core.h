@@ -1,0 +1,106 @@
+// The contention loop shared by MutexContendService and MutexRetrievalService. Internal.
+//
+// One ServiceCore drives one mutex for one contender (or, with no contender, observes it).
+// Backend calls run on the runtime's I/O pool, never more than one at a time per core;
+// notifications run on the core's strand. `mutex_` guards the loop state; `state_mutex_`
+// guards the state last delivered to the retriever.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+
+#include "simba/backend.h"
+#include "simba/contender.h"
+#include "simba/options.h"
+#include "simba/runtime.h"
+#include "simba/service.h"
+
+namespace simba::internal {
+
+struct CoreHooks {
+  // Called on an I/O thread after every contention round, with the owner it saw (none after
+  // an error). Must be quick.
+  std::function<void(const MutexOwner& owner, bool error)> on_round;
+  // false: once ownership is lost the core stops contending until stop() (the Locker's
+  // one-shot hold); the remote lease is released by stop().
+  bool rejoin_after_loss = true;
+};
+
+class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `contender` null: observe only. `retriever` receives the notifications.
+  ServiceCore(std::shared_ptr<MutexRetriever> retriever, std::shared_ptr<MutexContender> contender,
+              std::shared_ptr<Backend> backend, std::shared_ptr<Runtime> runtime,
+              ContendOptions options, CoreHooks hooks = {});
+  ~ServiceCore();
+
+  void start();
+  void stop();
+  void close() noexcept;
+
+  Status status() const { return status_.load(); }
+  const std::string& mutex() const { return retriever_->mutex(); }
+  const std::string& contender_id() const;
+  MutexState mutex_state() const;
+  bool is_owner() const;
+  bool is_in_ttl() const;
+  std::uint64_t fencing_token() const;
+
+  // Test seams: the current generation, and delivering a result as if a round of
+  // `generation` had produced it.
+  std::uint64_t generation() const;
+  void deliver(std::uint64_t generation, const MutexOwner& owner);
+
+ private:
+  void trigger(std::uint64_t generation, bool from_timer);
+  void on_watch(std::uint64_t generation, WatchEvent event);
+  void run_round(std::uint64_t generation);
+  void finish_round(std::uint64_t generation, Clock::time_point sent, const OwnerSnapshot& snapshot);
+  void fail_round(std::uint64_t generation, const std::string& what);
+  void on_lease_deadline(std::uint64_t generation);
+  void arm_timer_locked(std::uint64_t generation, std::chrono::milliseconds delay);
+  void revoke_locked(std::uint64_t generation);
+  void apply(std::uint64_t generation, const MutexOwner& owner);
+  void release_remote(const char* why) noexcept;
+  bool current_locked(std::uint64_t generation) const;
+
+  const std::shared_ptr<MutexRetriever> retriever_;
+  const std::shared_ptr<MutexContender> contender_;  // null: observer
+  const std::shared_ptr<Backend> backend_;
+  const std::shared_ptr<Runtime> runtime_;
+  const ContendOptions options_;
+  const CoreHooks hooks_;
+  const bool push_;
+  const std::chrono::milliseconds poll_;
+  const Strand strand_;
+
+  std::atomic<Status> status_{Status::initial};
+
+  mutable std::mutex mutex_;
+  std::uint64_t generation_ = 0;
+  std::optional<Runtime::TimerId> timer_;
+  std::optional<Runtime::TimerId> deadline_timer_;
+  bool in_flight_ = false;
+  bool again_ = false;
+  bool dormant_ = false;
+  int failures_ = 0;
+  bool owned_ = false;
+  Clock::time_point lease_deadline_{};
+  Clock::time_point ttl_deadline_{};
+  std::uint64_t token_ = 0;
+  std::unique_ptr<Subscription> subscription_;
+  std::mt19937_64 rng_;
+
+  mutable std::mutex state_mutex_;
+  MutexState state_;
+};
+
+}  // namespace simba::internal

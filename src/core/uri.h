@@ -1,0 +1,33 @@
+// Backend URIs: scheme://[user[:password]@]host[:port][/path][?key=value&...]
+// Internal to simba. Every part is percent-decoded; the password never appears in redacted().
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace simba::internal {
+
+struct Uri {
+  std::string scheme;
+  bool has_authority = false;  // "//" followed the scheme
+  std::string user;
+  std::string password;
+  bool has_password = false;
+  std::string host;
+  int port = 0;  // 0: none given
+  std::string path;  // With its leading '/', if any; for "memory:NAME" it is "NAME".
+  std::map<std::string, std::string> query;
+
+  // The URI with the password replaced by "***"; safe for messages and logs.
+  std::string redacted() const;
+};
+
+// Throws Error(errc::invalid_argument) naming what is malformed (never echoing a password).
+Uri parse_uri(std::string_view text);
+
+// Throws Error(errc::invalid_argument) naming the first key left in `query` and `accepted`.
+void reject_unknown_options(const Uri& uri, const std::map<std::string, std::string>& query,
+                            const std::string& accepted);
+
+}  // namespace simba::internal

@@ -1,0 +1,262 @@
+// Conformance cases for the contention protocol: Simba's TCK and what simba adds.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "kit.h"
+
+namespace simba::tck {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Bound for anything that should happen "soon" on a healthy backend.
+constexpr auto kSoon = 5s;
+
+std::unique_ptr<MutexContendService> start_contender(const Client& client, std::shared_ptr<Recorder> recorder) {
+  auto service = client.contend_service(std::move(recorder));
+  service->start();
+  return service;
+}
+
+TEST(ContendTest, StartAcquiresAndStopReleasesBeforeReturning) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  auto recorder = std::make_shared<Recorder>(mutex);
+  auto service = start_contender(client, recorder);
+  ASSERT_TRUE(wait_until([&] { return service->is_owner(); }, kSoon));
+  ASSERT_TRUE(wait_until([&] { return recorder->acquired_count() == 1; }, kSoon));
+  EXPECT_EQ(service->status(), Status::running);
+  EXPECT_GT(service->fencing_token(), 0u);
+  EXPECT_EQ(client.owner(mutex).owner_id, recorder->contender_id());
+  // Callbacks run on the callback executor, never on the thread that talks to the backend.
+  EXPECT_EQ(recorder->events()[0].thread.rfind("simba-cb", 0), 0u) << recorder->events()[0].thread;
+
+  service->stop();
+  EXPECT_EQ(recorder->released_count(), 1);  // delivered before stop() returned
+  EXPECT_EQ(service->status(), Status::initial);
+  EXPECT_FALSE(service->is_owner());
+  EXPECT_TRUE(client.owner(mutex).empty());
+}
+
+TEST(ContendTest, RestartAcquiresAgainInANewGeneration) {
+  auto client = make_client();
+  auto recorder = std::make_shared<Recorder>(unique_mutex());
+  auto service = start_contender(client, recorder);
+  ASSERT_TRUE(wait_until([&] { return service->is_owner(); }, kSoon));
+  service->stop();
+  EXPECT_THROW(service->stop(), Error);
+  service->start();
+  EXPECT_THROW(service->start(), Error);
+  ASSERT_TRUE(wait_until([&] { return service->is_owner(); }, kSoon));
+  ASSERT_TRUE(wait_until([&] { return recorder->acquired_count() == 2; }, kSoon));
+  EXPECT_EQ(recorder->released_count(), 1);
+  service->stop();
+  EXPECT_EQ(recorder->released_count(), 2);
+}
+
+TEST(ContendTest, GuardStaysOwnerForThreeTtls) {
+  auto client = make_client();
+  auto recorder = std::make_shared<Recorder>(unique_mutex());
+  auto service = start_contender(client, recorder);
+  ASSERT_TRUE(wait_until([&] { return service->is_owner(); }, kSoon));
+  auto token = service->fencing_token();
+  std::this_thread::sleep_for(3 * client.options().ttl);
+  EXPECT_TRUE(service->is_owner());
+  EXPECT_EQ(service->fencing_token(), token);  // renewals keep the token
+  EXPECT_EQ(recorder->acquired_count(), 1);
+  EXPECT_EQ(recorder->released_count(), 0);
+  EXPECT_GT(service->after_owner().acquired_at, 0);
+}
+
+TEST(ContendTest, TenContendersHaveExactlyOneOwnerAtEveryCallback) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  constexpr int kContenders = 10;
+  std::vector<std::shared_ptr<Recorder>> recorders;
+  std::vector<std::unique_ptr<MutexContendService>> services;
+  std::atomic<int> violations{0};
+  std::atomic<bool> checking{true};  // off before teardown: hooks must not see dying services
+  for (int i = 0; i < kContenders; ++i) recorders.push_back(std::make_shared<Recorder>(mutex));
+  for (auto& recorder : recorders) services.push_back(client.contend_service(recorder));
+  auto owners = [&] {
+    return std::count_if(services.begin(), services.end(), [](auto& s) { return s->is_owner(); });
+  };
+  for (auto& recorder : recorders) {
+    recorder->hook = [&](bool, const MutexState&) {
+      if (checking && owners() > 1) violations.fetch_add(1);
+    };
+  }
+  for (auto& service : services) service->start();
+
+  // Three handovers: stop whoever owns, someone else must take over.
+  std::vector<std::size_t> stopped;
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(wait_until([&] { return owners() == 1; }, kSoon)) << "round " << round;
+    auto it = std::find_if(services.begin(), services.end(), [](auto& s) { return s->is_owner(); });
+    stopped.push_back(static_cast<std::size_t>(it - services.begin()));
+    (*it)->stop();
+  }
+  ASSERT_TRUE(wait_until([&] { return owners() == 1; }, kSoon));
+  auto owner = std::find_if(services.begin(), services.end(), [](auto& s) { return s->is_owner(); });
+  const std::string owner_id = (*owner)->contender_id();
+  // Every running contender learns who owns.
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return std::all_of(services.begin(), services.end(), [&](auto& s) {
+          return !s->running() || s->after_owner().owner_id == owner_id;
+        });
+      },
+      kSoon));
+  EXPECT_EQ(owners(), 1);
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_EQ(client.owner(mutex).owner_id, owner_id);
+  checking = false;
+}
+
+TEST(ContendTest, FencingTokensStrictlyRiseOverTwentyOwnerChanges) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  std::uint64_t last = 0;
+  for (int i = 0; i < 20; ++i) {
+    Locker locker(mutex, client);
+    locker.acquire(kSoon);
+    auto token = locker.fencing_token();
+    EXPECT_GT(token, last) << "owner change " << i;
+    last = token;
+  }
+}
+
+TEST(ContendTest, RenewalKeepsTokenAndLateReleaseNeverRemovesSuccessor) {
+  auto client = make_client();
+  auto& backend = *client.backend();
+  auto mutex = unique_mutex();
+  EXPECT_TRUE(backend.read(mutex).owner.empty());
+  auto first = backend.acquire(mutex, "a", 60ms, 0ms).owner;
+  ASSERT_EQ(first.owner_id, "a");
+  EXPECT_EQ(first.ttl_at, first.acquired_at + 60);
+  EXPECT_EQ(first.transition_at, first.ttl_at);
+  auto renewed = backend.acquire(mutex, "a", 60ms, 0ms).owner;
+  EXPECT_EQ(renewed.fencing_token, first.fencing_token);
+  auto blocked = backend.acquire(mutex, "b", 60ms, 0ms).owner;
+  EXPECT_EQ(blocked.owner_id, "a");
+  // "a" expires without releasing; "b" takes over with a larger token.
+  ASSERT_TRUE(wait_until([&] { return backend.acquire(mutex, "b", 10s, 0ms).owner.owner_id == "b"; }, kSoon));
+  auto successor = backend.read(mutex).owner;
+  EXPECT_GT(successor.fencing_token, first.fencing_token);
+  EXPECT_FALSE(backend.release(mutex, "a"));  // late release by the former owner
+  EXPECT_EQ(backend.read(mutex).owner.owner_id, "b");
+  EXPECT_TRUE(backend.release(mutex, "b"));
+  auto after = backend.read(mutex).owner;
+  EXPECT_TRUE(after.empty());
+  EXPECT_EQ(after.fencing_token, successor.fencing_token);  // the token is kept for the next owner
+  EXPECT_GT(backend.acquire(mutex, "b", 10s, 0ms).owner.fencing_token, successor.fencing_token);
+  backend.release(mutex, "b");
+}
+
+TEST(ContendTest, TakeoverAfterOwnerVanishesWithinTtlPlusTransitionPlusOneSecond) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  auto faulty = std::make_shared<FaultInjectingBackend>(client.backend());
+  Client vanishing(faulty, client.options(), client.runtime());
+  auto a = std::make_shared<Recorder>(mutex);
+  auto b = std::make_shared<Recorder>(mutex);
+  auto owner = start_contender(vanishing, a);
+  ASSERT_TRUE(wait_until([&] { return owner->is_owner(); }, kSoon));
+  auto successor = start_contender(client, b);
+  ASSERT_TRUE(wait_until([&] { return successor->after_owner().owner_id == a->contender_id(); }, kSoon));
+
+  faulty->set_unreachable(true);  // the owner can neither renew nor release
+  auto vanished = std::chrono::steady_clock::now();
+  auto bound = client.options().ttl + client.options().transition + 1s;
+  ASSERT_TRUE(wait_until([&] { return successor->is_owner(); }, bound + 1s));
+  auto took = std::chrono::steady_clock::now() - vanished;
+  EXPECT_LE(took, bound);
+  EXPECT_FALSE(owner->is_owner());
+  ASSERT_TRUE(wait_until([&] { return a->released_count() == 1; }, kSoon));  // revoked locally
+}
+
+TEST(ContendTest, HandoverAfterReleaseIsPrompt) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  auto a = std::make_shared<Recorder>(mutex);
+  auto b = std::make_shared<Recorder>(mutex);
+  auto first = start_contender(client, a);
+  ASSERT_TRUE(wait_until([&] { return first->is_owner(); }, kSoon));
+  auto second = start_contender(client, b);
+  ASSERT_TRUE(wait_until([&] { return second->after_owner().owner_id == a->contender_id(); }, kSoon));
+  auto released = std::chrono::steady_clock::now();
+  first->stop();
+  ASSERT_TRUE(wait_until([&] { return b->acquired_count() == 1; }, kSoon));
+  // Far sooner than the lease's own expiry would allow (ttl + transition).
+  EXPECT_LT(b->events()[0].at - released, 1s);
+  EXPECT_GT(second->fencing_token(), 0u);
+}
+
+TEST(ContendTest, StopDuringContentionLeavesNoLease) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  std::vector<std::unique_ptr<MutexContendService>> services;
+  for (int i = 0; i < 6; ++i) services.push_back(client.contend_service(std::make_shared<Recorder>(mutex)));
+  for (int cycle = 0; cycle < 10; ++cycle) {
+    for (auto& service : services) service->start();
+    if (cycle % 2) std::this_thread::sleep_for(std::chrono::milliseconds(cycle));
+    for (auto& service : services) service->stop();
+  }
+  // A claim still in flight at stop() is handed back when it lands.
+  EXPECT_TRUE(wait_until([&] { return client.owner(mutex).empty(); }, 2s))
+      << "left a lease of " << client.owner(mutex).owner_id;
+  for (auto& service : services) EXPECT_FALSE(service->is_owner());
+}
+
+TEST(ContendTest, PausedOwnerStopsBelievingBeforeAnyoneElseWins) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  auto faulty = std::make_shared<FaultInjectingBackend>(client.backend());
+  Client stalling(faulty, client.options(), client.runtime());
+  auto a = std::make_shared<Recorder>(mutex);
+  auto b = std::make_shared<Recorder>(mutex);
+  auto owner = start_contender(stalling, a);
+  ASSERT_TRUE(wait_until([&] { return owner->is_owner(); }, kSoon));
+  std::atomic<int> owner_believed_at_takeover{-1};
+  b->hook = [&](bool acquired, const MutexState&) {
+    if (acquired) owner_believed_at_takeover = owner->is_owner() ? 1 : 0;
+  };
+  auto successor = start_contender(client, b);
+  faulty->set_delay(1500ms);  // the owner's renewals stall, as in a long GC pause
+  ASSERT_TRUE(wait_until([&] { return b->acquired_count() == 1; }, kSoon));
+  EXPECT_EQ(owner_believed_at_takeover.load(), 0);
+  EXPECT_EQ(a->released_count(), 1);
+  EXPECT_LE(a->events().back().at, b->events()[0].at);
+  faulty->set_delay(0ms);
+}
+
+TEST(ContendTest, ObserverReportsOwnerChangesWithoutContending) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  std::mutex seen_mutex;
+  std::vector<std::string> seen;
+  auto observer = client.retrieval_service(make_retriever(mutex, [&](const MutexState& state) {
+    std::lock_guard lock(seen_mutex);
+    if (state.changed()) seen.push_back(state.after.owner_id);
+  }));
+  observer->start();
+  auto last_seen = [&] {
+    std::lock_guard lock(seen_mutex);
+    return seen.empty() ? std::string("<nothing>") : seen.back();
+  };
+  auto a = std::make_shared<Recorder>(mutex);
+  auto first = start_contender(client, a);
+  ASSERT_TRUE(wait_until([&] { return last_seen() == a->contender_id(); }, kSoon));
+  EXPECT_EQ(observer->after_owner().owner_id, a->contender_id());
+  first->stop();
+  ASSERT_TRUE(wait_until([&] { return last_seen().empty(); }, kSoon));
+  auto b = std::make_shared<Recorder>(mutex);
+  auto second = start_contender(client, b);
+  ASSERT_TRUE(wait_until([&] { return last_seen() == b->contender_id(); }, kSoon));
+  observer->stop();
+  EXPECT_EQ(second->contender_id(), b->contender_id());
+}
+
+}  // namespace
+}  // namespace simba::tck

@@ -1,0 +1,72 @@
+// The conformance kit's helpers.
+#include "kit.h"
+
+#include <gtest/gtest.h>
+#include <pthread.h>
+
+#include <filesystem>
+#include <random>
+
+namespace simba::tck {
+namespace {
+std::string& uri_storage() {
+  static std::string uri = "memory:";
+  return uri;
+}
+}  // namespace
+
+const std::string& backend_uri() { return uri_storage(); }
+void set_backend_uri(std::string uri) { uri_storage() = std::move(uri); }
+
+ContendOptions fast_options() {
+  ContendOptions options;
+  options.ttl = std::chrono::milliseconds(400);
+  options.transition = std::chrono::milliseconds(200);
+  options.backoff_initial = std::chrono::milliseconds(20);
+  return options;
+}
+
+Client make_client(const ContendOptions& options) {
+  Runtime::Options threads;
+  threads.io_threads = 4;
+  threads.callback_threads = 2;
+  return Client(open_backend(backend_uri()), options, std::make_shared<Runtime>(threads));
+}
+
+std::string unique_mutex(const std::string& hint) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string test = hint;
+  if (test.empty()) {
+    if (auto* info = ::testing::UnitTest::GetInstance()->current_test_info()) {
+      test = std::string(info->test_suite_name()) + "." + info->name();
+    }
+  }
+  return "tck/" + test + "/" + std::to_string(rng() % 1'000'000'000);
+}
+
+bool wait_until(const std::function<bool()>& predicate, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!predicate()) {
+    if (std::chrono::steady_clock::now() >= deadline) return predicate();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+int thread_count() {
+  int n = 0;
+  for ([[maybe_unused]] auto& entry : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+void Recorder::record(bool acquired, const MutexState& state) {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  {
+    std::lock_guard lock(mutex_);
+    events_.push_back({acquired, state, std::chrono::steady_clock::now(), name});
+  }
+  if (hook) hook(acquired, state);
+}
+
+}  // namespace simba::tck

@@ -1,0 +1,75 @@
+// The conformance kit's helpers: the backend under test, unique names, bounded waits, and a
+// contender that records what it is told. Shared by the kit's cases and the unit tests.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "simba/simba.h"
+
+namespace simba::tck {
+
+// The URI under test (set by simba-tck's --backend; default "memory:").
+const std::string& backend_uri();
+void set_backend_uri(std::string uri);
+
+// Timing the kit runs with: short, so the suite stays fast.
+ContendOptions fast_options();
+
+// A fresh client on the backend under test, with fast_options(), on its own runtime.
+Client make_client(const ContendOptions& options = fast_options());
+
+// A mutex name no other test or run uses: "tck/<test>/<random>".
+std::string unique_mutex(const std::string& hint = "");
+
+// Waits until `predicate` holds or `timeout` passes; returns the predicate's last value.
+bool wait_until(const std::function<bool()>& predicate, std::chrono::milliseconds timeout);
+
+// Number of threads of this process (/proc/self/task).
+int thread_count();
+
+// A contender that records every notification, thread-safely.
+class Recorder : public ContenderBase {
+ public:
+  struct Event {
+    bool acquired;  // else released
+    MutexState state;
+    std::chrono::steady_clock::time_point at;
+    std::string thread;
+  };
+
+  explicit Recorder(std::string mutex, std::string id = contender_id::host())
+      : ContenderBase(std::move(mutex), std::move(id)) {}
+
+  void on_acquired(const MutexState& state) override { record(true, state); }
+  void on_released(const MutexState& state) override { record(false, state); }
+
+  std::vector<Event> events() const {
+    std::lock_guard lock(mutex_);
+    return events_;
+  }
+  int acquired_count() const { return count(true); }
+  int released_count() const { return count(false); }
+  // An extra hook run inside the callback (on the callback executor).
+  std::function<void(bool acquired, const MutexState&)> hook;
+
+ private:
+  void record(bool acquired, const MutexState& state);
+  int count(bool acquired) const {
+    std::lock_guard lock(mutex_);
+    int n = 0;
+    for (auto& e : events_) n += e.acquired == acquired;
+    return n;
+  }
+
+  mutable std::mutex mutex_;
+  std::vector<Event> events_;
+};
+
+}  // namespace simba::tck

@@ -1,0 +1,159 @@
+// Conformance cases for Locker and Scheduler on the backend under test.
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "kit.h"
+
+namespace simba::tck {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr auto kSoon = 5s;
+
+TEST(LockerTest, TimesOutWhileAnotherHoldsThenSucceedsOnRetry) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  Locker holder(mutex, client);
+  holder.acquire(kSoon);
+  Locker waiter(mutex, client);
+  try {
+    waiter.acquire(200ms);
+    FAIL() << "acquire should have timed out";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), errc::timeout);
+    std::string what = e.what();
+    EXPECT_NE(what.find(mutex), std::string::npos) << what;
+    EXPECT_NE(what.find(waiter.contender_id()), std::string::npos) << what;
+    EXPECT_NE(what.find("200ms"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(waiter.is_owner());
+  EXPECT_TRUE(holder.is_owner());
+  auto first_token = holder.fencing_token();
+  holder.close();
+  waiter.acquire(kSoon);
+  EXPECT_TRUE(waiter.is_owner());
+  EXPECT_GT(waiter.fencing_token(), first_token);
+}
+
+TEST(LockerTest, SecondAcquireOnOneInstanceIsADeadlockError) {
+  auto client = make_client();
+  Locker locker(unique_mutex(), client);
+  locker.acquire(kSoon);
+  try {
+    locker.acquire(100ms);
+    FAIL() << "second acquire should fail";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), std::errc::resource_deadlock_would_occur);
+  }
+  EXPECT_TRUE(locker.is_owner());
+  locker.close();
+  locker.close();  // idempotent
+  EXPECT_FALSE(locker.is_owner());
+  EXPECT_EQ(locker.fencing_token(), 0u);
+}
+
+TEST(LockerTest, WorksWithStandardLockGuards) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  Locker a(mutex, client), b(mutex, client);
+  {
+    std::unique_lock guard(a);
+    EXPECT_TRUE(a.is_owner());
+    EXPECT_FALSE(b.try_lock());
+    EXPECT_FALSE(b.try_lock_for(100ms));
+  }
+  EXPECT_TRUE(b.try_lock_for(kSoon));
+  b.unlock();
+  std::scoped_lock both(b);
+  EXPECT_TRUE(b.is_owner());
+}
+
+TEST(LockerTest, SignalsLostLeaseWhenBackendBecomesUnreachable) {
+  auto client = make_client();
+  auto faulty = std::make_shared<FaultInjectingBackend>(client.backend());
+  Client flaky(faulty, client.options(), client.runtime());
+  auto mutex = unique_mutex();
+  Locker locker(mutex, flaky);
+  locker.acquire(kSoon);
+  std::atomic<bool> called{false};
+  std::stop_callback on_lost(locker.lease_token(), [&] { called = true; });
+  EXPECT_FALSE(locker.lease_token().stop_requested());
+  faulty->set_unreachable(true);
+  auto bound = client.options().ttl + client.options().transition + 1s;
+  EXPECT_TRUE(wait_until([&] { return called.load(); }, bound));
+  EXPECT_TRUE(locker.lease_token().stop_requested());
+  EXPECT_FALSE(locker.is_owner());
+  // The Locker does not win the mutex back behind its holder's back.
+  faulty->set_unreachable(false);
+  std::this_thread::sleep_for(client.options().ttl);
+  EXPECT_FALSE(locker.is_owner());
+  locker.unlock();  // never throws
+  Locker next(mutex, client);
+  next.acquire(kSoon);
+  EXPECT_FALSE(next.lease_token().stop_requested());
+}
+
+TEST(SchedulerTest, WorkRunsOnlyOnTheLeader) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  std::atomic<int> runs_a{0}, runs_b{0};
+  ScheduleConfig config;
+  config.period = 50ms;
+  config.worker = "tck-sched";
+  Scheduler a(mutex, client, config, [&](std::stop_token) { runs_a.fetch_add(1); });
+  a.start();
+  ASSERT_TRUE(wait_until([&] { return runs_a.load() >= 3; }, kSoon));
+  EXPECT_TRUE(a.is_leader());
+  Scheduler b(mutex, client, config, [&](std::stop_token) { runs_b.fetch_add(1); });
+  b.start();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(runs_b.load(), 0);  // not the leader
+  EXPECT_FALSE(b.is_leader());
+  a.stop();
+  int after_stop = runs_a.load();
+  ASSERT_TRUE(wait_until([&] { return runs_b.load() >= 3; }, kSoon));  // b took over
+  EXPECT_EQ(runs_a.load(), after_stop);
+  b.stop();
+}
+
+TEST(InputTest, HostileMutexNamesGetAClearErrorOrTheirOwnLease) {
+  auto client = make_client();
+  const std::string prefix = unique_mutex();
+  for (const std::string& bad : {std::string(""), std::string(" "), std::string("\t\n "),
+                                 std::string("a\0b", 3)}) {
+    try {
+      Locker locker(bad, client);
+      FAIL() << "accepted a bad name of " << bad.size() << " bytes";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), errc::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("mutex name"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(Locker(prefix, client, "x@@y"), Error);
+  const std::vector<std::string> names = {
+      prefix + "'",           prefix + "\"",        prefix + "'; DROP TABLE simba_mutex; --",
+      prefix + "@@",          prefix + " ",         prefix + "%",
+      prefix + "_",           prefix + "\\",        prefix + "名前",
+      prefix + "/../..",      prefix + "A",         prefix + "a",
+      prefix,                 prefix + std::string(10 * 1024, 'x')};
+  // Each accepted name is its own lease: holding all at once proves no two alias.
+  std::vector<std::unique_ptr<Locker>> held;
+  for (const auto& name : names) {
+    auto locker = std::make_unique<Locker>(name, client);
+    try {
+      ASSERT_TRUE(locker->try_lock_for(kSoon)) << "name of " << name.size() << " bytes";
+      held.push_back(std::move(locker));
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+    }
+  }
+  for (auto& locker : held) {
+    EXPECT_TRUE(locker->is_owner());
+    EXPECT_EQ(client.owner(locker->mutex()).owner_id, locker->contender_id());
+  }
+  EXPECT_GE(held.size(), names.size() - 1);
+}
+
+}  // namespace
+}  // namespace simba::tck

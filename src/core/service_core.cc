@@ -113,13 +113,8 @@ void ServiceCore::stop() {
   if (contender_) release_remote("stop()");
   // Deliver on_released (if we owned) before returning: a release is applied even though
   // this generation is no longer running.
-  auto delivered = std::make_shared<std::promise<void>>();
-  auto done = delivered->get_future();
-  strand_.post([self = shared_from_this(), generation, delivered] {
-    self->apply(generation, MutexOwner::none());
-    delivered->set_value();
-  });
-  if (!strand_.running_in_this_thread()) done.wait();
+  strand_.post([self = shared_from_this(), generation] { self->apply(generation, MutexOwner::none()); });
+  flush();
   status_.store(Status::initial);
 }
 
@@ -158,6 +153,13 @@ std::uint64_t ServiceCore::generation() const {
 
 void ServiceCore::deliver(std::uint64_t generation, const MutexOwner& owner) {
   strand_.post([self = shared_from_this(), generation, owner] { self->apply(generation, owner); });
+}
+
+void ServiceCore::flush() {
+  auto delivered = std::make_shared<std::promise<void>>();
+  auto done = delivered->get_future();
+  strand_.post([delivered] { delivered->set_value(); });
+  if (!strand_.running_in_this_thread()) done.wait();
 }
 
 void ServiceCore::on_watch(std::uint64_t generation, WatchEvent event) {

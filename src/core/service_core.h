@@ -58,6 +58,8 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // `generation` had produced it.
   std::uint64_t generation() const;
   void deliver(std::uint64_t generation, const MutexOwner& owner);
+  // Waits until every notification posted before the call has been delivered.
+  void flush();
 
  private:
   void trigger(std::uint64_t generation, bool from_timer);

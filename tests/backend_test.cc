@@ -1,0 +1,166 @@
+// Unit tests of the memory backend's lease boundaries on a simulated clock, and of SQLite's
+// file handling.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "kit.h"
+
+namespace simba {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Simulated {
+  std::shared_ptr<SimulatedClock> clock = std::make_shared<SimulatedClock>(10'000);
+  std::shared_ptr<Backend> backend = make_memory_backend(clock);
+};
+
+TEST(MemoryBackendTest, LeaseTimesComeFromTheBackendClock) {
+  Simulated s;
+  auto snapshot = s.backend->acquire("m", "a", 100ms, 50ms);
+  EXPECT_EQ(snapshot.now, 10'000);
+  EXPECT_EQ(snapshot.owner.acquired_at, 10'000);
+  EXPECT_EQ(snapshot.owner.ttl_at, 10'100);
+  EXPECT_EQ(snapshot.owner.transition_at, 10'150);
+  EXPECT_EQ(snapshot.owner.fencing_token, 1u);
+}
+
+TEST(MemoryBackendTest, OthersTakeOnlyStrictlyAfterTransition) {
+  Simulated s;
+  s.backend->acquire("m", "a", 100ms, 50ms);
+  s.clock->set(10'150);  // == transition_at: still held
+  EXPECT_EQ(s.backend->acquire("m", "b", 100ms, 50ms).owner.owner_id, "a");
+  EXPECT_EQ(s.backend->read("m").owner.owner_id, "a");
+  s.clock->set(10'151);
+  EXPECT_TRUE(s.backend->read("m").owner.empty());  // expired reads as no owner
+  EXPECT_EQ(s.backend->read("m").owner.fencing_token, 1u);
+  auto taken = s.backend->acquire("m", "b", 100ms, 50ms).owner;
+  EXPECT_EQ(taken.owner_id, "b");
+  EXPECT_EQ(taken.fencing_token, 2u);
+}
+
+TEST(MemoryBackendTest, OwnerRenewsDuringTransitionKeepingItsToken) {
+  Simulated s;
+  s.backend->acquire("m", "a", 100ms, 50ms);
+  s.clock->set(10'149);  // in transition: only the owner may renew
+  EXPECT_EQ(s.backend->acquire("m", "b", 100ms, 50ms).owner.owner_id, "a");
+  auto renewed = s.backend->acquire("m", "a", 100ms, 50ms).owner;
+  EXPECT_EQ(renewed.acquired_at, 10'149);
+  EXPECT_EQ(renewed.transition_at, 10'299);
+  EXPECT_EQ(renewed.fencing_token, 1u);
+}
+
+TEST(MemoryBackendTest, ReleaseOnlyByTheOwnerAndTokensKeepRising) {
+  Simulated s;
+  s.backend->acquire("m", "a", 100ms, 0ms);
+  EXPECT_FALSE(s.backend->release("m", "b"));
+  EXPECT_TRUE(s.backend->release("m", "a"));
+  EXPECT_FALSE(s.backend->release("m", "a"));
+  EXPECT_EQ(s.backend->acquire("m", "a", 100ms, 0ms).owner.fencing_token, 2u);  // new ownership
+  EXPECT_EQ(s.backend->acquire("other", "a", 100ms, 0ms).owner.fencing_token, 1u);  // per mutex
+}
+
+TEST(MemoryBackendTest, WatchersHearReleasesAndAcquisitionsUntilUnsubscribed) {
+  Simulated s;
+  std::vector<WatchEvent> events;
+  auto subscription = s.backend->watch("m", [&](WatchEvent e) { events.push_back(e); });
+  s.backend->acquire("m", "a", 100ms, 0ms);
+  s.backend->acquire("m", "a", 100ms, 0ms);  // renewal: no event
+  s.backend->release("m", "a");
+  subscription.reset();
+  s.backend->acquire("m", "b", 100ms, 0ms);
+  EXPECT_EQ(events, (std::vector<WatchEvent>{WatchEvent::acquired, WatchEvent::released}));
+}
+
+TEST(SqliteBackendTest, TwoConnectionsToOneFileShareTheLease) {
+  auto path = std::filesystem::temp_directory_path() / ("simba-unit-" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  SqliteOptions options;
+  options.path = path.string();
+  auto first = make_sqlite_backend(options);
+  auto second = make_sqlite_backend(options);
+  EXPECT_FALSE(first->capabilities().push);
+  EXPECT_TRUE(first->capabilities().multi_process);
+  EXPECT_EQ(first->acquire("m", "a", 10s, 0ms).owner.owner_id, "a");
+  EXPECT_EQ(second->acquire("m", "b", 10s, 0ms).owner.owner_id, "a");
+  EXPECT_FALSE(second->release("m", "b"));
+  EXPECT_TRUE(first->release("m", "a"));
+  auto taken = second->acquire("m", "b", 10s, 0ms).owner;
+  EXPECT_EQ(taken.owner_id, "b");
+  EXPECT_EQ(taken.fencing_token, 2u);
+  EXPECT_EQ(second->watch("m", [](WatchEvent) {}), nullptr);
+  first.reset();
+  second.reset();
+  for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
+}
+
+TEST(SqliteBackendTest, UnopenablePathIsUnavailableAndNamesThePath) {
+  SqliteOptions options;
+  options.path = "/nonexistent-simba-dir/sub/x.db";
+  try {
+    make_sqlite_backend(options);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), errc::unavailable);
+    EXPECT_NE(std::string(e.what()).find(options.path), std::string::npos) << e.what();
+  }
+}
+
+TEST(SchedulerUnitTest, NoThreadLeaksAcrossStartStopCycles) {
+  Client client(make_memory_backend(), tck::fast_options(), std::make_shared<Runtime>());
+  std::atomic<int> runs{0};
+  ScheduleConfig config;
+  config.period = 10ms;
+  Scheduler scheduler("leak", client, config, [&](std::stop_token) { runs.fetch_add(1); });
+  scheduler.start();
+  ASSERT_TRUE(tck::wait_until([&] { return runs.load() > 0; }, 5s));
+  scheduler.stop();
+  int baseline = tck::thread_count();
+  for (int i = 0; i < 5; ++i) {
+    scheduler.start();
+    EXPECT_TRUE(scheduler.running());
+    scheduler.stop();
+    EXPECT_FALSE(scheduler.running());
+  }
+  EXPECT_EQ(tck::thread_count(), baseline);
+  EXPECT_THROW(scheduler.stop(), Error);
+}
+
+TEST(SchedulerUnitTest, ThrowingWorkIsLoggedAndTheScheduleGoesOn) {
+  Client client(make_memory_backend(), tck::fast_options(), std::make_shared<Runtime>());
+  std::atomic<int> runs{0};
+  ScheduleConfig config;
+  config.period = 10ms;
+  config.strategy = ScheduleConfig::Strategy::fixed_rate;
+  Scheduler scheduler("throws", client, config, [&](std::stop_token) {
+    runs.fetch_add(1);
+    throw std::runtime_error("work failed");
+  });
+  scheduler.start();
+  EXPECT_TRUE(tck::wait_until([&] { return runs.load() >= 3; }, 5s));
+  scheduler.stop();
+}
+
+TEST(SchedulerUnitTest, LosingLeadershipRequestsStopOfRunningWork) {
+  auto faulty = std::make_shared<FaultInjectingBackend>(make_memory_backend());
+  Client client(faulty, tck::fast_options(), std::make_shared<Runtime>());
+  std::atomic<bool> running{false}, stopped{false};
+  ScheduleConfig config;
+  config.initial_delay = 10ms;
+  Scheduler scheduler("lose", client, config, [&](std::stop_token token) {
+    running = true;
+    while (!token.stop_requested()) std::this_thread::sleep_for(1ms);
+    stopped = true;
+  });
+  scheduler.start();
+  ASSERT_TRUE(tck::wait_until([&] { return running.load(); }, 5s));
+  faulty->set_unreachable(true);
+  EXPECT_TRUE(tck::wait_until([&] { return stopped.load(); }, 5s));
+  EXPECT_FALSE(scheduler.is_leader());
+  faulty->set_unreachable(false);
+  scheduler.stop();
+}
+
+}  // namespace
+}  // namespace simba

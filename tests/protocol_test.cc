@@ -1,0 +1,244 @@
+// Unit tests of the protocol's value types, delays, ids, durations, URIs and options.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+
+#include "core/contend_period.h"
+#include "core/uri.h"
+#include "simba/simba.h"
+
+namespace simba {
+namespace {
+
+using namespace std::chrono_literals;
+
+MutexOwner owner_of(std::string id, EpochMillis acquired, EpochMillis ttl, EpochMillis transition) {
+  return MutexOwner{std::move(id), acquired, acquired + ttl, acquired + ttl + transition, 1};
+}
+
+TEST(MutexOwnerTest, TtlIsStrictAndTransitionIsInclusive) {
+  auto owner = owner_of("a", 1000, 100, 50);  // ttl_at 1100, transition_at 1150
+  EXPECT_TRUE(owner.is_in_ttl(1099));
+  EXPECT_FALSE(owner.is_in_ttl(1100));
+  EXPECT_TRUE(owner.is_in_transition(1150));
+  EXPECT_FALSE(owner.is_in_transition(1151));
+  EXPECT_TRUE(owner.has_owner(1150));
+  EXPECT_FALSE(owner.has_owner(1151));
+  EXPECT_TRUE(owner.is_owner("a"));
+  EXPECT_FALSE(owner.is_owner("b"));
+  EXPECT_TRUE(MutexOwner::none().empty());
+  EXPECT_EQ(MutexOwner::none().transition_at, 0);
+}
+
+TEST(MutexStateTest, OnlyAChangeOfOwnerIdIsAChange) {
+  auto a1 = owner_of("a", 1000, 100, 50);
+  auto a2 = owner_of("a", 1100, 100, 50);  // a renewal
+  auto b = owner_of("b", 1200, 100, 50);
+  EXPECT_FALSE((MutexState{a1, a2}).changed());
+  EXPECT_FALSE((MutexState{a1, a2}).acquired("a"));
+  EXPECT_TRUE((MutexState{a1, b}).changed());
+  EXPECT_TRUE((MutexState{a1, b}).acquired("b"));
+  EXPECT_TRUE((MutexState{a1, b}).released("a"));
+  EXPECT_FALSE((MutexState{a1, b}).released("b"));
+  EXPECT_TRUE((MutexState{MutexOwner::none(), a1}).acquired("a"));
+  EXPECT_TRUE((MutexState{a1, MutexOwner::none()}).released("a"));
+  EXPECT_TRUE((MutexState{a1, b}).is_owner("b"));
+}
+
+TEST(MutexContenderTest, DefaultNotifyRoutesToAcquiredAndReleased) {
+  std::vector<std::string> calls;
+  auto contender = make_contender(
+      "m", [&](const MutexState&) { calls.push_back("acquired"); },
+      [&](const MutexState&) { calls.push_back("released"); }, "a");
+  auto a = owner_of("a", 1, 10, 0), a_renewed = owner_of("a", 5, 10, 0), b = owner_of("b", 20, 10, 0);
+  contender->notify_owner({MutexOwner::none(), a});
+  contender->notify_owner({a, a_renewed});  // unchanged: ignored
+  contender->notify_owner({a_renewed, b});
+  contender->notify_owner({b, MutexOwner::none()});  // not about "a"
+  EXPECT_EQ(calls, (std::vector<std::string>{"acquired", "released"}));
+}
+
+TEST(ContendPeriodTest, OwnerRenewsAtTheSoftExpiry) {
+  std::mt19937_64 rng(1);
+  auto owner = owner_of("a", 1000, 100, 50);
+  EXPECT_EQ(internal::next_delay(owner, "a", 1000, rng), 100ms);
+  EXPECT_EQ(internal::next_delay(owner, "a", 1100, rng), 0ms);
+  EXPECT_EQ(internal::next_delay(owner, "a", 5000, rng), 0ms);  // clamped
+}
+
+TEST(ContendPeriodTest, NonOwnerJitterIsZeroToOneSecondWithoutTransition) {
+  std::mt19937_64 rng(2);
+  auto owner = owner_of("a", 1000, 100, 0);  // transition_at == ttl_at == 1100
+  std::int64_t lo = 1 << 30, hi = -1;
+  for (int i = 0; i < 20000; ++i) {
+    auto d = internal::next_delay(owner, "b", 100, rng).count();  // transition_at - now = 1000
+    lo = std::min(lo, d);
+    hi = std::max(hi, d);
+  }
+  EXPECT_EQ(lo, 1000);
+  EXPECT_EQ(hi, 1999);
+}
+
+TEST(ContendPeriodTest, NonOwnerJitterStartsAtMinus200WithTransition) {
+  std::mt19937_64 rng(3);
+  auto owner = owner_of("a", 1000, 100, 50);  // transition_at 1150
+  std::int64_t lo = 1 << 30, hi = -1;
+  for (int i = 0; i < 20000; ++i) {
+    auto d = internal::next_delay(owner, "b", 150, rng).count();  // transition_at - now = 1000
+    lo = std::min(lo, d);
+    hi = std::max(hi, d);
+  }
+  EXPECT_EQ(lo, 800);
+  EXPECT_EQ(hi, 1999);
+  // Near the end of the transition the negative jitter clamps to zero, never below.
+  for (int i = 0; i < 1000; ++i) EXPECT_GE(internal::next_delay(owner, "b", 1150, rng).count(), 0);
+}
+
+TEST(ContendPeriodTest, BackoffDoublesWithJitterUpToTheCap) {
+  std::mt19937_64 rng(4);
+  for (int i = 0; i < 1000; ++i) {
+    auto first = internal::backoff_delay(1, 100ms, 10s, rng);
+    EXPECT_GE(first, 50ms);
+    EXPECT_LE(first, 100ms);
+    auto fourth = internal::backoff_delay(4, 100ms, 10s, rng);
+    EXPECT_GE(fourth, 400ms);
+    EXPECT_LE(fourth, 800ms);
+    auto capped = internal::backoff_delay(40, 100ms, 10s, rng);
+    EXPECT_GE(capped, 5s);
+    EXPECT_LE(capped, 10s);
+  }
+}
+
+TEST(ContenderIdTest, HostIdsAreCounterPidAtHostAndUnique) {
+  std::regex shape(R"((\d+):(\d+)@.+)");
+  std::set<std::string> ids;
+  for (int i = 0; i < 100; ++i) {
+    auto id = contender_id::host();
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(id, m, shape)) << id;
+    EXPECT_EQ(std::stol(m[2]), static_cast<long>(getpid()));
+    ids.insert(id);
+  }
+  EXPECT_EQ(ids.size(), 100u);
+}
+
+TEST(ContenderIdTest, UuidIdsAre32HexDigits) {
+  std::set<std::string> ids;
+  for (int i = 0; i < 100; ++i) {
+    auto id = contender_id::uuid();
+    EXPECT_TRUE(std::regex_match(id, std::regex("[0-9a-f]{32}"))) << id;
+    ids.insert(id);
+  }
+  EXPECT_EQ(ids.size(), 100u);
+}
+
+TEST(ContenderBaseTest, RejectsBlankNamesAndIdsWithInvalidArgument) {
+  struct C : ContenderBase {
+    using ContenderBase::ContenderBase;
+  };
+  for (const std::string& bad : {std::string(""), std::string(" "), std::string("\t"), std::string("x\0y", 3)}) {
+    try {
+      C c(bad, "id");
+      FAIL() << "accepted mutex name of " << bad.size() << " bytes";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), errc::invalid_argument);
+    }
+    EXPECT_THROW(C("m", bad), Error);
+  }
+  EXPECT_THROW(C("m", "a@@b"), Error);
+  C ok("m", "a@b");
+  EXPECT_EQ(ok.mutex(), "m");
+  EXPECT_EQ(ok.contender_id(), "a@b");
+}
+
+TEST(DurationTest, ParsesMillisecondsSecondsMinutesAndHours) {
+  EXPECT_EQ(parse_duration("500ms"), 500ms);
+  EXPECT_EQ(parse_duration("10s"), 10s);
+  EXPECT_EQ(parse_duration("1.5s"), 1500ms);
+  EXPECT_EQ(parse_duration("2m"), 120s);
+  EXPECT_EQ(parse_duration("1h"), 3600s);
+  EXPECT_EQ(parse_duration("0ms"), 0ms);
+  for (const char* bad : {"", "10", "s", "-1s", "10x", "1.2.3s", "0.5ms", " 1s", "1e3s"}) {
+    try {
+      parse_duration(bad);
+      FAIL() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), errc::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(format_duration(1500ms), "1500ms");
+  EXPECT_EQ(format_duration(10s), "10s");
+  EXPECT_EQ(format_duration(120s), "2m");
+  EXPECT_EQ(format_duration(0ms), "0ms");
+}
+
+TEST(UriTest, ParsesEveryPartAndNeverShowsThePassword) {
+  auto uri = internal::parse_uri("redis://user:s%40cret@host.example:6380/2?prefix=app&ttl=5s");
+  EXPECT_EQ(uri.scheme, "redis");
+  EXPECT_EQ(uri.user, "user");
+  EXPECT_EQ(uri.password, "s@cret");
+  EXPECT_EQ(uri.host, "host.example");
+  EXPECT_EQ(uri.port, 6380);
+  EXPECT_EQ(uri.path, "/2");
+  EXPECT_EQ(uri.query.at("prefix"), "app");
+  EXPECT_EQ(uri.redacted().find("cret"), std::string::npos) << uri.redacted();
+  EXPECT_EQ(internal::parse_uri("sqlite:///tmp/x.db").path, "/tmp/x.db");
+  EXPECT_EQ(internal::parse_uri("memory:").scheme, "memory");
+  EXPECT_EQ(internal::parse_uri("zookeeper://[::1]:2181/chroot").host, "::1");
+  for (const char* bad : {"nocolon", "redis://h:99999", "redis://h:x", "x://h?novalue", "a b://h", "sqlite:///x?ttl=1s&ttl=2s"}) {
+    EXPECT_THROW(internal::parse_uri(bad), Error) << bad;
+  }
+}
+
+TEST(ConnectTest, BadUrisSayWhatIsWrongAndWhatIsAccepted) {
+  auto code_of = [](const char* uri) {
+    try {
+      open_backend(uri);
+    } catch (const Error& e) {
+      return std::make_pair(e.code(), std::string(e.what()));
+    }
+    return std::make_pair(std::error_code(), std::string());
+  };
+  auto [unknown, unknown_what] = code_of("ftp://x");
+  EXPECT_EQ(unknown, errc::invalid_argument);
+  EXPECT_NE(unknown_what.find("'ftp'"), std::string::npos);
+  EXPECT_NE(unknown_what.find("sqlite:"), std::string::npos);
+  auto [missing, missing_what] = code_of("redis://u:hunter2@127.0.0.1:1");
+  EXPECT_EQ(missing, errc::unsupported);
+  EXPECT_EQ(missing_what.find("hunter2"), std::string::npos);
+  EXPECT_EQ(code_of("memory:?bogus=1").first, errc::invalid_argument);
+  EXPECT_EQ(code_of("memory:?ttl=0ms").first, errc::invalid_argument);
+  EXPECT_EQ(code_of("memory:?ttl=ten").first, errc::invalid_argument);
+  EXPECT_EQ(code_of("sqlite://").first, errc::invalid_argument);
+  EXPECT_EQ(code_of("sqlite:///nonexistent-dir/x/y.db").first, errc::unavailable);
+  ContendOptions options;
+  open_backend("memory:?ttl=2s&transition=1s&initial_delay=5ms&poll=10ms", &options);
+  EXPECT_EQ(options.ttl, 2s);
+  EXPECT_EQ(options.transition, 1s);
+  EXPECT_EQ(options.initial_delay, 5ms);
+  EXPECT_EQ(options.poll_interval, 10ms);
+}
+
+TEST(ContendOptionsTest, ValidationNamesTheBadField) {
+  ContendOptions options;
+  options.ttl = 0ms;
+  try {
+    options.validate();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("ttl"), std::string::npos);
+  }
+  options = {};
+  options.transition = -1ms;
+  EXPECT_THROW(options.validate(), Error);
+  options = {};
+  options.ttl = std::chrono::milliseconds(std::numeric_limits<std::int64_t>::max() - 5);
+  EXPECT_THROW(options.validate(), Error);
+  EXPECT_NO_THROW(ContendOptions{}.validate());
+}
+
+}  // namespace
+}  // namespace simba

@@ -1,0 +1,205 @@
+// Unit tests of the contention service: lifecycle, generations, ordering, revocation, threads.
+#include <gtest/gtest.h>
+
+#include "core/service_core.h"
+#include "kit.h"
+
+namespace simba {
+namespace {
+
+using namespace std::chrono_literals;
+using tck::Recorder;
+using tck::wait_until;
+
+constexpr auto kSoon = 5s;
+
+ContendOptions fast() {
+  ContendOptions options = tck::fast_options();
+  return options;
+}
+
+// A core that never contends on its own (initial delay of an hour): only deliver() moves it.
+struct Quiet {
+  std::shared_ptr<Runtime> runtime = std::make_shared<Runtime>();
+  std::shared_ptr<Recorder> recorder = std::make_shared<Recorder>("quiet", "me");
+  std::shared_ptr<internal::ServiceCore> core;
+  Quiet() {
+    ContendOptions options = fast();
+    options.initial_delay = 1h;
+    core = std::make_shared<internal::ServiceCore>(recorder, recorder, make_memory_backend(), runtime, options);
+  }
+  MutexOwner owner(std::string id, EpochMillis at = 1000) {
+    return MutexOwner{std::move(id), at, at + 100, at + 150, 7};
+  }
+  void drain() { core->flush(); }
+};
+
+TEST(ServiceTest, StartAndStopFromTheWrongStateAreFailedPreconditions) {
+  Quiet q;
+  auto expect_precondition = [](auto&& call) {
+    try {
+      call();
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), errc::failed_precondition);
+    }
+  };
+  expect_precondition([&] { q.core->stop(); });
+  EXPECT_EQ(q.core->status(), Status::initial);
+  q.core->start();
+  EXPECT_EQ(q.core->status(), Status::running);
+  expect_precondition([&] { q.core->start(); });
+  q.core->stop();
+  EXPECT_EQ(q.core->status(), Status::initial);
+  expect_precondition([&] { q.core->stop(); });
+  q.core->close();  // not running: a no-op, never throws
+}
+
+TEST(ServiceTest, EachStartBeginsANewGeneration) {
+  Quiet q;
+  q.core->start();
+  auto first = q.core->generation();
+  q.core->stop();
+  q.core->start();
+  EXPECT_GT(q.core->generation(), first + 1);
+  q.core->stop();
+}
+
+TEST(ServiceTest, StaleClaimsAreDroppedButReleasesAreApplied) {
+  Quiet q;
+  q.core->start();
+  auto generation = q.core->generation();
+  q.core->deliver(generation - 1, q.owner("me"));  // a claim from an earlier generation
+  q.drain();
+  EXPECT_EQ(q.recorder->acquired_count(), 0);
+  q.core->deliver(generation, q.owner("me"));
+  q.drain();
+  EXPECT_EQ(q.recorder->acquired_count(), 1);
+  q.core->deliver(generation - 1, MutexOwner::none());  // a stale release still applies
+  q.drain();
+  EXPECT_EQ(q.recorder->released_count(), 1);
+  q.core->stop();
+}
+
+TEST(ServiceTest, AClaimAfterStopIsDroppedAndStopDeliversTheRelease) {
+  Quiet q;
+  q.core->start();
+  auto generation = q.core->generation();
+  q.core->deliver(generation, q.owner("me"));
+  q.drain();
+  q.core->stop();
+  EXPECT_EQ(q.recorder->released_count(), 1);  // before stop() returned
+  q.core->deliver(generation, q.owner("me", 2000));
+  q.drain();
+  EXPECT_EQ(q.recorder->acquired_count(), 1);
+  EXPECT_TRUE(q.core->mutex_state().after.empty());
+}
+
+TEST(ServiceTest, DuplicateAcquisitionIsReportedOnce) {
+  Quiet q;
+  q.core->start();
+  auto generation = q.core->generation();
+  q.core->deliver(generation, q.owner("me", 1000));
+  q.core->deliver(generation, q.owner("me", 1100));  // a renewal
+  q.core->deliver(generation, q.owner("me", 1200));
+  q.drain();
+  EXPECT_EQ(q.recorder->acquired_count(), 1);
+  EXPECT_EQ(q.core->mutex_state().after.acquired_at, 1200);
+  EXPECT_EQ(q.core->mutex_state().before.acquired_at, 1100);
+  q.core->stop();
+}
+
+TEST(ServiceTest, NotificationsArriveInOrderOneAtATime) {
+  auto runtime = std::make_shared<Runtime>();
+  std::vector<std::string> seen;
+  std::atomic<int> inside{0}, overlaps{0};
+  auto retriever = make_retriever("ordered", [&](const MutexState& state) {
+    if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+    seen.push_back(state.after.owner_id);
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    inside.fetch_sub(1);
+  });
+  ContendOptions options = fast();
+  options.initial_delay = 1h;
+  auto core = std::make_shared<internal::ServiceCore>(retriever, nullptr, make_memory_backend(), runtime, options);
+  core->start();
+  std::vector<std::string> sent;
+  for (int i = 0; i < 300; ++i) {
+    sent.push_back("owner-" + std::to_string(i));
+    core->deliver(core->generation(), MutexOwner{sent.back(), i, i + 1, i + 2, 1});
+  }
+  ASSERT_TRUE(wait_until([&] { return inside.load() == 0 && core->mutex_state().after.owner_id == sent.back(); }, kSoon));
+  core->stop();
+  EXPECT_EQ(seen, sent);
+  EXPECT_EQ(overlaps.load(), 0);
+}
+
+TEST(ServiceTest, BackendErrorRevokesTheOwnerAtOnceAndBacksOff) {
+  auto runtime = std::make_shared<Runtime>();
+  auto faulty = std::make_shared<FaultInjectingBackend>(make_memory_backend());
+  Client client(faulty, fast(), runtime);
+  auto recorder = std::make_shared<Recorder>("revoke");
+  auto service = client.contend_service(recorder);
+  service->start();
+  ASSERT_TRUE(wait_until([&] { return service->is_owner(); }, kSoon));
+  faulty->set_unreachable(true);
+  auto failed_at = std::chrono::steady_clock::now();
+  // The renewal at ttl fails: revoked then, not at the end of ttl + transition.
+  ASSERT_TRUE(wait_until([&] { return recorder->released_count() == 1; }, kSoon));
+  EXPECT_LT(recorder->events().back().at - failed_at, client.options().ttl + 150ms);
+  EXPECT_FALSE(service->is_owner());
+  // Exponential backoff: far fewer calls than a fixed 20ms retry would make in one second.
+  auto calls = faulty->calls();
+  std::this_thread::sleep_for(1s);
+  auto retries = faulty->calls() - calls;
+  EXPECT_GE(retries, 2);
+  EXPECT_LE(retries, 10);
+  faulty->set_unreachable(false);
+  ASSERT_TRUE(wait_until([&] { return recorder->acquired_count() == 2; }, kSoon));  // resumes
+  service->stop();
+}
+
+TEST(ServiceTest, TwoThousandContendersShareAFewThreads) {
+  auto runtime = std::make_shared<Runtime>();
+  Client client(make_memory_backend(), fast(), runtime);
+  std::vector<std::unique_ptr<MutexContendService>> services;
+  for (int i = 0; i < 2000; ++i) {
+    services.push_back(client.contend_service(make_contender("m" + std::to_string(i % 1000), {})));
+    services.back()->start();
+  }
+  auto owners = [&] {
+    return std::count_if(services.begin(), services.end(), [](auto& s) { return s->is_owner(); });
+  };
+  ASSERT_TRUE(wait_until([&] { return owners() == 1000; }, 10s));
+  int threads = tck::thread_count();
+  EXPECT_LE(threads, 16);
+  RecordProperty("threads", threads);
+  for (auto& service : services) service->stop();
+  EXPECT_EQ(owners(), 0);
+}
+
+TEST(RuntimeTest, TimersFireInDeadlineOrderAndCancelledOnesNever) {
+  Runtime runtime(Runtime::Options{1, 1});
+  std::mutex mutex;
+  std::vector<int> fired;
+  auto record = [&](int n) {
+    std::lock_guard lock(mutex);
+    fired.push_back(n);
+  };
+  runtime.schedule_after(60ms, [&] { record(3); });
+  runtime.schedule_after(20ms, [&] { record(1); });
+  auto cancelled = runtime.schedule_after(40ms, [&] { record(2); });
+  runtime.schedule_after(40ms, [&] { record(2); });
+  EXPECT_TRUE(runtime.cancel(cancelled));
+  EXPECT_FALSE(runtime.cancel(cancelled));
+  ASSERT_TRUE(wait_until([&] {
+    std::lock_guard lock(mutex);
+    return fired.size() == 3;
+  }, kSoon));
+  std::this_thread::sleep_for(50ms);
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(fired, (std::vector<int>{1, 2, 3}));
+}
+
+}  // namespace
+}  // namespace simba

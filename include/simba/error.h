@@ -28,8 +28,13 @@ std::error_code make_error_code(errc code) noexcept;
 // The exception simba throws. what() is one line that names the problem.
 class Error : public std::system_error {
  public:
-  Error(errc code, const std::string& what) : std::system_error(make_error_code(code), what) {}
-  Error(std::error_code code, const std::string& what) : std::system_error(code, what) {}
+  Error(errc code, const std::string& what) : Error(make_error_code(code), what) {}
+  Error(std::error_code code, const std::string& what) : std::system_error(code, what), what_(what) {}
+  // The message alone, without the category's text appended.
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  std::string what_;
 };
 
 }  // namespace simba

@@ -55,6 +55,7 @@ Locker::Locker(std::string mutex, Client client, std::string contender_id)
   std::weak_ptr<internal::LockerState> weak = state_;
   internal::CoreHooks hooks;
   hooks.rejoin_after_loss = false;
+  hooks.stop_waits_for_release = false;  // after close() the Locker ignores on_released
   hooks.on_round = [weak](const MutexOwner&, bool) {
     if (auto state = weak.lock()) {
       {
@@ -110,7 +111,7 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
     state.rounds = 0;
   }
   try {
-    state.core->start();
+    state.core->start(/*first_round_inline=*/true);
   } catch (...) {
     std::lock_guard lock(state.mutex);
     state.busy = false;

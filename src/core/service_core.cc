@@ -55,7 +55,7 @@ bool ServiceCore::current_locked(std::uint64_t generation) const {
   return generation == generation_ && is_active(status_.load());
 }
 
-void ServiceCore::start() {
+void ServiceCore::start(bool first_round_inline) {
   Status expected = Status::initial;
   if (!status_.compare_exchange_strong(expected, Status::starting)) {
     throw Error(errc::failed_precondition, "start() of the service for mutex '" + mutex() +
@@ -83,12 +83,18 @@ void ServiceCore::start() {
       log_warn("cannot watch mutex '" + mutex() + "' (" + e.what() + "); polling instead");
     }
   }
+  const bool inline_round = first_round_inline && options_.initial_delay.count() == 0;
   {
     std::lock_guard lock(mutex_);
     subscription_ = std::move(subscription);
-    arm_timer_locked(generation, options_.initial_delay);
+    if (inline_round) {
+      in_flight_ = true;
+    } else {
+      arm_timer_locked(generation, options_.initial_delay);
+    }
   }
   status_.store(Status::running);
+  if (inline_round) run_round(generation);
 }
 
 void ServiceCore::stop() {
@@ -114,7 +120,7 @@ void ServiceCore::stop() {
   // Deliver on_released (if we owned) before returning: a release is applied even though
   // this generation is no longer running.
   strand_.post([self = shared_from_this(), generation] { self->apply(generation, MutexOwner::none()); });
-  flush();
+  if (hooks_.stop_waits_for_release) flush();
   status_.store(Status::initial);
 }
 

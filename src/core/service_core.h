@@ -30,6 +30,9 @@ struct CoreHooks {
   // false: once ownership is lost the core stops contending until stop() (the Locker's
   // one-shot hold); the remote lease is released by stop().
   bool rejoin_after_loss = true;
+  // false: stop() does not wait for on_released to be delivered (for a contender that does
+  // nothing with it after stop, like the Locker's). Saves a thread hop per release.
+  bool stop_waits_for_release = true;
 };
 
 class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
@@ -42,7 +45,9 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
               ContendOptions options, CoreHooks hooks = {});
   ~ServiceCore();
 
-  void start();
+  // With `first_round_inline` and no initial delay, the first round runs on the calling
+  // thread before start() returns (the Locker's fast path: no thread hop to win a free mutex).
+  void start(bool first_round_inline = false);
   void stop();
   void close() noexcept;
 

@@ -35,7 +35,8 @@ ON CONFLICT (mutex) DO UPDATE SET
   owner_id = excluded.owner_id,
   version = version + 1
 WHERE transition_at < excluded.acquired_at
-   OR (owner_id = excluded.owner_id AND transition_at > excluded.acquired_at))sql";
+   OR (owner_id = excluded.owner_id AND transition_at > excluded.acquired_at)
+RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token)sql";
 
 constexpr const char* kSelect =
     "SELECT owner_id, acquired_at, ttl_at, transition_at, fencing_token FROM simba_mutex WHERE mutex = ?1";
@@ -90,9 +91,6 @@ class SqliteBackend final : public Backend {
       prepare(acquire_, kAcquire);
       prepare(select_, kSelect);
       prepare(release_, kRelease);
-      prepare(begin_, "BEGIN IMMEDIATE");
-      prepare(commit_, "COMMIT");
-      prepare(rollback_, "ROLLBACK");
     }
   }
 
@@ -104,26 +102,25 @@ class SqliteBackend final : public Backend {
     if (auto current = select(mutex)) {
       if (current->owner_id != contender_id && current->transition_at >= now) return {*current, now};
     }
-    step_done(begin_, "BEGIN IMMEDIATE");
-    try {
-      now = epoch_millis_now();
-      {
-        Use use(acquire_);
-        bind_text(*use, 1, mutex);
-        sqlite3_bind_int64(*use, 2, now);
-        sqlite3_bind_int64(*use, 3, now + ttl.count());
-        sqlite3_bind_int64(*use, 4, now + ttl.count() + transition.count());
-        bind_text(*use, 5, contender_id);
+    // One autocommit statement: atomic on its own. It returns the row only if it took or
+    // renewed the lease; otherwise someone else holds it and a read tells who.
+    now = epoch_millis_now();
+    {
+      Use use(acquire_);
+      bind_text(*use, 1, mutex);
+      sqlite3_bind_int64(*use, 2, now);
+      sqlite3_bind_int64(*use, 3, now + ttl.count());
+      sqlite3_bind_int64(*use, 4, now + ttl.count() + transition.count());
+      bind_text(*use, 5, contender_id);
+      int rc = sqlite3_step(*use);
+      if (rc == SQLITE_ROW) {
+        MutexOwner owner = row_owner(*use);
         check(sqlite3_step(*use), SQLITE_DONE, "acquire");
+        return {owner, now};
       }
-      auto owner = select(mutex);
-      step_done(commit_, "COMMIT");
-      if (!owner) throw Error(errc::internal, describe() + ": row of mutex vanished inside a transaction");
-      return {*owner, now};
-    } catch (...) {
-      rollback();
-      throw;
+      check(rc, SQLITE_DONE, "acquire");
     }
+    return {select(mutex).value_or(MutexOwner::none()), now};
   }
 
   bool release(const std::string& mutex, const std::string& contender_id) override {
@@ -194,17 +191,6 @@ class SqliteBackend final : public Backend {
           "preparing a statement");
   }
 
-  void step_done(const Statement& statement, const char* what) {
-    Use use(statement);
-    check(sqlite3_step(*use), SQLITE_DONE, what);
-  }
-
-  void rollback() noexcept {
-    if (sqlite3_get_autocommit(db_)) return;
-    Use use(rollback_);
-    sqlite3_step(*use);
-  }
-
   void bind_text(sqlite3_stmt* stmt, int index, const std::string& text) {
     check(sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT),
           SQLITE_OK, "binding a parameter");
@@ -216,13 +202,18 @@ class SqliteBackend final : public Backend {
     int rc = sqlite3_step(*use);
     if (rc == SQLITE_DONE) return std::nullopt;
     check(rc, SQLITE_ROW, "reading the owner");
+    return row_owner(*use);
+  }
+
+  // Columns owner_id, acquired_at, ttl_at, transition_at, fencing_token of the current row.
+  static MutexOwner row_owner(sqlite3_stmt* stmt) {
     MutexOwner owner;
-    auto text = reinterpret_cast<const char*>(sqlite3_column_text(*use, 0));
-    owner.owner_id.assign(text ? text : "", static_cast<std::size_t>(sqlite3_column_bytes(*use, 0)));
-    owner.acquired_at = sqlite3_column_int64(*use, 1);
-    owner.ttl_at = sqlite3_column_int64(*use, 2);
-    owner.transition_at = sqlite3_column_int64(*use, 3);
-    owner.fencing_token = static_cast<std::uint64_t>(sqlite3_column_int64(*use, 4));
+    auto text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+    owner.owner_id.assign(text ? text : "", static_cast<std::size_t>(sqlite3_column_bytes(stmt, 0)));
+    owner.acquired_at = sqlite3_column_int64(stmt, 1);
+    owner.ttl_at = sqlite3_column_int64(stmt, 2);
+    owner.transition_at = sqlite3_column_int64(stmt, 3);
+    owner.fencing_token = static_cast<std::uint64_t>(sqlite3_column_int64(stmt, 4));
     return owner;
   }
 
@@ -236,7 +227,7 @@ class SqliteBackend final : public Backend {
   std::mutex mutex_;
   Connection connection_;
   sqlite3* db_ = nullptr;
-  Statement acquire_, select_, release_, begin_, commit_, rollback_;
+  Statement acquire_, select_, release_;
 };
 
 }  // namespace

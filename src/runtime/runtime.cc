@@ -30,72 +30,92 @@ void run_logged(const std::function<void()>& task, const char* where) noexcept {
 
 }  // namespace
 
-// A fixed set of threads draining one FIFO queue.
-class TaskPool {
- public:
-  TaskPool(unsigned threads, const char* name) : name_(name) {
-    for (unsigned i = 0; i < std::max(1u, threads); ++i) {
-      threads_.emplace_back([this, i] {
-        std::string thread_name = std::string(name_) + "-" + std::to_string(i);
-        pthread_setname_np(pthread_self(), thread_name.substr(0, 15).c_str());
-        loop();
-      });
-    }
-  }
-  ~TaskPool() { shutdown(); }
+// The queue of a pool. Its threads and strands hold it by shared_ptr, so whichever thread
+// drops the last reference to the runtime (even one of the pool's own, inside a task), no
+// thread ever touches freed memory.
+struct PoolState {
+  explicit PoolState(const char* pool_name) : name(pool_name) {}
 
+  // Queues `task`; once stopped, drops it (destroyed outside the lock).
   void post(std::function<void()> task) {
     {
-      std::lock_guard lock(mutex_);
-      if (stopped_) return;
-      tasks_.push_back(std::move(task));
+      std::lock_guard lock(mutex);
+      if (stopped) return;
+      tasks.push_back(std::move(task));
     }
-    cv_.notify_one();
+    cv.notify_one();
   }
 
-  void shutdown() {
+  void stop() {
+    std::deque<std::function<void()>> dropped;
     {
-      std::lock_guard lock(mutex_);
-      if (stopped_) return;
-      stopped_ = true;
-      tasks_.clear();
+      std::lock_guard lock(mutex);
+      stopped = true;
+      dropped.swap(tasks);
     }
-    cv_.notify_all();
-    for (auto& thread : threads_) {
-      if (thread.get_id() == std::this_thread::get_id()) {
-        thread.detach();  // The runtime is being destroyed by one of its own tasks.
-      } else if (thread.joinable()) {
-        thread.join();
-      }
-    }
+    cv.notify_all();
   }
 
- private:
-  void loop() {
+  static void loop(const std::shared_ptr<PoolState>& state) {
     for (;;) {
       std::function<void()> task;
       {
-        std::unique_lock lock(mutex_);
-        cv_.wait(lock, [&] { return stopped_ || !tasks_.empty(); });
-        if (stopped_) return;
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
+        std::unique_lock lock(state->mutex);
+        state->cv.wait(lock, [&] { return state->stopped || !state->tasks.empty(); });
+        if (state->stopped) return;
+        task = std::move(state->tasks.front());
+        state->tasks.pop_front();
       }
-      run_logged(task, name_);
+      run_logged(task, state->name);
     }
   }
 
-  const char* name_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  bool stopped_ = false;
+  const char* const name;
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> tasks;
+  bool stopped = false;
+};
+
+// Joins `thread`, or detaches it if it is the calling thread (the runtime is being destroyed
+// from inside one of its own tasks; the thread exits on its own once the task returns).
+void join_or_detach(std::thread& thread) {
+  if (!thread.joinable()) return;
+  if (thread.get_id() == std::this_thread::get_id()) {
+    thread.detach();
+  } else {
+    thread.join();
+  }
+}
+
+// A fixed set of threads draining one PoolState.
+class TaskPool {
+ public:
+  TaskPool(unsigned threads, const char* name) : state_(std::make_shared<PoolState>(name)) {
+    for (unsigned i = 0; i < std::max(1u, threads); ++i) {
+      threads_.emplace_back([state = state_, i] {
+        std::string thread_name = std::string(state->name) + "-" + std::to_string(i);
+        pthread_setname_np(pthread_self(), thread_name.substr(0, 15).c_str());
+        PoolState::loop(state);
+      });
+    }
+  }
+  ~TaskPool() {
+    state_->stop();
+    for (auto& thread : threads_) join_or_detach(thread);
+  }
+
+  const std::shared_ptr<PoolState>& state() const { return state_; }
+  void post(std::function<void()> task) { state_->post(std::move(task)); }
+
+ private:
+  std::shared_ptr<PoolState> state_;
   std::vector<std::thread> threads_;
 };
 
 class StrandImpl : public std::enable_shared_from_this<StrandImpl> {
  public:
-  explicit StrandImpl(std::shared_ptr<TaskPool> pool) : pool_(std::move(pool)) {}
+  explicit StrandImpl(std::shared_ptr<PoolState> pool) : pool_(std::move(pool)) {}
 
   void post(std::function<void()> task) {
     bool schedule;
@@ -134,7 +154,7 @@ class StrandImpl : public std::enable_shared_from_this<StrandImpl> {
   }
 
   static thread_local const StrandImpl* current_;
-  std::shared_ptr<TaskPool> pool_;
+  std::shared_ptr<PoolState> pool_;
   std::mutex mutex_;
   std::deque<std::function<void()>> tasks_;
   bool scheduled_ = false;
@@ -142,63 +162,8 @@ class StrandImpl : public std::enable_shared_from_this<StrandImpl> {
 
 thread_local const StrandImpl* StrandImpl::current_ = nullptr;
 
-class RuntimeImpl {
- public:
-  explicit RuntimeImpl(Runtime::Options options)
-      : options_(options),
-        io_(std::make_shared<TaskPool>(options.io_threads, "simba-io")),
-        callbacks_(std::make_shared<TaskPool>(options.callback_threads, "simba-cb")),
-        timer_thread_([this] {
-          pthread_setname_np(pthread_self(), "simba-timer");
-          timer_loop();
-        }) {}
-
-  ~RuntimeImpl() {
-    {
-      std::lock_guard lock(mutex_);
-      stopped_ = true;
-      timers_.clear();
-      deadlines_.clear();
-    }
-    cv_.notify_all();
-    if (timer_thread_.get_id() == std::this_thread::get_id()) {
-      timer_thread_.detach();
-    } else {
-      timer_thread_.join();
-    }
-    io_->shutdown();
-    callbacks_->shutdown();
-  }
-
-  Runtime::TimerId schedule_after(std::chrono::steady_clock::duration delay, std::function<void()> task) {
-    auto deadline = std::chrono::steady_clock::now() + std::max(delay, std::chrono::steady_clock::duration::zero());
-    Runtime::TimerId id;
-    bool earliest;
-    {
-      std::lock_guard lock(mutex_);
-      id = ++next_id_;
-      timers_.emplace(Key{deadline, id}, std::move(task));
-      deadlines_.emplace(id, deadline);
-      earliest = timers_.begin()->first.id == id;
-    }
-    if (earliest) cv_.notify_one();
-    return id;
-  }
-
-  bool cancel(Runtime::TimerId id) {
-    std::lock_guard lock(mutex_);
-    auto it = deadlines_.find(id);
-    if (it == deadlines_.end()) return false;
-    timers_.erase(Key{it->second, id});
-    deadlines_.erase(it);
-    return true;
-  }
-
-  const Runtime::Options options_;
-  const std::shared_ptr<TaskPool> io_;
-  const std::shared_ptr<TaskPool> callbacks_;
-
- private:
+// Timers, in deadline order. The timer thread holds this by shared_ptr (see PoolState).
+struct TimerState {
   struct Key {
     std::chrono::steady_clock::time_point deadline;
     Runtime::TimerId id;
@@ -207,31 +172,101 @@ class RuntimeImpl {
     }
   };
 
-  void timer_loop() {
-    std::unique_lock lock(mutex_);
-    while (!stopped_) {
-      if (timers_.empty()) {
-        cv_.wait(lock);
+  explicit TimerState(std::shared_ptr<PoolState> target) : io(std::move(target)) {}
+
+  static void loop(const std::shared_ptr<TimerState>& state) {
+    std::unique_lock lock(state->mutex);
+    while (!state->stopped) {
+      if (state->timers.empty()) {
+        state->cv.wait(lock);
         continue;
       }
-      auto first = timers_.begin();
+      auto first = state->timers.begin();
       if (first->first.deadline > std::chrono::steady_clock::now()) {
-        cv_.wait_until(lock, first->first.deadline);
+        state->cv.wait_until(lock, first->first.deadline);
         continue;
       }
       auto task = std::move(first->second);
-      deadlines_.erase(first->first.id);
-      timers_.erase(first);
-      io_->post(std::move(task));
+      state->deadlines.erase(first->first.id);
+      state->timers.erase(first);
+      lock.unlock();
+      state->io->post(std::move(task));
+      lock.lock();
     }
   }
 
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::map<Key, std::function<void()>> timers_;
-  std::unordered_map<Runtime::TimerId, std::chrono::steady_clock::time_point> deadlines_;
-  Runtime::TimerId next_id_ = 0;
-  bool stopped_ = false;
+  void stop() {
+    std::map<Key, std::function<void()>> dropped;
+    {
+      std::lock_guard lock(mutex);
+      stopped = true;
+      dropped.swap(timers);
+      deadlines.clear();
+    }
+    cv.notify_all();
+  }
+
+  const std::shared_ptr<PoolState> io;
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::map<Key, std::function<void()>> timers;
+  std::unordered_map<Runtime::TimerId, std::chrono::steady_clock::time_point> deadlines;
+  Runtime::TimerId next_id = 0;
+  bool stopped = false;
+};
+
+class RuntimeImpl {
+ public:
+  explicit RuntimeImpl(Runtime::Options options)
+      : options_(options),
+        io_(options.io_threads, "simba-io"),
+        callbacks_(options.callback_threads, "simba-cb"),
+        timers_(std::make_shared<TimerState>(io_.state())),
+        timer_thread_([state = timers_] {
+          pthread_setname_np(pthread_self(), "simba-timer");
+          TimerState::loop(state);
+        }) {}
+
+  ~RuntimeImpl() {
+    timers_->stop();
+    join_or_detach(timer_thread_);
+    // io_ and callbacks_ stop and join in their destructors.
+  }
+
+  Runtime::TimerId schedule_after(std::chrono::steady_clock::duration delay, std::function<void()> task) {
+    auto deadline = std::chrono::steady_clock::now() + std::max(delay, std::chrono::steady_clock::duration::zero());
+    Runtime::TimerId id;
+    bool earliest;
+    {
+      std::lock_guard lock(timers_->mutex);
+      if (timers_->stopped) return 0;
+      id = ++timers_->next_id;
+      timers_->timers.emplace(TimerState::Key{deadline, id}, std::move(task));
+      timers_->deadlines.emplace(id, deadline);
+      earliest = timers_->timers.begin()->first.id == id;
+    }
+    if (earliest) timers_->cv.notify_one();
+    return id;
+  }
+
+  bool cancel(Runtime::TimerId id) {
+    std::function<void()> dropped;  // destroyed outside the lock
+    std::lock_guard lock(timers_->mutex);
+    auto it = timers_->deadlines.find(id);
+    if (it == timers_->deadlines.end()) return false;
+    auto timer = timers_->timers.find(TimerState::Key{it->second, id});
+    dropped = std::move(timer->second);
+    timers_->timers.erase(timer);
+    timers_->deadlines.erase(it);
+    return true;
+  }
+
+  const Runtime::Options options_;
+  TaskPool io_;
+  TaskPool callbacks_;
+
+ private:
+  const std::shared_ptr<TimerState> timers_;
   std::thread timer_thread_;
 };
 
@@ -254,9 +289,9 @@ Runtime::TimerId Runtime::schedule_after(std::chrono::steady_clock::duration del
   return impl_->schedule_after(delay, std::move(task));
 }
 bool Runtime::cancel(TimerId id) { return impl_->cancel(id); }
-void Runtime::post_io(std::function<void()> task) { impl_->io_->post(std::move(task)); }
+void Runtime::post_io(std::function<void()> task) { impl_->io_.post(std::move(task)); }
 Strand Runtime::make_strand() {
-  return Strand(std::make_shared<internal::StrandImpl>(impl_->callbacks_));
+  return Strand(std::make_shared<internal::StrandImpl>(impl_->callbacks_.state()));
 }
 Runtime::Options Runtime::options() const { return impl_->options_; }
 

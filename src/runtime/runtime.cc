@@ -182,8 +182,10 @@ struct TimerState {
         continue;
       }
       auto first = state->timers.begin();
-      if (first->first.deadline > std::chrono::steady_clock::now()) {
-        state->cv.wait_until(lock, first->first.deadline);
+      // A copy: cancel() may erase the node while the wait has the lock released.
+      const auto deadline = first->first.deadline;
+      if (deadline > std::chrono::steady_clock::now()) {
+        state->cv.wait_until(lock, deadline);
         continue;
       }
       auto task = std::move(first->second);

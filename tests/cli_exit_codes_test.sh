@@ -21,6 +21,8 @@ expect() {  # expect CODE DESCRIPTION -- COMMAND...
 expect 3 "command's own status" -- "$simba" lock m -- sh -c 'exit 3'
 expect 0 "child sees SIMBA_MUTEX, a token and its arguments untouched" -- "$simba" lock m -- sh -c '[ "$SIMBA_MUTEX" = m ] && [ "$SIMBA_FENCING_TOKEN" -gt 0 ] && [ "$1" = "[ x ]" ]' sh '[ x ]'
 expect 64 "bad usage: no command" -- "$simba" lock m
+expect 64 "bad usage: no mutex" -- "$simba" lock
+expect 64 "bad usage: unknown option" -- "$simba" status --bogus m
 expect 64 "bad duration" -- "$simba" lock --timeout soon m -- true
 expect 64 "unknown backend scheme" -- "$simba" lock --backend nope://x m -- true
 expect 69 "backend unreachable" -- "$simba" lock --backend sqlite:///nonexistent-simba/x.db m -- true

@@ -256,9 +256,14 @@ int main_impl(int argc, char** argv) {
   }
   try {
     app.parse(own, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --version
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : code::usage;
+    return fail(code::usage, std::string(e.what()) + " (see simba --help)");
   }
   try {
     if (*lock) return run_lock(common, mutex, timeout, kill_after, command);

@@ -19,6 +19,27 @@ std::unique_ptr<MutexContendService> start_contender(const Client& client, std::
   return service;
 }
 
+// An owner whose backend can be made to fail (through a FaultInjectingBackend over the backend
+// under test) and a second contender on the plain backend that has seen it own.
+struct FaultyOwnerScene {
+  Client client = make_client();
+  std::string mutex = unique_mutex();
+  std::shared_ptr<FaultInjectingBackend> faulty = std::make_shared<FaultInjectingBackend>(client.backend());
+  std::shared_ptr<Recorder> a = std::make_shared<Recorder>(mutex);
+  std::shared_ptr<Recorder> b = std::make_shared<Recorder>(mutex);
+  std::unique_ptr<MutexContendService> owner;
+  std::unique_ptr<MutexContendService> successor;
+
+  // Starts the owner; `before_successor` runs before the successor starts.
+  void start(const std::function<void()>& before_successor = {}) {
+    owner = start_contender(Client(faulty, client.options(), client.runtime()), a);
+    ASSERT_TRUE(wait_until([&] { return owner->is_owner(); }, kSoon));
+    if (before_successor) before_successor();
+    successor = start_contender(client, b);
+    ASSERT_TRUE(wait_until([&] { return successor->after_owner().owner_id == a->contender_id(); }, kSoon));
+  }
+};
+
 TEST(ContendTest, StartAcquiresAndStopReleasesBeforeReturning) {
   auto client = make_client();
   auto mutex = unique_mutex();
@@ -155,25 +176,16 @@ TEST(ContendTest, RenewalKeepsTokenAndLateReleaseNeverRemovesSuccessor) {
 }
 
 TEST(ContendTest, TakeoverAfterOwnerVanishesWithinTtlPlusTransitionPlusOneSecond) {
-  auto client = make_client();
-  auto mutex = unique_mutex();
-  auto faulty = std::make_shared<FaultInjectingBackend>(client.backend());
-  Client vanishing(faulty, client.options(), client.runtime());
-  auto a = std::make_shared<Recorder>(mutex);
-  auto b = std::make_shared<Recorder>(mutex);
-  auto owner = start_contender(vanishing, a);
-  ASSERT_TRUE(wait_until([&] { return owner->is_owner(); }, kSoon));
-  auto successor = start_contender(client, b);
-  ASSERT_TRUE(wait_until([&] { return successor->after_owner().owner_id == a->contender_id(); }, kSoon));
-
-  faulty->set_unreachable(true);  // the owner can neither renew nor release
+  FaultyOwnerScene scene;
+  ASSERT_NO_FATAL_FAILURE(scene.start());
+  scene.faulty->set_unreachable(true);  // the owner can neither renew nor release
   auto vanished = std::chrono::steady_clock::now();
-  auto bound = client.options().ttl + client.options().transition + 1s;
-  ASSERT_TRUE(wait_until([&] { return successor->is_owner(); }, bound + 1s));
+  auto bound = scene.client.options().ttl + scene.client.options().transition + 1s;
+  ASSERT_TRUE(wait_until([&] { return scene.successor->is_owner(); }, bound + 1s));
   auto took = std::chrono::steady_clock::now() - vanished;
   EXPECT_LE(took, bound);
-  EXPECT_FALSE(owner->is_owner());
-  ASSERT_TRUE(wait_until([&] { return a->released_count() == 1; }, kSoon));  // revoked locally
+  EXPECT_FALSE(scene.owner->is_owner());
+  ASSERT_TRUE(wait_until([&] { return scene.a->released_count() == 1; }, kSoon));  // revoked locally
 }
 
 TEST(ContendTest, HandoverAfterReleaseIsPrompt) {
@@ -210,25 +222,19 @@ TEST(ContendTest, StopDuringContentionLeavesNoLease) {
 }
 
 TEST(ContendTest, PausedOwnerStopsBelievingBeforeAnyoneElseWins) {
-  auto client = make_client();
-  auto mutex = unique_mutex();
-  auto faulty = std::make_shared<FaultInjectingBackend>(client.backend());
-  Client stalling(faulty, client.options(), client.runtime());
-  auto a = std::make_shared<Recorder>(mutex);
-  auto b = std::make_shared<Recorder>(mutex);
-  auto owner = start_contender(stalling, a);
-  ASSERT_TRUE(wait_until([&] { return owner->is_owner(); }, kSoon));
+  FaultyOwnerScene scene;
   std::atomic<int> owner_believed_at_takeover{-1};
-  b->hook = [&](bool acquired, const MutexState&) {
-    if (acquired) owner_believed_at_takeover = owner->is_owner() ? 1 : 0;
-  };
-  auto successor = start_contender(client, b);
-  faulty->set_delay(1500ms);  // the owner's renewals stall, as in a long GC pause
-  ASSERT_TRUE(wait_until([&] { return b->acquired_count() == 1; }, kSoon));
+  ASSERT_NO_FATAL_FAILURE(scene.start([&] {
+    scene.b->hook = [&](bool acquired, const MutexState&) {
+      if (acquired) owner_believed_at_takeover = scene.owner->is_owner() ? 1 : 0;
+    };
+  }));
+  scene.faulty->set_delay(1500ms);  // the owner's renewals stall, as in a long GC pause
+  ASSERT_TRUE(wait_until([&] { return scene.b->acquired_count() == 1; }, kSoon));
   EXPECT_EQ(owner_believed_at_takeover.load(), 0);
-  EXPECT_EQ(a->released_count(), 1);
-  EXPECT_LE(a->events().back().at, b->events()[0].at);
-  faulty->set_delay(0ms);
+  EXPECT_EQ(scene.a->released_count(), 1);
+  EXPECT_LE(scene.a->events().back().at, scene.b->events()[0].at);
+  scene.faulty->set_delay(0ms);
 }
 
 TEST(ContendTest, ObserverReportsOwnerChangesWithoutContending) {

@@ -68,32 +68,30 @@ TEST(ContendPeriodTest, OwnerRenewsAtTheSoftExpiry) {
   EXPECT_EQ(internal::next_delay(owner, "a", 5000, rng), 0ms);  // clamped
 }
 
-TEST(ContendPeriodTest, NonOwnerJitterIsZeroToOneSecondWithoutTransition) {
-  std::mt19937_64 rng(2);
-  auto owner = owner_of("a", 1000, 100, 0);  // transition_at == ttl_at == 1100
+// The smallest and largest next delay of a non-owner over many draws.
+std::pair<std::int64_t, std::int64_t> delay_range(const MutexOwner& owner, EpochMillis now, unsigned seed) {
+  std::mt19937_64 rng(seed);
   std::int64_t lo = 1 << 30, hi = -1;
   for (int i = 0; i < 20000; ++i) {
-    auto d = internal::next_delay(owner, "b", 100, rng).count();  // transition_at - now = 1000
+    auto d = internal::next_delay(owner, "b", now, rng).count();
     lo = std::min(lo, d);
     hi = std::max(hi, d);
   }
-  EXPECT_EQ(lo, 1000);
-  EXPECT_EQ(hi, 1999);
+  return {lo, hi};
+}
+
+TEST(ContendPeriodTest, NonOwnerJitterIsZeroToOneSecondWithoutTransition) {
+  auto owner = owner_of("a", 1000, 100, 0);  // transition_at == ttl_at == 1100
+  // transition_at - now = 1000, plus [0, 1000)
+  EXPECT_EQ(delay_range(owner, 100, 2), std::make_pair(std::int64_t{1000}, std::int64_t{1999}));
 }
 
 TEST(ContendPeriodTest, NonOwnerJitterStartsAtMinus200WithTransition) {
-  std::mt19937_64 rng(3);
   auto owner = owner_of("a", 1000, 100, 50);  // transition_at 1150
-  std::int64_t lo = 1 << 30, hi = -1;
-  for (int i = 0; i < 20000; ++i) {
-    auto d = internal::next_delay(owner, "b", 150, rng).count();  // transition_at - now = 1000
-    lo = std::min(lo, d);
-    hi = std::max(hi, d);
-  }
-  EXPECT_EQ(lo, 800);
-  EXPECT_EQ(hi, 1999);
+  // transition_at - now = 1000, plus [-200, 1000)
+  EXPECT_EQ(delay_range(owner, 150, 3), std::make_pair(std::int64_t{800}, std::int64_t{1999}));
   // Near the end of the transition the negative jitter clamps to zero, never below.
-  for (int i = 0; i < 1000; ++i) EXPECT_GE(internal::next_delay(owner, "b", 1150, rng).count(), 0);
+  EXPECT_EQ(delay_range(owner, 1150, 4).first, 0);
 }
 
 TEST(ContendPeriodTest, BackoffDoublesWithJitterUpToTheCap) {

@@ -9,10 +9,12 @@ namespace {
 
 using internal::ServiceCore;
 
-class RetrievalServiceImpl final : public MutexRetrievalService {
+// The public service interfaces, forwarded to a ServiceCore.
+template <class Interface>
+class ServiceAdapter : public Interface {
  public:
-  explicit RetrievalServiceImpl(std::shared_ptr<ServiceCore> core) : core_(std::move(core)) {}
-  ~RetrievalServiceImpl() override { core_->close(); }
+  explicit ServiceAdapter(std::shared_ptr<ServiceCore> core) : core_(std::move(core)) {}
+  ~ServiceAdapter() override { core_->close(); }
   Status status() const override { return core_->status(); }
   const std::string& mutex() const override { return core_->mutex(); }
   MutexState mutex_state() const override { return core_->mutex_state(); }
@@ -20,27 +22,19 @@ class RetrievalServiceImpl final : public MutexRetrievalService {
   void stop() override { core_->stop(); }
   void close() noexcept override { core_->close(); }
 
- private:
+ protected:
   std::shared_ptr<ServiceCore> core_;
 };
 
-class ContendServiceImpl final : public MutexContendService {
+using RetrievalServiceImpl = ServiceAdapter<MutexRetrievalService>;
+
+class ContendServiceImpl final : public ServiceAdapter<MutexContendService> {
  public:
-  explicit ContendServiceImpl(std::shared_ptr<ServiceCore> core) : core_(std::move(core)) {}
-  ~ContendServiceImpl() override { core_->close(); }
-  Status status() const override { return core_->status(); }
-  const std::string& mutex() const override { return core_->mutex(); }
-  MutexState mutex_state() const override { return core_->mutex_state(); }
-  void start() override { core_->start(); }
-  void stop() override { core_->stop(); }
-  void close() noexcept override { core_->close(); }
+  using ServiceAdapter::ServiceAdapter;
   const std::string& contender_id() const override { return core_->contender_id(); }
   bool is_owner() const override { return core_->is_owner(); }
   bool is_in_ttl() const override { return core_->is_in_ttl(); }
   std::uint64_t fencing_token() const override { return core_->fencing_token(); }
-
- private:
-  std::shared_ptr<ServiceCore> core_;
 };
 
 template <class T>

@@ -44,8 +44,10 @@ struct Capabilities {
   std::size_t max_mutex_bytes = 0;      // Longest mutex name accepted; 0 = no limit.
 };
 
-// What a watch reports: the owner was released (the mutex may be free now), or taken.
-enum class WatchEvent { released, acquired };
+// What a watch reports: the owner was released (the mutex may be free now), or taken; or the
+// push channel itself was lost (connection dropped, server restarted), so changes may have been
+// missed and a lease held through this backend may be gone: owners revoke locally and re-check.
+enum class WatchEvent { released, acquired, lost };
 
 // Handle of a watch; destroying it ends the watch. After the destructor returns the callback
 // is not running and will not be called again.
@@ -83,7 +85,8 @@ class Backend {
   virtual OwnerSnapshot read(const std::string& mutex) = 0;
 
   // Calls `on_change` soon after the owner of `mutex` was released or taken (not on mere
-  // expiry). Only when capabilities().push; otherwise returns nullptr.
+  // expiry), and with WatchEvent::lost when the push channel drops. Only when
+  // capabilities().push; otherwise returns nullptr.
   // `on_change` may run on any thread, including inside another caller's release(); it must
   // return quickly and must not call back into this backend.
   // Blocks: at most for one round trip (e.g. a SUBSCRIBE).

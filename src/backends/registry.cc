@@ -9,6 +9,7 @@
 #include "simba/duration.h"
 #include "simba/error.h"
 #include "simba/memory_backend.h"
+#include "simba/redis_backend.h"
 #include "simba/sqlite_backend.h"
 
 namespace simba {
@@ -16,8 +17,23 @@ namespace {
 
 using internal::Uri;
 
-constexpr const char* kAccepted = "memory:, sqlite:///path/to/file.db";
+constexpr const char* kAccepted =
+    "memory:, sqlite:///path/to/file.db, redis://[user:password@]host:port[/db][?prefix=simba]";
 constexpr const char* kTimingOptions = "ttl, transition, initial_delay, poll, backoff";
+
+std::chrono::milliseconds take_duration(std::map<std::string, std::string>& query, const char* key,
+                                        std::chrono::milliseconds fallback) {
+  auto it = query.find(key);
+  if (it == query.end()) return fallback;
+  std::chrono::milliseconds value;
+  try {
+    value = parse_duration(it->second);
+  } catch (const Error& e) {
+    throw Error(errc::invalid_argument, std::string("option '") + key + "': " + e.what());
+  }
+  query.erase(it);
+  return value;
+}
 
 std::shared_ptr<Backend> open_memory(const Uri& uri, std::map<std::string, std::string>& query) {
   internal::reject_unknown_options(uri, query, kTimingOptions);
@@ -33,10 +49,7 @@ std::shared_ptr<Backend> open_memory(const Uri& uri, std::map<std::string, std::
 
 std::shared_ptr<Backend> open_sqlite(const Uri& uri, std::map<std::string, std::string>& query) {
   SqliteOptions options;
-  if (auto it = query.find("busy_timeout"); it != query.end()) {
-    options.busy_timeout = parse_duration(it->second);
-    query.erase(it);
-  }
+  options.busy_timeout = take_duration(query, "busy_timeout", options.busy_timeout);
   if (auto it = query.find("poll"); it != query.end()) {
     options.poll_interval = parse_duration(it->second);
   }
@@ -50,6 +63,32 @@ std::shared_ptr<Backend> open_sqlite(const Uri& uri, std::map<std::string, std::
     throw Error(errc::invalid_argument, "sqlite URI has no file path (like sqlite:///tmp/simba.db)");
   }
   return make_sqlite_backend(options);
+}
+
+std::shared_ptr<Backend> open_redis(const Uri& uri, std::map<std::string, std::string>& query) {
+  RedisOptions options;
+  if (uri.host.empty()) throw Error(errc::invalid_argument, "redis URI needs a host: " + uri.redacted());
+  options.host = uri.host;
+  if (uri.port != 0) options.port = uri.port;
+  options.user = uri.user;
+  options.password = uri.password;
+  if (!uri.path.empty() && uri.path != "/") {
+    const std::string db = uri.path.substr(1);
+    if (db.empty() || db.size() > 4 || db.find_first_not_of("0123456789") != std::string::npos) {
+      throw Error(errc::invalid_argument, "redis URI database '" + db + "' is not a number: " + uri.redacted());
+    }
+    options.db = std::stoi(db);
+  }
+  if (auto it = query.find("prefix"); it != query.end()) {
+    options.prefix = it->second;
+    query.erase(it);
+  }
+  options.connect_timeout = take_duration(query, "connect_timeout", options.connect_timeout);
+  options.command_timeout = take_duration(query, "command_timeout", options.command_timeout);
+  query.erase("poll");
+  internal::reject_unknown_options(uri, query,
+                                   std::string(kTimingOptions) + ", prefix, connect_timeout, command_timeout");
+  return make_redis_backend(options);
 }
 
 }  // namespace
@@ -67,7 +106,9 @@ std::shared_ptr<Backend> open_backend(std::string_view text, ContendOptions* tim
     backend = open_memory(uri, query);
   } else if (uri.scheme == "sqlite") {
     backend = open_sqlite(uri, query);
-  } else if (uri.scheme == "redis" || uri.scheme == "rediss" || uri.scheme == "postgresql" ||
+  } else if (uri.scheme == "redis") {
+    backend = open_redis(uri, query);
+  } else if (uri.scheme == "rediss" || uri.scheme == "postgresql" ||
              uri.scheme == "postgres" || uri.scheme == "mysql" || uri.scheme == "mariadb" ||
              uri.scheme == "zookeeper") {
     throw Error(errc::unsupported, "this build of simba has no '" + uri.scheme +

@@ -169,6 +169,20 @@ void ServiceCore::flush() {
 }
 
 void ServiceCore::on_watch(std::uint64_t generation, WatchEvent event) {
+  if (event == WatchEvent::lost) {
+    // The backend's push channel dropped: the server may have restarted and forgotten our
+    // lease. Stop acting as owner at once, then look again right away.
+    {
+      std::lock_guard lock(mutex_);
+      if (!current_locked(generation)) return;
+      if (owned_) {
+        log_warn("mutex '" + mutex() + "': lost the backend's push channel; no longer owner until renewed");
+        revoke_locked(generation);
+      }
+    }
+    trigger(generation, false);
+    return;
+  }
   // A contender only cares that the mutex may be free; an observer cares about every change.
   if (contender_ && event != WatchEvent::released) return;
   trigger(generation, false);

@@ -2,6 +2,7 @@
 // primitive measured in the same run. One JSON object per line on stdout.
 //
 //   simba-bench --backend URI --workload cycle,handover,takeover [--n N]
+#include <hiredis/hiredis.h>
 #include <sqlite3.h>
 
 #include <CLI/CLI.hpp>
@@ -54,66 +55,135 @@ void await(const std::function<bool()>& predicate, const char* what) {
   }
 }
 
-// The engine's bare primitive: what one lock + unlock cannot beat.
-std::vector<double> raw_cycle(const std::string& uri, std::size_t n) {
-  auto parsed = internal::parse_uri(uri);
-  std::vector<double> samples;
-  samples.reserve(n);
-  if (parsed.scheme == "memory") {
-    std::mutex mutex;
-    for (std::size_t i = 0; i < n; ++i) {
-      auto start = Clock::now();
-      mutex.lock();
-      mutex.unlock();
-      samples.push_back(micros(Clock::now() - start));
-    }
-  } else if (parsed.scheme == "sqlite") {
-    // A bare write transaction updating one row, on its own connection to the same file.
-    std::string path = parsed.host == "localhost" ? parsed.path : parsed.host + parsed.path;
-    sqlite3* db = nullptr;
-    if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) throw Error(errc::unavailable, "raw: cannot open " + path);
-    sqlite3_busy_timeout(db, 5000);
-    sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                     "CREATE TABLE IF NOT EXISTS simba_bench_raw (k TEXT PRIMARY KEY, v INTEGER);"
-                     "INSERT OR IGNORE INTO simba_bench_raw VALUES ('k', 0);", nullptr, nullptr, nullptr);
-    sqlite3_stmt *begin, *update, *commit;
-    sqlite3_prepare_v2(db, "BEGIN IMMEDIATE", -1, &begin, nullptr);
-    sqlite3_prepare_v2(db, "UPDATE simba_bench_raw SET v = v + 1 WHERE k = 'k'", -1, &update, nullptr);
-    sqlite3_prepare_v2(db, "COMMIT", -1, &commit, nullptr);
-    for (std::size_t i = 0; i < n; ++i) {
-      auto start = Clock::now();
-      for (auto* stmt : {begin, update, commit}) {
-        if (sqlite3_step(stmt) != SQLITE_DONE) throw Error(errc::unavailable, std::string("raw: ") + sqlite3_errmsg(db));
-        sqlite3_reset(stmt);
-      }
-      samples.push_back(micros(Clock::now() - start));
-    }
-    for (auto* stmt : {begin, update, commit}) sqlite3_finalize(stmt);
-    sqlite3_exec(db, "DROP TABLE simba_bench_raw", nullptr, nullptr, nullptr);
-    sqlite3_close(db);
+// The engine's bare primitive: what one lock + unlock cannot beat. once() runs it one time
+// and returns how long that took, in microseconds.
+class Raw {
+ public:
+  virtual ~Raw() = default;
+  virtual double once() = 0;
+};
+
+class RawMutex final : public Raw {
+ public:
+  double once() override {
+    auto start = Clock::now();
+    mutex_.lock();
+    mutex_.unlock();
+    return micros(Clock::now() - start);
   }
-  return samples;
+
+ private:
+  std::mutex mutex_;
+};
+
+// A bare write transaction updating one row, on its own connection to the same file.
+class RawSqlite final : public Raw {
+ public:
+  explicit RawSqlite(const std::string& path) {
+    if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) throw Error(errc::unavailable, "raw: cannot open " + path);
+    sqlite3_busy_timeout(db_, 5000);
+    sqlite3_exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                      "CREATE TABLE IF NOT EXISTS simba_bench_raw (k TEXT PRIMARY KEY, v INTEGER);"
+                      "INSERT OR IGNORE INTO simba_bench_raw VALUES ('k', 0);", nullptr, nullptr, nullptr);
+    sqlite3_prepare_v2(db_, "BEGIN IMMEDIATE", -1, &begin_, nullptr);
+    sqlite3_prepare_v2(db_, "UPDATE simba_bench_raw SET v = v + 1 WHERE k = 'k'", -1, &update_, nullptr);
+    sqlite3_prepare_v2(db_, "COMMIT", -1, &commit_, nullptr);
+  }
+  ~RawSqlite() override {
+    for (auto* stmt : {begin_, update_, commit_}) sqlite3_finalize(stmt);
+    sqlite3_exec(db_, "DROP TABLE simba_bench_raw", nullptr, nullptr, nullptr);
+    sqlite3_close(db_);
+  }
+  double once() override {
+    auto start = Clock::now();
+    for (auto* stmt : {begin_, update_, commit_}) {
+      if (sqlite3_step(stmt) != SQLITE_DONE) throw Error(errc::unavailable, std::string("raw: ") + sqlite3_errmsg(db_));
+      sqlite3_reset(stmt);
+    }
+    return micros(Clock::now() - start);
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt *begin_ = nullptr, *update_ = nullptr, *commit_ = nullptr;
+};
+
+// SET NX PX + DEL on one connection: the fewest round trips a Redis lock can take.
+class RawRedis final : public Raw {
+ public:
+  explicit RawRedis(const internal::Uri& uri) {
+    context_ = redisConnectWithTimeout(uri.host.c_str(), uri.port ? uri.port : 6379, timeval{2, 0});
+    if (context_ == nullptr || context_->err) throw Error(errc::unavailable, "raw: cannot connect to Redis");
+    if (uri.has_password) {
+      if (uri.user.empty()) call({"AUTH", uri.password});
+      else call({"AUTH", uri.user, uri.password});
+    }
+    if (uri.path.size() > 1) call({"SELECT", uri.path.substr(1)});
+  }
+  ~RawRedis() override { redisFree(context_); }
+  double once() override {
+    auto start = Clock::now();
+    call({"SET", key_, "owner", "NX", "PX", "10000"});
+    call({"DEL", key_});
+    return micros(Clock::now() - start);
+  }
+
+ private:
+  void call(const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lengths;
+    for (auto& a : args) {
+      argv.push_back(a.data());
+      lengths.push_back(a.size());
+    }
+    auto* reply = static_cast<redisReply*>(
+        redisCommandArgv(context_, static_cast<int>(args.size()), argv.data(), lengths.data()));
+    if (reply == nullptr) throw Error(errc::unavailable, std::string("raw: ") + context_->errstr);
+    freeReplyObject(reply);
+  }
+  redisContext* context_ = nullptr;
+  const std::string key_ = "simba-bench:raw:" + contender_id::uuid();
+};
+
+std::unique_ptr<Raw> raw_for(const std::string& uri) {
+  auto parsed = internal::parse_uri(uri);
+  if (parsed.scheme == "memory") return std::make_unique<RawMutex>();
+  if (parsed.scheme == "sqlite") {
+    return std::make_unique<RawSqlite>(parsed.host == "localhost" ? parsed.path : parsed.host + parsed.path);
+  }
+  if (parsed.scheme == "redis") return std::make_unique<RawRedis>(parsed);
+  return nullptr;
 }
 
+// Locker acquire + release, interleaved in blocks with the raw primitive so both see the
+// same machine conditions.
 nlohmann::json cycle(const Client& client, const std::string& uri, const std::string& engine, std::size_t n) {
   Locker locker("bench/cycle/" + contender_id::uuid(), client);
-  for (int i = 0; i < 20; ++i) {  // warm up
+  auto raw = raw_for(uri);
+  for (int i = 0; i < 50; ++i) {  // warm up
     locker.acquire();
     locker.unlock();
+    if (raw) raw->once();
   }
-  std::vector<double> samples;
+  std::vector<double> samples, raw_samples;
   samples.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    auto start = Clock::now();
-    locker.acquire();
-    locker.unlock();
-    samples.push_back(micros(Clock::now() - start));
+  constexpr std::size_t kBlock = 50;
+  while (samples.size() < n) {
+    for (std::size_t i = 0; i < kBlock && samples.size() < n; ++i) {
+      auto start = Clock::now();
+      locker.acquire();
+      locker.unlock();
+      samples.push_back(micros(Clock::now() - start));
+    }
+    for (std::size_t i = 0; raw && i < kBlock && raw_samples.size() < n; ++i) raw_samples.push_back(raw->once());
   }
   auto out = line(engine, "cycle", n, stats_of(samples));
-  auto raw = stats_of(raw_cycle(uri, n));
-  out["raw_p50_us"] = round2(raw.p50);
-  out["raw_p99_us"] = round2(raw.p99);
-  if (raw.p50 > 0) out["ratio_p50"] = round2(out["p50_us"].get<double>() / raw.p50);
+  if (raw) {
+    auto raw_stats = stats_of(raw_samples);
+    out["raw_p50_us"] = round2(raw_stats.p50);
+    out["raw_p99_us"] = round2(raw_stats.p99);
+    out["ratio_p50"] = round2(out["p50_us"].get<double>() / raw_stats.p50);
+  }
   return out;
 }
 

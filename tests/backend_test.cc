@@ -64,7 +64,7 @@ TEST(MemoryBackendTest, ReleaseOnlyByTheOwnerAndTokensKeepRising) {
 TEST(MemoryBackendTest, WatchersHearReleasesAndAcquisitionsUntilUnsubscribed) {
   Simulated s;
   std::vector<WatchEvent> events;
-  auto subscription = s.backend->watch("m", [&](WatchEvent e) { events.push_back(e); });
+  auto subscription = s.backend->watch("m", "", [&](WatchEvent e) { events.push_back(e); });
   s.backend->acquire("m", "a", 100ms, 0ms);
   s.backend->acquire("m", "a", 100ms, 0ms);  // renewal: no event
   s.backend->release("m", "a");
@@ -89,7 +89,7 @@ TEST(SqliteBackendTest, TwoConnectionsToOneFileShareTheLease) {
   auto taken = second->acquire("m", "b", 10s, 0ms).owner;
   EXPECT_EQ(taken.owner_id, "b");
   EXPECT_EQ(taken.fencing_token, 2u);
-  EXPECT_EQ(second->watch("m", [](WatchEvent) {}), nullptr);
+  EXPECT_EQ(second->watch("m", "", [](WatchEvent) {}), nullptr);
   first.reset();
   second.reset();
   for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);

@@ -86,11 +86,13 @@ class Backend {
 
   // Calls `on_change` soon after the owner of `mutex` was released or taken (not on mere
   // expiry), and with WatchEvent::lost when the push channel drops. Only when
-  // capabilities().push; otherwise returns nullptr.
+  // capabilities().push; otherwise returns nullptr. `contender_id` names the waiting
+  // contender this watch serves (releases only need to reach waiters; an engine may address
+  // them one by one); empty for an observer, which wants every change.
   // `on_change` may run on any thread, including inside another caller's release(); it must
   // return quickly and must not call back into this backend.
   // Blocks: at most for one round trip (e.g. a SUBSCRIBE).
-  virtual std::unique_ptr<Subscription> watch(const std::string& mutex,
+  virtual std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                               std::function<void(WatchEvent)> on_change) = 0;
 
   // What this backend can do. Never blocks; constant for the backend's life.
@@ -115,9 +117,9 @@ class ForwardingBackend : public Backend {
     return target_->release(mutex, contender_id);
   }
   OwnerSnapshot read(const std::string& mutex) override { return target_->read(mutex); }
-  std::unique_ptr<Subscription> watch(const std::string& mutex,
+  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override {
-    return target_->watch(mutex, std::move(on_change));
+    return target_->watch(mutex, contender_id, std::move(on_change));
   }
   Capabilities capabilities() const override { return target_->capabilities(); }
   std::string describe() const override { return target_->describe(); }

@@ -31,7 +31,7 @@ class FaultInjectingBackend : public ForwardingBackend {
                         std::chrono::milliseconds transition) override;
   bool release(const std::string& mutex, const std::string& contender_id) override;
   OwnerSnapshot read(const std::string& mutex) override;
-  std::unique_ptr<Subscription> watch(const std::string& mutex,
+  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override;
 
  private:

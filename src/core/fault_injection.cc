@@ -39,8 +39,9 @@ OwnerSnapshot FaultInjectingBackend::read(const std::string& mutex) {
 }
 
 std::unique_ptr<Subscription> FaultInjectingBackend::watch(const std::string& mutex,
+                                                           const std::string& contender_id,
                                                            std::function<void(WatchEvent)> on_change) {
-  return ForwardingBackend::watch(mutex, [this, on_change = std::move(on_change)](WatchEvent event) {
+  return ForwardingBackend::watch(mutex, contender_id, [this, on_change = std::move(on_change)](WatchEvent event) {
     if (!unreachable_.load()) on_change(event);
   });
 }

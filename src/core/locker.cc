@@ -11,51 +11,41 @@
 namespace simba {
 namespace internal {
 
-struct LockerState : std::enable_shared_from_this<LockerState> {
+struct LockerState {
   std::mutex mutex;
   std::condition_variable changed;
   std::shared_ptr<ServiceCore> core;
   bool busy = false;  // acquiring or holding
   bool held = false;
   long rounds = 0;    // contention rounds finished since this acquire began
+  std::uint64_t generation = 0;  // the core's generation of the current hold
   std::stop_source lease;
 
-  void lost() {
+  // The core lost the mutex it won in `lost_generation`.
+  void lost(std::uint64_t lost_generation) {
     std::stop_source to_stop;
     {
       std::lock_guard lock(mutex);
-      if (!held) return;
+      if (!held || lost_generation != generation) return;
       to_stop = lease;
     }
     to_stop.request_stop();  // Outside the lock: stop callbacks may call unlock().
   }
 };
 
-namespace {
-
-class LockerContender final : public ContenderBase {
- public:
-  LockerContender(std::string mutex, std::string id, std::weak_ptr<LockerState> state)
-      : ContenderBase(std::move(mutex), std::move(id)), state_(std::move(state)) {}
-  void on_released(const MutexState&) override {
-    if (auto state = state_.lock()) state->lost();
-  }
-
- private:
-  std::weak_ptr<LockerState> state_;
-};
-
-}  // namespace
 }  // namespace internal
 
 Locker::Locker(std::string mutex, Client client, std::string contender_id)
     : state_(std::make_shared<internal::LockerState>()) {
-  auto contender = std::make_shared<internal::LockerContender>(std::move(mutex), std::move(contender_id),
-                                                               state_);
+  // The Locker's own contender needs no callbacks: it learns of a loss through on_lost.
+  auto contender = make_contender(std::move(mutex), {}, {}, std::move(contender_id));
   std::weak_ptr<internal::LockerState> weak = state_;
   internal::CoreHooks hooks;
   hooks.rejoin_after_loss = false;
-  hooks.stop_waits_for_release = false;  // after close() the Locker ignores on_released
+  hooks.deliver_notifications = false;
+  hooks.on_lost = [weak](std::uint64_t generation) {
+    if (auto state = weak.lock()) state->lost(generation);
+  };
   hooks.on_round = [weak](const MutexOwner&, bool) {
     if (auto state = weak.lock()) {
       {
@@ -89,7 +79,7 @@ void Locker::acquire() { acquire_until(std::chrono::steady_clock::time_point::ma
 
 void Locker::acquire(std::chrono::milliseconds timeout) {
   if (acquire_until(std::chrono::steady_clock::now() + timeout)) return;
-  auto owner = state_->core->mutex_state().after.owner_id;
+  auto owner = state_->core->last_owner_id();
   throw Error(errc::timeout, "timed out after " + format_duration(timeout) + " waiting for mutex '" +
                                  mutex() + "' as contender '" + contender_id() + "'" +
                                  (owner.empty() ? "" : " (owned by '" + owner + "')"));
@@ -132,6 +122,7 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
   }
   if (state.core->is_owner()) {
     state.held = true;
+    state.generation = state.core->generation();
     state.lease = std::stop_source();
     return true;
   }

@@ -68,15 +68,17 @@ void ServiceCore::start(bool first_round_inline) {
     failures_ = 0;
     dormant_ = owned_ = again_ = false;
   }
-  strand_.post([self = shared_from_this()] {
-    std::lock_guard lock(self->state_mutex_);
-    self->state_ = MutexState{};
-  });
+  if (hooks_.deliver_notifications) {
+    strand_.post([self = shared_from_this()] {
+      std::lock_guard lock(self->state_mutex_);
+      self->state_ = MutexState{};
+    });
+  }
   std::unique_ptr<Subscription> subscription;
   if (push_) {
     try {
       std::weak_ptr<ServiceCore> weak = shared_from_this();
-      subscription = backend_->watch(mutex(), [weak, generation](WatchEvent event) {
+      subscription = backend_->watch(mutex(), contender_id(), [weak, generation](WatchEvent event) {
         if (auto self = weak.lock()) self->on_watch(generation, event);
       });
     } catch (const std::exception& e) {
@@ -119,8 +121,8 @@ void ServiceCore::stop() {
   if (contender_) release_remote("stop()");
   // Deliver on_released (if we owned) before returning: a release is applied even though
   // this generation is no longer running.
-  strand_.post([self = shared_from_this(), generation] { self->apply(generation, MutexOwner::none()); });
-  if (hooks_.stop_waits_for_release) flush();
+  post_apply(generation, MutexOwner::none());
+  if (hooks_.deliver_notifications) flush();
   status_.store(Status::initial);
 }
 
@@ -150,6 +152,11 @@ bool ServiceCore::is_in_ttl() const {
 std::uint64_t ServiceCore::fencing_token() const {
   std::lock_guard lock(mutex_);
   return owned_ && Clock::now() < lease_deadline_ ? token_ : 0;
+}
+
+std::string ServiceCore::last_owner_id() const {
+  std::lock_guard lock(mutex_);
+  return last_owner_id_;
 }
 
 std::uint64_t ServiceCore::generation() const {
@@ -233,6 +240,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       return;
     }
     failures_ = 0;
+    last_owner_id_ = snapshot.owner.owner_id;
     auto lease_deadline = sent + options_.ttl + options_.transition;
     bool ours = claims && Clock::now() < lease_deadline;
     if (ours) {
@@ -245,9 +253,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       deadline_timer_ = runtime_->schedule_after(lease_deadline - Clock::now(), [weak, generation] {
         if (auto self = weak.lock()) self->on_lease_deadline(generation);
       });
-      strand_.post([self = shared_from_this(), generation, owner = snapshot.owner] {
-        self->apply(generation, owner);
-      });
+      post_apply(generation, snapshot.owner);
     } else if (claims) {
       // The answer came back after the lease it granted had run out by our clock: not ours
       // to act on. Treat it as a lost lease and try again.
@@ -258,11 +264,9 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
         owned_ = false;
         if (deadline_timer_) runtime_->cancel(*deadline_timer_);
         deadline_timer_.reset();
-        if (!hooks_.rejoin_after_loss) dormant_ = true;
+        lost_locked(generation);
       }
-      strand_.post([self = shared_from_this(), generation, owner = snapshot.owner] {
-        self->apply(generation, owner);
-      });
+      post_apply(generation, snapshot.owner);
     }
     std::chrono::milliseconds delay;
     if (!contender_) {
@@ -288,6 +292,7 @@ void ServiceCore::fail_round(std::uint64_t generation, const std::string& what) 
     in_flight_ = false;
     if (!current_locked(generation)) return;
     ++failures_;
+    last_owner_id_.clear();
     if (owned_) revoke_locked(generation);
     auto delay = backoff_delay(failures_, options_.backoff_initial, options_.ttl, rng_);
     if ((failures_ & (failures_ - 1)) == 0) {  // 1st, 2nd, 4th, 8th... failure in a row
@@ -312,8 +317,21 @@ void ServiceCore::revoke_locked(std::uint64_t generation) {
   owned_ = false;
   if (deadline_timer_) runtime_->cancel(*deadline_timer_);
   deadline_timer_.reset();
+  lost_locked(generation);
+  post_apply(generation, MutexOwner::none());
+}
+
+void ServiceCore::lost_locked(std::uint64_t generation) {
   if (!hooks_.rejoin_after_loss) dormant_ = true;
-  strand_.post([self = shared_from_this(), generation] { self->apply(generation, MutexOwner::none()); });
+  if (hooks_.on_lost) {
+    // Not under our lock: the hook may call back into this core (a Locker's unlock()).
+    runtime_->post_io([on_lost = hooks_.on_lost, generation] { on_lost(generation); });
+  }
+}
+
+void ServiceCore::post_apply(std::uint64_t generation, const MutexOwner& owner) {
+  if (!hooks_.deliver_notifications) return;
+  strand_.post([self = shared_from_this(), generation, owner] { self->apply(generation, owner); });
 }
 
 void ServiceCore::arm_timer_locked(std::uint64_t generation, std::chrono::milliseconds delay) {

@@ -30,9 +30,14 @@ struct CoreHooks {
   // false: once ownership is lost the core stops contending until stop() (the Locker's
   // one-shot hold); the remote lease is released by stop().
   bool rejoin_after_loss = true;
-  // false: stop() does not wait for on_released to be delivered (for a contender that does
-  // nothing with it after stop, like the Locker's). Saves a thread hop per release.
-  bool stop_waits_for_release = true;
+  // false: no notifications at all (nothing is posted to the strand and mutex_state() stays
+  // empty); the owner of the core learns of a loss through on_lost instead. The Locker's mode:
+  // it saves two thread hops per hold.
+  bool deliver_notifications = true;
+  // Called (on an I/O thread, outside the core's locks) when this contender stops owning the
+  // mutex other than by stop(): revoked after an error, a stall or a lost push channel, or
+  // another owner seen. The argument is the generation that owned it.
+  std::function<void(std::uint64_t generation)> on_lost;
 };
 
 class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
@@ -58,6 +63,8 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   bool is_owner() const;
   bool is_in_ttl() const;
   std::uint64_t fencing_token() const;
+  // The owner id the last round saw (empty before the first, or after an error).
+  std::string last_owner_id() const;
 
   // Test seams: the current generation, and delivering a result as if a round of
   // `generation` had produced it.
@@ -75,6 +82,8 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void on_lease_deadline(std::uint64_t generation);
   void arm_timer_locked(std::uint64_t generation, std::chrono::milliseconds delay);
   void revoke_locked(std::uint64_t generation);
+  void lost_locked(std::uint64_t generation);
+  void post_apply(std::uint64_t generation, const MutexOwner& owner);
   void apply(std::uint64_t generation, const MutexOwner& owner);
   void release_remote(const char* why) noexcept;
   bool current_locked(std::uint64_t generation) const;
@@ -103,6 +112,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   Clock::time_point lease_deadline_{};
   Clock::time_point ttl_deadline_{};
   std::uint64_t token_ = 0;
+  std::string last_owner_id_;
   std::unique_ptr<Subscription> subscription_;
   std::mt19937_64 rng_;
 

@@ -178,14 +178,18 @@ struct TimerState {
     std::unique_lock lock(state->mutex);
     while (!state->stopped) {
       if (state->timers.empty()) {
+        state->sleeping_until = std::chrono::steady_clock::time_point::max();
         state->cv.wait(lock);
+        state->sleeping_until = std::chrono::steady_clock::time_point::min();
         continue;
       }
       auto first = state->timers.begin();
       // A copy: cancel() may erase the node while the wait has the lock released.
       const auto deadline = first->first.deadline;
       if (deadline > std::chrono::steady_clock::now()) {
+        state->sleeping_until = deadline;
         state->cv.wait_until(lock, deadline);
+        state->sleeping_until = std::chrono::steady_clock::time_point::min();
         continue;
       }
       auto task = std::move(first->second);
@@ -215,6 +219,10 @@ struct TimerState {
   std::unordered_map<Runtime::TimerId, std::chrono::steady_clock::time_point> deadlines;
   Runtime::TimerId next_id = 0;
   bool stopped = false;
+  // When the thread waits: until when (max: no timers). min: it is awake and will look at
+  // the map before waiting again. Lets schedule_after() skip waking it for a later deadline
+  // (cancel() never wakes it: it wakes at the old deadline, finds nothing due, waits again).
+  std::chrono::steady_clock::time_point sleeping_until = std::chrono::steady_clock::time_point::min();
 };
 
 class RuntimeImpl {
@@ -245,7 +253,7 @@ class RuntimeImpl {
       id = ++timers_->next_id;
       timers_->timers.emplace(TimerState::Key{deadline, id}, std::move(task));
       timers_->deadlines.emplace(id, deadline);
-      earliest = timers_->timers.begin()->first.id == id;
+      earliest = deadline < timers_->sleeping_until;
     }
     if (earliest) timers_->cv.notify_one();
     return id;

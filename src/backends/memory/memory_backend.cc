@@ -80,7 +80,7 @@ class MemoryBackend final : public Backend {
     return {owner, now};
   }
 
-  std::unique_ptr<Subscription> watch(const std::string& mutex,
+  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& /*contender_id*/,
                                       std::function<void(WatchEvent)> on_change) override {
     auto watcher = std::make_shared<Watcher>();
     watcher->on_change = std::move(on_change);

@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <unordered_set>
 #include <vector>
 
 #include "backends/redis/connection.h"
@@ -17,36 +18,31 @@ using redis::Connection;
 using redis::Reply;
 
 // Acquire-or-renew. KEYS: lock, fencing hash, wait queue. ARGV: contender id, lease ms
-// (ttl + transition), the "acquired" channel, ttl ms. The fencing hash also records when the
-// holder last renewed and its ttl, so any reader can tell ttl_at exactly (JVM Simba holders,
-// which do not write it, get an estimate).
+// (ttl + transition), the "acquired" channel, ttl ms, "1" if this contender may be queued.
+// The token rises whenever the lock was free (a new ownership); a renewal keeps it. The
+// fencing hash also records when the holder last renewed and its ttl, so any reader can tell
+// ttl_at exactly (JVM Simba holders, which do not write it, get an estimate).
 // Returns {owner id, lease ms left, fencing token, server now ms, holder's acquired_at, ttl}.
 constexpr const char* kAcquire = R"lua(
+local id = ARGV[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local id = ARGV[1]
-local owner = redis.call('GET', KEYS[1])
-if owner == false or owner == id then
-  if owner == false then
-    redis.call('SET', KEYS[1], id, 'PX', ARGV[2])
-  else
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if redis.call('SET', KEYS[1], id, 'NX', 'PX', ARGV[2]) then
+  local token = redis.call('HINCRBY', KEYS[2], 'token', 1)
+  if token == 1 then
+    -- A new counter (or one lost with the data): start above any earlier token.
+    token = now * 1000
   end
-  local token
-  if redis.call('HGET', KEYS[2], 'owner') == id then
-    token = tonumber(redis.call('HGET', KEYS[2], 'token'))
-  else
-    token = redis.call('HINCRBY', KEYS[2], 'token', 1)
-    if token == 1 then
-      -- A new counter (or one lost with the data): start above any earlier token.
-      token = now * 1000
-      redis.call('HSET', KEYS[2], 'token', token)
-    end
-    redis.call('PUBLISH', ARGV[3], 'acquired@@' .. id)
-  end
-  redis.call('HSET', KEYS[2], 'owner', id, 'at', now, 'ttl', ARGV[4])
-  redis.call('ZREM', KEYS[3], id)
+  redis.call('HSET', KEYS[2], 'owner', id, 'token', token, 'at', now, 'ttl', ARGV[4])
+  redis.call('PUBLISH', ARGV[3], 'acquired@@' .. id)
+  if ARGV[5] == '1' then redis.call('ZREM', KEYS[3], id) end
   return {id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4])}
+end
+local owner = redis.call('GET', KEYS[1])
+if owner == id then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('HSET', KEYS[2], 'owner', id, 'at', now, 'ttl', ARGV[4])
+  return {id, tonumber(ARGV[2]), tonumber(redis.call('HGET', KEYS[2], 'token')), now, now, tonumber(ARGV[4])}
 end
 redis.call('ZADD', KEYS[3], now, id)
 local holder = redis.call('HMGET', KEYS[2], 'owner', 'token', 'at', 'ttl')
@@ -54,14 +50,15 @@ if holder[1] ~= owner then holder = {owner, holder[2], -1, -1} end
 return {owner, redis.call('PTTL', KEYS[1]), tonumber(holder[2] or 0), now, tonumber(holder[3]), tonumber(holder[4])}
 )lua";
 
-// Release if ours, and wake every queued waiter (Simba wakes only one, which may be gone).
-// The fencing hash forgets the owner, so whoever acquires next gets a new token.
-// KEYS: lock, wait queue, fencing hash. ARGV: contender id, waiter channel prefix "<prefix>:{<mutex>}:".
+// Release if ours, and wake every queued waiter (Simba wakes only one, which may be gone);
+// a waiter that gives up leaves the queue. (The owner left the queue when it acquired.)
+// KEYS: lock, wait queue. ARGV: contender id, waiter channel prefix "<prefix>:{<mutex>}:".
 constexpr const char* kRelease = R"lua(
-redis.call('ZREM', KEYS[2], ARGV[1])
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return 0
+end
 redis.call('DEL', KEYS[1])
-redis.call('HDEL', KEYS[3], 'owner', 'at', 'ttl')
 local message = 'released@@' .. ARGV[1]
 for _, waiter in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   redis.call('PUBLISH', ARGV[2] .. waiter, message)
@@ -85,16 +82,6 @@ struct Script {
   std::string sha;  // from SCRIPT LOAD; guarded by the backend's pool mutex
 };
 
-// Escapes the glob characters of a PSUBSCRIBE pattern.
-std::string glob_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') out.push_back('\\');
-    out.push_back(c);
-  }
-  return out;
-}
-
 class RedisBackend final : public Backend {
  public:
   RedisBackend(const RedisOptions& options, std::string where)
@@ -109,14 +96,19 @@ class RedisBackend final : public Backend {
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
                         std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
     const auto lease = ttl + transition;
+    const std::string queued_as = queue_key(mutex) + '\0' + contender_id;
+    const bool maybe_queued = was_queued(queued_as);
     auto reply = run(acquire_, {lock_key(mutex), fencing_key(mutex), queue_key(mutex)},
-                     {contender_id, std::to_string(lease.count()), lock_key(mutex), std::to_string(ttl.count())});
-    return snapshot(*reply, ttl, transition);
+                     {contender_id, std::to_string(lease.count()), lock_key(mutex), std::to_string(ttl.count()),
+                      maybe_queued ? "1" : "0"});
+    auto result = snapshot(*reply, ttl, transition);
+    note_queued(queued_as, result.owner.owner_id != contender_id);
+    return result;
   }
 
   bool release(const std::string& mutex, const std::string& contender_id) override {
-    auto reply = run(release_, {lock_key(mutex), queue_key(mutex), fencing_key(mutex)},
-                     {contender_id, lock_key(mutex) + ":"});
+    auto reply = run(release_, {lock_key(mutex), queue_key(mutex)}, {contender_id, lock_key(mutex) + ":"});
+    note_queued(queue_key(mutex) + '\0' + contender_id, false);
     return reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
   }
 
@@ -125,9 +117,13 @@ class RedisBackend final : public Backend {
     return snapshot(*reply, std::chrono::milliseconds(0), std::chrono::milliseconds(0));
   }
 
-  std::unique_ptr<Subscription> watch(const std::string& mutex,
+  // A waiting contender listens on its own Simba waiter channel, where releases (ours and
+  // JVM Simba's) are addressed; an observer on the mutex channel ("acquired@@") and on the
+  // channel every release also goes to. Nobody hears their own acquisitions or releases.
+  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override {
-    return subscriber_.watch(lock_key(mutex), glob_escape(lock_key(mutex) + ":") + "*", std::move(on_change));
+    if (contender_id.empty()) return subscriber_.watch({lock_key(mutex), lock_key(mutex) + ":"}, std::move(on_change));
+    return subscriber_.watch({lock_key(mutex) + ":" + contender_id}, std::move(on_change));
   }
 
   Capabilities capabilities() const override {
@@ -144,6 +140,21 @@ class RedisBackend final : public Backend {
   std::string describe() const override { return where_; }
 
  private:
+  // Which contenders of this process the queue may hold, so the winning acquire skips the
+  // ZREM when there is nothing to remove.
+  bool was_queued(const std::string& entry) {
+    std::lock_guard lock(queued_mutex_);
+    return queued_.count(entry) > 0;
+  }
+  void note_queued(const std::string& entry, bool queued) {
+    std::lock_guard lock(queued_mutex_);
+    if (queued) {
+      queued_.insert(entry);
+    } else {
+      queued_.erase(entry);
+    }
+  }
+
   std::string lock_key(const std::string& mutex) const { return options_.prefix + ":{" + mutex + "}"; }
   std::string queue_key(const std::string& mutex) const { return lock_key(mutex) + ":contender"; }
   std::string fencing_key(const std::string& mutex) const { return lock_key(mutex) + ":fencing"; }
@@ -257,6 +268,8 @@ class RedisBackend final : public Backend {
   std::condition_variable returned_;
   std::vector<std::unique_ptr<Connection>> idle_;
   unsigned open_ = 0;
+  std::mutex queued_mutex_;
+  std::unordered_set<std::string> queued_;
   Script acquire_{kAcquire, {}}, release_{kRelease, {}}, read_{kRead, {}};
   redis::Subscriber subscriber_;
 };

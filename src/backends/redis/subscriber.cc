@@ -21,7 +21,7 @@ struct Subscriber::Watcher {
   std::mutex mutex;
   bool alive = true;
   std::function<void(WatchEvent)> on_event;
-  std::string channel, pattern;
+  std::vector<std::string> channels;
 
   void call(WatchEvent event) {
     std::lock_guard lock(mutex);
@@ -71,59 +71,75 @@ void Subscriber::wake() {
   [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof one);
 }
 
-std::unique_ptr<Subscription> Subscriber::watch(const std::string& channel, const std::string& pattern,
+std::unique_ptr<Subscription> Subscriber::watch(const std::vector<std::string>& channels,
                                                 std::function<void(WatchEvent)> on_event) {
   auto watcher = std::make_shared<Watcher>();
   watcher->on_event = std::move(on_event);
-  watcher->channel = channel;
-  watcher->pattern = pattern;
+  watcher->channels = channels;
+  bool requested = false;
   {
     std::lock_guard lock(mutex_);
-    auto& on_channel = by_channel_[channel];
-    if (on_channel.empty()) requests_.emplace_back("SUBSCRIBE", channel);
-    on_channel.push_back(watcher);
-    auto& on_pattern = by_pattern_[pattern];
-    if (on_pattern.empty()) requests_.emplace_back("PSUBSCRIBE", pattern);
-    on_pattern.push_back(watcher);
+    for (const auto& channel : channels) {
+      auto& list = by_channel_[channel];
+      // Still subscribed if it only lingers idle; else ask the thread to subscribe.
+      if (list.empty() && idle_channels_.erase(channel) == 0) {
+        requests_.emplace_back("SUBSCRIBE", channel);
+        requested = true;
+      }
+      list.push_back(watcher);
+    }
+    watchers_.insert(watcher);
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   }
-  wake();
+  if (requested) wake();
   auto handle = std::make_unique<Handle>(watcher, [this, watcher] { remove(watcher); });
   std::unique_lock lock(mutex_);
   confirmed_changed_.wait_for(lock, options_.command_timeout, [&] {
-    return connect_failed_ || stopping_ || (confirmed_.count(channel) && confirmed_.count(pattern));
+    return connect_failed_ || stopping_ ||
+           std::all_of(channels.begin(), channels.end(), [&](auto& c) { return confirmed_.count(c) > 0; });
   });
   return handle;
 }
 
 void Subscriber::remove(const std::shared_ptr<Watcher>& watcher) {
-  {
-    std::lock_guard lock(mutex_);
-    auto drop = [&](auto& map, const std::string& key, const char* unsubscribe) {
-      auto it = map.find(key);
-      if (it == map.end()) return;
-      std::erase(it->second, watcher);
-      if (it->second.empty()) {
-        map.erase(it);
-        requests_.emplace_back(unsubscribe, key);
-      }
-    };
-    drop(by_channel_, watcher->channel, "UNSUBSCRIBE");
-    drop(by_pattern_, watcher->pattern, "PUNSUBSCRIBE");
+  std::lock_guard lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& channel : watcher->channels) {
+    auto it = by_channel_.find(channel);
+    if (it == by_channel_.end()) continue;
+    std::erase(it->second, watcher);
+    if (it->second.empty()) {
+      by_channel_.erase(it);
+      idle_channels_[channel] = now;  // unsubscribed by the thread once it has lingered
+    }
   }
-  wake();
+  watchers_.erase(watcher);
+}
+
+void Subscriber::unsubscribe_idle(bool all) {
+  constexpr auto kLinger = std::chrono::seconds(10);
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mutex_);
+  for (auto it = idle_channels_.begin(); it != idle_channels_.end();) {
+    if (all || now - it->second >= kLinger) {
+      requests_.emplace_back("UNSUBSCRIBE", it->first);
+      it = idle_channels_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void Subscriber::notify_all(WatchEvent event) {
   std::vector<std::shared_ptr<Watcher>> everyone;
   {
     std::lock_guard lock(mutex_);
-    for (auto& [_, list] : by_pattern_) everyone.insert(everyone.end(), list.begin(), list.end());
+    everyone.assign(watchers_.begin(), watchers_.end());
   }
   for (auto& watcher : everyone) watcher->call(event);
 }
 
-void Subscriber::dispatch(const std::string& kind, const std::string& target, const std::string& payload) {
+void Subscriber::dispatch(const std::string& channel, const std::string& payload) {
   WatchEvent event;
   if (payload.rfind("released@@", 0) == 0) {
     event = WatchEvent::released;
@@ -135,8 +151,7 @@ void Subscriber::dispatch(const std::string& kind, const std::string& target, co
   std::vector<std::shared_ptr<Watcher>> targets;
   {
     std::lock_guard lock(mutex_);
-    auto& map = kind == "pmessage" ? by_pattern_ : by_channel_;
-    if (auto it = map.find(target); it != map.end()) targets = it->second;
+    if (auto it = by_channel_.find(channel); it != by_channel_.end()) targets = it->second;
   }
   for (auto& watcher : targets) watcher->call(event);
 }
@@ -161,9 +176,9 @@ bool Subscriber::connect_and_resubscribe() {
   std::lock_guard lock(mutex_);
   connect_failed_ = false;
   confirmed_.clear();
+  idle_channels_.clear();  // a new connection subscribes only what is watched
   requests_.clear();  // everything current is subscribed below
   for (auto& [channel, _] : by_channel_) requests_.emplace_back("SUBSCRIBE", channel);
-  for (auto& [pattern, _] : by_pattern_) requests_.emplace_back("PSUBSCRIBE", pattern);
   return true;
 }
 
@@ -213,6 +228,7 @@ void Subscriber::run() {
       }
     }
     try {
+      unsubscribe_idle(false);
       drain_requests();
       pollfd fds[2] = {{connection_->context()->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
       if (poll(fds, 2, 1000) < 0) continue;
@@ -233,16 +249,14 @@ void Subscriber::run() {
           };
           std::string kind = text(0);
           if (kind == "message") {
-            dispatch(kind, text(1), text(2));
-          } else if (kind == "pmessage" && reply->elements >= 4) {
-            dispatch(kind, text(1), text(3));
-          } else if (kind == "subscribe" || kind == "psubscribe") {
+            dispatch(text(1), text(2));
+          } else if (kind == "subscribe") {
             {
               std::lock_guard lock(mutex_);
               confirmed_.insert(text(1));
             }
             confirmed_changed_.notify_all();
-          } else if (kind == "unsubscribe" || kind == "punsubscribe") {
+          } else if (kind == "unsubscribe") {
             std::lock_guard lock(mutex_);
             confirmed_.erase(text(1));
           }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -29,11 +30,11 @@ class Subscriber {
   Subscriber(RedisOptions options, std::string where);
   ~Subscriber();
 
-  // Calls `on_event` for messages on `channel` (exact) and on channels matching `pattern`
-  // ("acquired@@..." -> acquired, "released@@..." -> released) and on connection loss.
+  // Calls `on_event` for messages on any of `channels` ("acquired@@..." -> acquired,
+  // "released@@..." -> released) and on connection loss.
   // Returns once the server confirmed both subscriptions, or after `command_timeout`, or at
   // once while Redis cannot be reached (a reconnect then makes every watcher look again).
-  std::unique_ptr<Subscription> watch(const std::string& channel, const std::string& pattern,
+  std::unique_ptr<Subscription> watch(const std::vector<std::string>& channels,
                                       std::function<void(WatchEvent)> on_event);
 
   // Watchers and connected state, for tests and benchmarks.
@@ -45,7 +46,7 @@ class Subscriber {
   void run();
   bool connect_and_resubscribe();
   void drain_requests();
-  void dispatch(const std::string& kind, const std::string& target, const std::string& payload);
+  void dispatch(const std::string& channel, const std::string& payload);
   void notify_all(WatchEvent event);
   void wake();
   void remove(const std::shared_ptr<Watcher>& watcher);
@@ -61,7 +62,11 @@ class Subscriber {
   std::thread thread_;
   // Watchers by what they listen to; a channel or pattern is subscribed while it has one.
   std::map<std::string, std::vector<std::shared_ptr<Watcher>>> by_channel_;
-  std::map<std::string, std::vector<std::shared_ptr<Watcher>>> by_pattern_;
+  std::set<std::shared_ptr<Watcher>> watchers_;
+  // Channels and patterns with no watcher left, and since when: unsubscribed after a linger,
+  // so a mutex locked again and again keeps its subscription.
+  std::map<std::string, std::chrono::steady_clock::time_point> idle_channels_;
+  void unsubscribe_idle(bool all);
   // Requests for the thread: {command, name}.
   std::vector<std::pair<std::string, std::string>> requests_;
   // Channels and patterns the server confirmed on the current connection.

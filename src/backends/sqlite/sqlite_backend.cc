@@ -145,7 +145,8 @@ class SqliteBackend final : public Backend {
     return {*owner, now};
   }
 
-  std::unique_ptr<Subscription> watch(const std::string&, std::function<void(WatchEvent)>) override {
+  std::unique_ptr<Subscription> watch(const std::string&, const std::string&,
+                                      std::function<void(WatchEvent)>) override {
     return nullptr;  // No push channel: callers poll.
   }
 

@@ -1,7 +1,8 @@
 # Sourced by scripts/demo and scripts/test: installs the Debian packages simba builds with.
 # Runs apt-get only when something is missing, so a second run costs nothing.
 simba_packages=(cmake ninja-build g++ pkg-config libsqlite3-dev libspdlog-dev libfmt-dev
-                libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev)
+                libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+                libhiredis-dev redis-server)
 
 simba_install_deps() {
   local missing=()

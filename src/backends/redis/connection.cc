@@ -24,12 +24,12 @@ Argv::Argv(const std::vector<std::string>& args) {
 }
 
 Connection::Connection(const RedisOptions& options, const std::string& where) : where_(where) {
-  context_ = redisConnectWithTimeout(options.host.c_str(), options.port, to_timeval(options.connect_timeout));
+  context_.reset(redisConnectWithTimeout(options.host.c_str(), options.port, to_timeval(options.connect_timeout)));
   if (context_ == nullptr) throw Error(errc::unavailable, where_ + ": cannot allocate a connection");
   if (context_->err) fail_transport("connecting");
   // The handshake gets the connect timeout; later commands the command timeout.
-  redisSetTimeout(context_, to_timeval(options.connect_timeout));
-  redisEnableKeepAlive(context_);
+  redisSetTimeout(context(), to_timeval(options.connect_timeout));
+  redisEnableKeepAlive(context());
   if (!options.password.empty()) {
     std::vector<std::string> auth = {"AUTH"};
     if (!options.user.empty()) auth.push_back(options.user);
@@ -42,15 +42,13 @@ Connection::Connection(const RedisOptions& options, const std::string& where) : 
     throw Error(errc::unavailable, where_ + ": the server there does not answer like Redis (PING)");
   }
   if (options.db != 0) checked({"SELECT", std::to_string(options.db)});
-  redisSetTimeout(context_, to_timeval(options.command_timeout));
+  redisSetTimeout(context(), to_timeval(options.command_timeout));
 }
-
-Connection::~Connection() { redisFree(context_); }
 
 Reply Connection::command(const std::vector<std::string>& args) {
   Argv argv(args);
   auto* raw = static_cast<redisReply*>(
-      redisCommandArgv(context_, static_cast<int>(args.size()), argv.pointers.data(), argv.lengths.data()));
+      redisCommandArgv(context(), static_cast<int>(args.size()), argv.pointers.data(), argv.lengths.data()));
   if (raw == nullptr) fail_transport(args.empty() ? "a command" : args[0].c_str());
   return Reply(raw);
 }

@@ -22,7 +22,6 @@ class Connection {
  public:
   // Connects, AUTHs, SELECTs and PINGs. Throws Error (unavailable / permission_denied).
   explicit Connection(const RedisOptions& options, const std::string& where);
-  ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -33,7 +32,7 @@ class Connection {
   Reply checked(const std::vector<std::string>& args);
 
   bool broken() const { return broken_; }
-  redisContext* context() { return context_; }
+  redisContext* context() { return context_.get(); }
   const std::string& where() const { return where_; }
 
   // The one place Redis failures become simba errors.
@@ -41,7 +40,11 @@ class Connection {
   [[noreturn]] static void fail_reply(const std::string& where, const redisReply& reply, const char* doing);
 
  private:
-  redisContext* context_ = nullptr;
+  struct ContextDeleter {
+    void operator()(redisContext* context) const { redisFree(context); }
+  };
+  // Freed even when the constructor throws half-way (a failed connect keeps its socket).
+  std::unique_ptr<redisContext, ContextDeleter> context_;
   std::string where_;  // redacted URI, for messages
   bool broken_ = false;
 };

@@ -223,7 +223,8 @@ void Subscriber::run() {
         poll(&wake_only, 1, static_cast<int>(jitter(rng)));
         std::uint64_t drained;
         [[maybe_unused]] auto n = read(wake_fd_, &drained, sizeof drained);
-        backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+        // Capped low: while this connection is down, owners cannot hear of a server restart.
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
         continue;
       }
     }

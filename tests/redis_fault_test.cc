@@ -1,0 +1,211 @@
+// Redis backend under faults, each test with redis-server processes of its own: a server
+// down at start, a wrong password, a port that is not Redis, a restart in the middle of a run.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+
+#include "kit.h"
+
+extern char** environ;
+
+namespace simba {
+namespace {
+
+using namespace std::chrono_literals;
+using tck::wait_until;
+
+// A redis-server on loopback in a temporary folder, without persistence.
+class RedisServer {
+ public:
+  explicit RedisServer(std::vector<std::string> extra = {}) : extra_(std::move(extra)) {
+    dir_ = std::filesystem::temp_directory_path() / ("simba-redis-" + contender_id::uuid());
+    std::filesystem::create_directories(dir_);
+    port_ = free_port();
+  }
+  ~RedisServer() {
+    kill();
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  int port() const { return port_; }
+  std::string uri(const std::string& userinfo = "") const {
+    return "redis://" + userinfo + "127.0.0.1:" + std::to_string(port_) + "?connect_timeout=500ms&command_timeout=500ms";
+  }
+
+  void start() {
+    std::vector<std::string> args = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
+                                     "--save", "", "--appendonly", "no", "--dir", dir_.string(),
+                                     "--logfile", (dir_ / "redis.log").string()};
+    args.insert(args.end(), extra_.begin(), extra_.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ASSERT_EQ(posix_spawnp(&pid_, "redis-server", nullptr, nullptr, argv.data(), environ), 0)
+        << "redis-server is not installed (./scripts/test installs it)";
+    ASSERT_TRUE(wait_until([&] { return accepts(); }, 5s)) << "redis-server did not start";
+  }
+
+  // SIGKILL: the server vanishes with everything it held.
+  void kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+  static int free_port() {
+    std::mt19937 rng{std::random_device{}()};
+    for (;;) {
+      int port = 20000 + static_cast<int>(rng() % 40000);
+      int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(port));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      int rc = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+      close(fd);
+      if (rc == 0) return port;
+    }
+  }
+
+ private:
+  bool accepts() const {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port_));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    close(fd);
+    return ok;
+  }
+
+  std::vector<std::string> extra_;
+  std::filesystem::path dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+int open_fds() {
+  int n = 0;
+  for ([[maybe_unused]] auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+std::pair<std::error_code, std::string> connect_error(const std::string& uri) {
+  try {
+    open_backend(uri);
+  } catch (const Error& e) {
+    return {e.code(), e.what()};
+  }
+  return {};
+}
+
+TEST(RedisFaultTest, ServerDownAtStartIsAClearErrorWithinTheConnectTimeout) {
+  RedisServer server;  // not started
+  auto started = std::chrono::steady_clock::now();
+  auto [code, what] = connect_error(server.uri());
+  EXPECT_EQ(code, errc::unavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 1500ms);
+  EXPECT_NE(what.find(std::to_string(server.port())), std::string::npos) << what;
+}
+
+TEST(RedisFaultTest, WrongPasswordIsPermissionDeniedAndNeverShown) {
+  RedisServer server({"--requirepass", "s3cret-pw"});
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  for (const std::string userinfo : {":wrong-pw@", "default:wrong-pw@", ""}) {
+    auto started = std::chrono::steady_clock::now();
+    auto [code, what] = connect_error(server.uri(userinfo));
+    EXPECT_EQ(code, errc::permission_denied) << userinfo << ": " << what;
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 1500ms);
+    EXPECT_EQ(what.find("wrong-pw"), std::string::npos) << what;
+    EXPECT_EQ(what.find("s3cret"), std::string::npos) << what;
+  }
+  auto client = connect(server.uri(":s3cret-pw@"));
+  Locker locker("auth", client);
+  locker.acquire(2s);
+  EXPECT_EQ(client.backend()->describe().find("s3cret"), std::string::npos) << client.backend()->describe();
+}
+
+TEST(RedisFaultTest, APortThatIsNotRedisIsUnavailableWithinTheConnectTimeout) {
+  // A listener that accepts and never answers.
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  socklen_t len = sizeof addr;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  auto started = std::chrono::steady_clock::now();
+  auto [code, what] = connect_error("redis://127.0.0.1:" + std::to_string(port) + "?connect_timeout=500ms");
+  EXPECT_EQ(code, errc::unavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 1500ms);
+  EXPECT_NE(what.find("Redis"), std::string::npos) << what;
+  close(listener);
+}
+
+TEST(RedisFaultTest, ContenderStartedWhileServerIsDownAcquiresOnceItIsUp) {
+  RedisServer server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  auto client = Client(open_backend(server.uri()), tck::fast_options(), std::make_shared<Runtime>());
+  server.kill();
+  auto recorder = std::make_shared<tck::Recorder>("down-at-start");
+  auto service = client.contend_service(recorder);
+  service->start();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(service->is_owner());
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  EXPECT_TRUE(wait_until([&] { return service->is_owner(); }, 10s));
+  service->stop();
+}
+
+TEST(RedisFaultTest, RestartMidRunRevokesOwnersAtOnceAndResumesWithoutLeaks) {
+  RedisServer server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  ContendOptions options = tck::fast_options();
+  options.ttl = 2s;  // long enough that a revocation within it cannot be the lease running out
+  options.transition = 1s;
+  auto client = Client(open_backend(server.uri()), options, std::make_shared<Runtime>());
+  auto owner = std::make_shared<tck::Recorder>("restart");
+  auto waiter = std::make_shared<tck::Recorder>("restart");
+  auto first = client.contend_service(owner);
+  first->start();
+  ASSERT_TRUE(wait_until([&] { return first->is_owner(); }, 5s));
+  auto second = client.contend_service(waiter);
+  second->start();
+  ASSERT_TRUE(wait_until([&] { return second->after_owner().owner_id == owner->contender_id(); }, 5s));
+  const int threads = tck::thread_count();
+  const int fds = open_fds();
+
+  for (int restart = 0; restart < 3; ++restart) {
+    const int released_before = owner->released_count() + waiter->released_count();
+    server.kill();
+    auto killed = std::chrono::steady_clock::now();
+    // The owner stops believing at once: the push channel drops, long before ttl.
+    ASSERT_TRUE(wait_until([&] { return !first->is_owner() && !second->is_owner(); }, 1s)) << "restart " << restart;
+    ASSERT_TRUE(wait_until([&] { return owner->released_count() + waiter->released_count() > released_before; }, 1s));
+    EXPECT_LT(std::chrono::steady_clock::now() - killed, options.ttl);
+    ASSERT_NO_FATAL_FAILURE(server.start());
+    // Someone owns again, without restarting anything.
+    ASSERT_TRUE(wait_until([&] { return first->is_owner() || second->is_owner(); }, 10s)) << "restart " << restart;
+    // Let the push channel reconnect too (its backoff is at most 500ms) before the next kill.
+    std::this_thread::sleep_for(700ms);
+  }
+  EXPECT_LE(tck::thread_count(), threads);
+  EXPECT_LE(open_fds(), fds + 2);  // the pool may hold a connection more than before
+  first->stop();
+  second->stop();
+}
+
+}  // namespace
+}  // namespace simba

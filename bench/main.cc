@@ -6,7 +6,11 @@
 #include <sqlite3.h>
 
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -265,14 +269,74 @@ nlohmann::json takeover(const Client& client, const std::string& engine, std::si
   return out;
 }
 
+long resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+int thread_count() {
+  int n = 0;
+  for ([[maybe_unused]] auto& entry : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// One process holds `n` mutexes (ttl 2s, transition 1s) for `duration`: the threads it needs,
+// resident memory per held mutex, and renewals missed (an owner that lost its lease).
+nlohmann::json scale(const Client& client, const std::string& engine, std::size_t n, std::chrono::seconds duration) {
+  ContendOptions options = client.options();
+  options.ttl = 2s;
+  options.transition = 1s;
+  Client held(client.backend(), options, client.runtime());
+  const long rss_before = resident_bytes();
+  std::atomic<long> acquired{0}, lost{0};
+  std::mutex latency_mutex;
+  std::vector<double> latencies;
+  std::vector<std::unique_ptr<MutexContendService>> services;
+  services.reserve(n);
+  const std::string prefix = "bench/scale/" + contender_id::uuid() + "/";
+  for (std::size_t i = 0; i < n; ++i) {
+    auto started = Clock::now();
+    auto contender = make_contender(
+        prefix + std::to_string(i),
+        [&, started](const MutexState&) {
+          acquired.fetch_add(1);
+          std::lock_guard lock(latency_mutex);
+          latencies.push_back(micros(Clock::now() - started));
+        },
+        [&](const MutexState&) { lost.fetch_add(1); });
+    services.push_back(held.contend_service(contender));
+    services.back()->start();
+  }
+  await([&] { return acquired.load() == static_cast<long>(n); }, "every mutex to be held");
+  const long rss_held = resident_bytes();
+  const int threads = thread_count();
+  std::this_thread::sleep_for(duration);
+  const long missed = lost.load();
+  std::size_t owners = 0;
+  for (auto& service : services) owners += service->is_owner();
+  for (auto& service : services) service->stop();
+  auto out = line(engine, "scale", n, stats_of(latencies));
+  out["duration_s"] = duration.count();
+  out["threads"] = threads;
+  out["rss_per_mutex_bytes"] = (rss_held - rss_before) / static_cast<long>(n);
+  out["missed_renewals"] = missed;
+  out["owners_at_end"] = owners;
+  return out;
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"simba-bench: lock workloads against the engine's bare primitive; JSON lines"};
   std::string uri = "memory:";
   std::string workloads = "cycle,handover,takeover";
   std::size_t n = 0;
+  int duration = 60;
   app.add_option("--backend", uri, "Backend URI (default memory:)");
-  app.add_option("--workload", workloads, "Comma-separated: cycle, handover, takeover");
-  app.add_option("--n", n, "Samples per workload (default: cycle 2000, handover 50, takeover 10)");
+  app.add_option("--workload", workloads, "Comma-separated: cycle, handover, takeover, scale");
+  app.add_option("--n", n, "Samples per workload, or mutexes for scale (default: cycle 2000, handover 200, "
+                           "takeover 10, scale 10000)");
+  app.add_option("--duration", duration, "Seconds the scale workload holds its mutexes (default 60)");
   CLI11_PARSE(app, argc, argv);
 #if !defined(__OPTIMIZE__)
   std::cerr << "simba-bench: WARNING: built without optimisation; figures are not representative\n";
@@ -296,9 +360,10 @@ int run(int argc, char** argv) {
   for (std::string workload; std::getline(list, workload, ',');) {
     nlohmann::json out;
     if (workload == "cycle") out = cycle(client, uri, engine, n ? n : 2000);
-    else if (workload == "handover") out = handover(client, engine, n ? n : 50);
+    else if (workload == "handover") out = handover(client, engine, n ? n : 200);
     else if (workload == "takeover") out = takeover(client, engine, n ? n : 10);
-    else throw Error(errc::invalid_argument, "unknown workload '" + workload + "'; accepted: cycle, handover, takeover");
+    else if (workload == "scale") out = scale(client, engine, n ? n : 10000, std::chrono::seconds(duration));
+    else throw Error(errc::invalid_argument, "unknown workload '" + workload + "'; accepted: cycle, handover, takeover, scale");
     std::cout << out.dump() << std::endl;
   }
   return 0;

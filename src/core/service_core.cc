@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <future>
+#include <random>
 
 #include "core/contend_period.h"
 #include "core/log.h"
@@ -13,6 +14,12 @@ namespace simba::internal {
 namespace {
 
 const std::string kNoContender;
+
+// Jitter needs no per-service generator (2.5 KB each): one per thread will do.
+std::mt19937_64& rng() {
+  thread_local std::mt19937_64 generator{std::random_device{}()};
+  return generator;
+}
 
 std::chrono::milliseconds poll_of(const Backend& backend, const ContendOptions& options) {
   if (options.poll_interval.count() > 0) return options.poll_interval;
@@ -32,8 +39,7 @@ ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever,
       hooks_(std::move(hooks)),
       push_(backend_->capabilities().push),
       poll_(poll_of(*backend_, options_)),
-      strand_(runtime_->make_strand()),
-      rng_(std::random_device{}()) {
+      strand_(runtime_->make_strand()) {
   options_.validate();
   validate_mutex_name(retriever_->mutex());
   if (contender_) validate_contender_id(contender_->contender_id());
@@ -276,7 +282,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
                   : std::chrono::milliseconds(std::max<EpochMillis>(snapshot.owner.transition_at - snapshot.now + 1, 0));
       if (!push_) delay = std::min(delay, poll_);
     } else {
-      delay = next_delay(snapshot.owner, contender_->contender_id(), snapshot.now, rng_);
+      delay = next_delay(snapshot.owner, contender_->contender_id(), snapshot.now, rng());
       if (!ours && (!push_ || snapshot.owner.empty())) delay = std::min(delay, poll_);
       if (again_ && !ours) delay = std::chrono::milliseconds(0);
     }
@@ -294,7 +300,7 @@ void ServiceCore::fail_round(std::uint64_t generation, const std::string& what) 
     ++failures_;
     last_owner_id_.clear();
     if (owned_) revoke_locked(generation);
-    auto delay = backoff_delay(failures_, options_.backoff_initial, options_.ttl, rng_);
+    auto delay = backoff_delay(failures_, options_.backoff_initial, options_.ttl, rng());
     if ((failures_ & (failures_ - 1)) == 0) {  // 1st, 2nd, 4th, 8th... failure in a row
       log_warn("mutex '" + mutex() + "': backend error (" + std::to_string(failures_) +
                " in a row): " + what + "; retrying in " + format_duration(delay));

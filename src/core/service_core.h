@@ -13,7 +13,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 
 #include "simba/backend.h"
 #include "simba/contender.h"
@@ -114,7 +113,6 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   std::uint64_t token_ = 0;
   std::string last_owner_id_;
   std::unique_ptr<Subscription> subscription_;
-  std::mt19937_64 rng_;
 
   mutable std::mutex state_mutex_;
   MutexState state_;

@@ -209,9 +209,14 @@ TEST(ConnectTest, BadUrisSayWhatIsWrongAndWhatIsAccepted) {
   EXPECT_EQ(unknown, errc::invalid_argument);
   EXPECT_NE(unknown_what.find("'ftp'"), std::string::npos);
   EXPECT_NE(unknown_what.find("sqlite:"), std::string::npos);
-  auto [missing, missing_what] = code_of("redis://u:hunter2@127.0.0.1:1");
+  auto [missing, missing_what] = code_of("postgresql://u:hunter2@127.0.0.1:1/db");
   EXPECT_EQ(missing, errc::unsupported);
   EXPECT_EQ(missing_what.find("hunter2"), std::string::npos);
+  auto [unreachable, unreachable_what] = code_of("redis://u:hunter2@127.0.0.1:1?connect_timeout=200ms");
+  EXPECT_EQ(unreachable, errc::unavailable);
+  EXPECT_EQ(unreachable_what.find("hunter2"), std::string::npos) << unreachable_what;
+  EXPECT_EQ(code_of("redis://127.0.0.1:1/x").first, errc::invalid_argument);  // db is not a number
+  EXPECT_EQ(code_of("redis://127.0.0.1:1?prefix=").first, errc::invalid_argument);
   EXPECT_EQ(code_of("memory:?bogus=1").first, errc::invalid_argument);
   EXPECT_EQ(code_of("memory:?ttl=0ms").first, errc::invalid_argument);
   EXPECT_EQ(code_of("memory:?ttl=ten").first, errc::invalid_argument);

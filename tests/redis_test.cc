@@ -1,5 +1,6 @@
-// Redis backend under faults, each test with redis-server processes of its own: a server
-// down at start, a wrong password, a port that is not Redis, a restart in the middle of a run.
+// The Redis backend against redis-server processes of its own: faults (a server down at
+// start, a wrong password, a port that is not Redis, a restart mid-run) and wake-ups (a dead
+// contender's queue entry, a release by a JVM Simba client).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -93,6 +94,19 @@ class RedisServer {
   int port_ = 0;
   pid_t pid_ = -1;
 };
+
+// A plain command on the server, the way redis-cli or a JVM Simba client would send it.
+std::string redis_cli(int port, const std::vector<std::string>& args) {
+  std::string command = "redis-cli -p " + std::to_string(port);
+  for (const auto& arg : args) command += " '" + arg + "'";
+  std::string out;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[256];
+    while (fgets(buffer, sizeof buffer, pipe)) out += buffer;
+    pclose(pipe);
+  }
+  return out;
+}
 
 int open_fds() {
   int n = 0;
@@ -205,6 +219,55 @@ TEST(RedisFaultTest, RestartMidRunRevokesOwnersAtOnceAndResumesWithoutLeaks) {
   EXPECT_LE(open_fds(), fds + 2);  // the pool may hold a connection more than before
   first->stop();
   second->stop();
+}
+
+TEST(RedisWakeTest, ADeadContendersQueueEntryNeverSwallowsTheWakeUp) {
+  RedisServer server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  ContendOptions options = tck::fast_options();
+  options.ttl = 5s;  // a wake-up by expiry would take far longer than the bound below
+  options.transition = 2s;
+  auto client = Client(open_backend(server.uri()), options, std::make_shared<Runtime>());
+  auto owner = std::make_shared<tck::Recorder>("queue");
+  auto waiter = std::make_shared<tck::Recorder>("queue");
+  auto first = client.contend_service(owner);
+  first->start();
+  ASSERT_TRUE(wait_until([&] { return first->is_owner(); }, 5s));
+  // A contender that died while queued, first in line (Simba would wake only it).
+  redis_cli(server.port(), {"ZADD", "simba:{queue}:contender", "1", "99:1@gone-host"});
+  auto second = client.contend_service(waiter);
+  second->start();
+  ASSERT_TRUE(wait_until([&] { return second->after_owner().owner_id == owner->contender_id(); }, 5s));
+  auto released = std::chrono::steady_clock::now();
+  first->stop();
+  ASSERT_TRUE(wait_until([&] { return second->is_owner(); }, 5s));
+  EXPECT_LT(std::chrono::steady_clock::now() - released, 1s);
+  second->stop();
+}
+
+TEST(RedisWakeTest, AJvmSimbaReleaseWakesOurWaiterAtOnce) {
+  RedisServer server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  ContendOptions options = tck::fast_options();
+  options.ttl = 5s;
+  options.transition = 2s;
+  auto client = Client(open_backend(server.uri()), options, std::make_shared<Runtime>());
+  // A JVM Simba owner holds the mutex.
+  redis_cli(server.port(), {"SET", "simba:{jvm}", "1:777@jvm-host", "NX", "PX", "20000"});
+  auto waiter = std::make_shared<tck::Recorder>("jvm");
+  auto service = client.contend_service(waiter);
+  service->start();
+  ASSERT_TRUE(wait_until([&] { return service->after_owner().owner_id == "1:777@jvm-host"; }, 5s));
+  // Simba's queue now lists our waiter, which is where a JVM release is addressed.
+  EXPECT_NE(redis_cli(server.port(), {"ZRANGE", "simba:{jvm}:contender", "0", "-1"}).find(waiter->contender_id()),
+            std::string::npos);
+  auto released = std::chrono::steady_clock::now();
+  redis_cli(server.port(), {"DEL", "simba:{jvm}"});
+  redis_cli(server.port(), {"PUBLISH", "simba:{jvm}:" + waiter->contender_id(), "released@@1:777@jvm-host"});
+  ASSERT_TRUE(wait_until([&] { return service->is_owner(); }, 5s));
+  EXPECT_LT(std::chrono::steady_clock::now() - released, 1s);
+  EXPECT_EQ(redis_cli(server.port(), {"GET", "simba:{jvm}"}), waiter->contender_id() + "\n");
+  service->stop();
 }
 
 }  // namespace

@@ -94,6 +94,17 @@ TEST(ContendPeriodTest, NonOwnerJitterStartsAtMinus200WithTransition) {
   EXPECT_EQ(delay_range(owner, 1150, 4).first, 0);
 }
 
+TEST(ContendPeriodTest, WaitersProbeJustAfterTheHardExpiry) {
+  std::mt19937_64 rng(5);
+  auto owner = owner_of("a", 1000, 100, 50);  // transition_at 1150: takeable from 1151
+  for (int i = 0; i < 1000; ++i) {
+    auto d = internal::expiry_probe_delay(owner, 150, rng).count();
+    EXPECT_GE(d, 1001);
+    EXPECT_LE(d, 1020);
+    EXPECT_GE(internal::expiry_probe_delay(owner, 5000, rng).count(), 1);  // already expired
+  }
+}
+
 TEST(ContendPeriodTest, BackoffDoublesWithJitterUpToTheCap) {
   std::mt19937_64 rng(4);
   for (int i = 0; i < 1000; ++i) {

@@ -18,6 +18,11 @@ std::chrono::milliseconds next_delay(const MutexOwner& owner, std::string_view c
   return std::chrono::milliseconds(std::max<std::int64_t>(delay, 0));
 }
 
+std::chrono::milliseconds expiry_probe_delay(const MutexOwner& owner, EpochMillis now, std::mt19937_64& rng) {
+  std::uniform_int_distribution<std::int64_t> jitter(1, 20);
+  return std::chrono::milliseconds(std::max<std::int64_t>(owner.transition_at - now, 0) + jitter(rng));
+}
+
 std::chrono::milliseconds backoff_delay(int failures, std::chrono::milliseconds initial,
                                         std::chrono::milliseconds cap, std::mt19937_64& rng) {
   std::int64_t delay = initial.count();

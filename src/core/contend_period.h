@@ -15,6 +15,12 @@ namespace simba::internal {
 std::chrono::milliseconds next_delay(const MutexOwner& owner, std::string_view contender_id,
                                      EpochMillis now, std::mt19937_64& rng);
 
+// When a non-owner should look again at the latest: just after the lease's hard expiry
+// (transition_at < now takes it), plus 1..20 ms of jitter. Simba waits up to a second longer
+// (next_delay's jitter); a waiter takes the earlier of the two, so takeover after an owner
+// dies costs the lease plus a round trip, not plus a second.
+std::chrono::milliseconds expiry_probe_delay(const MutexOwner& owner, EpochMillis now, std::mt19937_64& rng);
+
 // Exponential backoff after `failures` consecutive errors (1 = first): initial * 2^(n-1),
 // capped at `cap`, then "equal jitter": uniform in [d/2, d].
 std::chrono::milliseconds backoff_delay(int failures, std::chrono::milliseconds initial,

@@ -283,6 +283,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       if (!push_) delay = std::min(delay, poll_);
     } else {
       delay = next_delay(snapshot.owner, contender_->contender_id(), snapshot.now, rng());
+      if (!ours && !snapshot.owner.empty()) delay = std::min(delay, expiry_probe_delay(snapshot.owner, snapshot.now, rng()));
       if (!ours && (!push_ || snapshot.owner.empty())) delay = std::min(delay, poll_);
       if (again_ && !ours) delay = std::chrono::milliseconds(0);
     }

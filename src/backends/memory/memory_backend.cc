@@ -1,6 +1,8 @@
 // The in-process reference backend: the protocol with nothing in the way.
 #include "simba/memory_backend.h"
 
+#include "backends/common/watcher.h"
+
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -8,25 +10,8 @@
 namespace simba {
 namespace {
 
-// One watch. Calls happen under `mutex`, so the destructor of its Subscription, which takes
-// `mutex` too, returns only once no call is running.
-struct Watcher {
-  std::mutex mutex;
-  bool alive = true;
-  std::function<void(WatchEvent)> on_change;
-};
-
-class WatchHandle final : public Subscription {
- public:
-  explicit WatchHandle(std::shared_ptr<Watcher> watcher) : watcher_(std::move(watcher)) {}
-  ~WatchHandle() override {
-    std::lock_guard lock(watcher_->mutex);
-    watcher_->alive = false;
-  }
-
- private:
-  std::shared_ptr<Watcher> watcher_;
-};
+using internal::Watcher;
+using internal::WatchHandle;
 
 class MemoryBackend final : public Backend {
  public:
@@ -82,8 +67,7 @@ class MemoryBackend final : public Backend {
 
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& /*contender_id*/,
                                       std::function<void(WatchEvent)> on_change) override {
-    auto watcher = std::make_shared<Watcher>();
-    watcher->on_change = std::move(on_change);
+    auto watcher = std::make_shared<Watcher>(std::move(on_change));
     std::lock_guard lock(watch_mutex_);
     auto& list = watchers_[mutex];
     // Drop watchers whose subscription has ended.
@@ -118,10 +102,7 @@ class MemoryBackend final : public Backend {
         if (auto watcher = weak.lock()) targets.push_back(std::move(watcher));
       }
     }
-    for (auto& watcher : targets) {
-      std::lock_guard lock(watcher->mutex);
-      if (watcher->alive) watcher->on_change(event);
-    }
+    for (auto& watcher : targets) watcher->call(event);
   }
 
   const std::shared_ptr<const Clock> clock_;

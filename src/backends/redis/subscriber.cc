@@ -15,41 +15,6 @@
 
 namespace simba::redis {
 
-// Calls happen under `mutex`; Handle's destructor takes it too, so once it returns no call
-// is running and none will start.
-struct Subscriber::Watcher {
-  std::mutex mutex;
-  bool alive = true;
-  std::function<void(WatchEvent)> on_event;
-  std::vector<std::string> channels;
-
-  void call(WatchEvent event) {
-    std::lock_guard lock(mutex);
-    if (alive) on_event(event);
-  }
-};
-
-namespace {
-
-class Handle final : public Subscription {
- public:
-  Handle(std::shared_ptr<Subscriber::Watcher> watcher, std::function<void()> on_end)
-      : watcher_(std::move(watcher)), on_end_(std::move(on_end)) {}
-  ~Handle() override {
-    {
-      std::lock_guard lock(watcher_->mutex);
-      watcher_->alive = false;
-    }
-    on_end_();
-  }
-
- private:
-  std::shared_ptr<Subscriber::Watcher> watcher_;
-  std::function<void()> on_end_;
-};
-
-}  // namespace
-
 Subscriber::Subscriber(RedisOptions options, std::string where)
     : options_(std::move(options)), where_(std::move(where)), wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   if (wake_fd_ < 0) throw Error(errc::internal, where_ + ": eventfd failed");
@@ -73,9 +38,7 @@ void Subscriber::wake() {
 
 std::unique_ptr<Subscription> Subscriber::watch(const std::vector<std::string>& channels,
                                                 std::function<void(WatchEvent)> on_event) {
-  auto watcher = std::make_shared<Watcher>();
-  watcher->on_event = std::move(on_event);
-  watcher->channels = channels;
+  auto watcher = std::make_shared<Watcher>(std::move(on_event), channels);
   bool requested = false;
   {
     std::lock_guard lock(mutex_);
@@ -92,7 +55,7 @@ std::unique_ptr<Subscription> Subscriber::watch(const std::vector<std::string>& 
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   }
   if (requested) wake();
-  auto handle = std::make_unique<Handle>(watcher, [this, watcher] { remove(watcher); });
+  auto handle = std::make_unique<internal::WatchHandle>(watcher, [this, watcher] { remove(watcher); });
   std::unique_lock lock(mutex_);
   confirmed_changed_.wait_for(lock, options_.command_timeout, [&] {
     return connect_failed_ || stopping_ ||
@@ -104,7 +67,7 @@ std::unique_ptr<Subscription> Subscriber::watch(const std::vector<std::string>& 
 void Subscriber::remove(const std::shared_ptr<Watcher>& watcher) {
   std::lock_guard lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
-  for (const auto& channel : watcher->channels) {
+  for (const auto& channel : watcher->keys) {
     auto it = by_channel_.find(channel);
     if (it == by_channel_.end()) continue;
     std::erase(it->second, watcher);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "simba/backend.h"
+#include "backends/common/watcher.h"
 #include "simba/redis_backend.h"
 
 namespace simba::redis {
@@ -40,9 +41,9 @@ class Subscriber {
   // Watchers and connected state, for tests and benchmarks.
   bool connected() const { return connected_.load(); }
 
-  struct Watcher;
-
  private:
+  using Watcher = internal::Watcher;
+
   void run();
   bool connect_and_resubscribe();
   void drain_requests();

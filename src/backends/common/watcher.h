@@ -1,0 +1,52 @@
+// One watch of a backend's push channel, and the handle that ends it. Internal to backends.
+//
+// Calls happen under the watcher's own mutex, and the handle's destructor takes that mutex
+// too: once the destructor returns, no call is running and none will start (the contract of
+// Backend::watch).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "simba/backend.h"
+
+namespace simba::internal {
+
+struct Watcher {
+  explicit Watcher(std::function<void(WatchEvent)> callback, std::vector<std::string> watched_keys = {})
+      : on_event(std::move(callback)), keys(std::move(watched_keys)) {}
+
+  void call(WatchEvent event) {
+    std::lock_guard lock(mutex);
+    if (alive) on_event(event);
+  }
+  void end() {
+    std::lock_guard lock(mutex);
+    alive = false;
+  }
+
+  std::mutex mutex;
+  bool alive = true;
+  const std::function<void(WatchEvent)> on_event;
+  const std::vector<std::string> keys;  // what it listens to (channels, mutex names)
+};
+
+// Ends the watch, then runs `on_end` (for the backend's bookkeeping).
+class WatchHandle final : public Subscription {
+ public:
+  WatchHandle(std::shared_ptr<Watcher> watcher, std::function<void()> on_end = {})
+      : watcher_(std::move(watcher)), on_end_(std::move(on_end)) {}
+  ~WatchHandle() override {
+    watcher_->end();
+    if (on_end_) on_end_();
+  }
+
+ private:
+  std::shared_ptr<Watcher> watcher_;
+  std::function<void()> on_end_;
+};
+
+}  // namespace simba::internal

@@ -7,6 +7,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "backends/common/pool.h"
 #include "backends/redis/connection.h"
 #include "backends/redis/subscriber.h"
 #include "simba/error.h"
@@ -85,12 +86,14 @@ struct Script {
 class RedisBackend final : public Backend {
  public:
   RedisBackend(const RedisOptions& options, std::string where)
-      : options_(options), where_(std::move(where)), subscriber_(options, where_) {
+      : options_(options),
+        where_(std::move(where)),
+        pool_(options.pool_size, [this] { return std::make_unique<Connection>(options_, where_); }),
+        subscriber_(options, where_) {
     // Connect now: a wrong password or a port that is not Redis fails here, not later.
     auto connection = std::make_unique<Connection>(options_, where_);
     for (Script* script : {&acquire_, &release_, &read_}) load(*connection, *script);
-    idle_.push_back(std::move(connection));
-    open_ = 1;
+    pool_.seed(std::move(connection));
   }
 
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
@@ -193,24 +196,19 @@ class RedisBackend final : public Backend {
 
   // Runs a script by SHA on a pooled connection, loading it again after NOSCRIPT.
   Reply run(Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args) {
-    auto connection = take();
-    try {
+    return pool_.with([&](Connection& connection) {
       std::vector<std::string> command = {"EVALSHA", sha_of(script), std::to_string(keys.size())};
       command.insert(command.end(), keys.begin(), keys.end());
       command.insert(command.end(), args.begin(), args.end());
-      auto reply = connection->command(command);
+      auto reply = connection.command(command);
       if (reply->type == REDIS_REPLY_ERROR && std::string(reply->str, reply->len).rfind("NOSCRIPT", 0) == 0) {
-        load(*connection, script);  // the server restarted or flushed its scripts
+        load(connection, script);  // the server restarted or flushed its scripts
         command[1] = sha_of(script);
-        reply = connection->command(command);
+        reply = connection.command(command);
       }
       if (reply->type == REDIS_REPLY_ERROR) Connection::fail_reply(where_, *reply, "script");
-      give_back(std::move(connection));
       return reply;
-    } catch (...) {
-      give_back(std::move(connection));
-      throw;
-    }
+    });
   }
 
   void load(Connection& connection, Script& script) {
@@ -224,50 +222,10 @@ class RedisBackend final : public Backend {
     return script.sha;
   }
 
-  // A free connection, a new one while under pool_size, or the next one given back.
-  std::unique_ptr<Connection> take() {
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      if (!idle_.empty()) {
-        auto connection = std::move(idle_.back());
-        idle_.pop_back();
-        return connection;
-      }
-      if (open_ < std::max(1u, options_.pool_size)) {
-        ++open_;
-        lock.unlock();
-        try {
-          return std::make_unique<Connection>(options_, where_);
-        } catch (...) {
-          lock.lock();
-          --open_;
-          returned_.notify_one();
-          throw;
-        }
-      }
-      returned_.wait(lock);
-    }
-  }
-
-  // Keeps a healthy connection for the next call; drops a broken one.
-  void give_back(std::unique_ptr<Connection> connection) {
-    {
-      std::lock_guard lock(mutex_);
-      if (connection->broken()) {
-        --open_;
-      } else {
-        idle_.push_back(std::move(connection));
-      }
-    }
-    returned_.notify_one();
-  }
-
   const RedisOptions options_;
   const std::string where_;
-  std::mutex mutex_;
-  std::condition_variable returned_;
-  std::vector<std::unique_ptr<Connection>> idle_;
-  unsigned open_ = 0;
+  std::mutex mutex_;  // guards the scripts' SHAs
+  internal::Pool<Connection> pool_;
   std::mutex queued_mutex_;
   std::unordered_set<std::string> queued_;
   Script acquire_{kAcquire, {}}, release_{kRelease, {}}, read_{kRead, {}};

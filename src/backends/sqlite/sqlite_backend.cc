@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 
+#include "backends/common/lease_row.h"
 #include "simba/error.h"
 
 namespace simba {
@@ -135,14 +136,7 @@ class SqliteBackend final : public Backend {
   OwnerSnapshot read(const std::string& mutex) override {
     std::lock_guard lock(mutex_);
     EpochMillis now = epoch_millis_now();
-    auto owner = select(mutex);
-    if (!owner) return {MutexOwner::none(), now};
-    if (owner->empty() || owner->transition_at < now) {
-      auto token = owner->fencing_token;
-      *owner = MutexOwner::none();
-      owner->fencing_token = token;
-    }
-    return {*owner, now};
+    return internal::snapshot_of_row(select(mutex).value_or(MutexOwner::none()), now);
   }
 
   std::unique_ptr<Subscription> watch(const std::string&, const std::string&,

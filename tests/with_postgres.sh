@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs a command against a throwaway PostgreSQL: loopback, a free port of its own, a data
+# folder in a temporary directory, stopped afterwards whatever happens. PostgreSQL refuses to
+# run as root, so the server runs as the `postgres` user. A role `simba` (password `simba-pw`)
+# owns a database `simba`, reached with password authentication over TCP.
+#   with_postgres.sh COMMAND ARGS...   (every "@PG_URI@" and "@PG_PORT@" in ARGS is replaced)
+# The command also finds the server in $SIMBA_TEST_PG_URI, $SIMBA_TEST_PG_PORT, $SIMBA_TEST_PG_BIN
+# and $SIMBA_TEST_PG_DATA (for tests that restart it: see pg_ctl below).
+set -euo pipefail
+bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+[ -x "$bin/initdb" ] || { echo "with_postgres.sh: PostgreSQL is not installed (run ./scripts/test)"; exit 1; }
+as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+dir=$(mktemp -d)
+chmod 755 "$dir"
+[ "$(id -u)" -eq 0 ] && chown postgres "$dir"
+data="$dir/data"
+stop() {
+  as_postgres "$bin/pg_ctl" -D "$data" -m immediate stop >/dev/null 2>&1 || true
+  rm -rf "$dir"
+}
+trap stop EXIT
+as_postgres "$bin/initdb" -D "$data" -U postgres --auth-local=trust --auth-host=scram-sha-256 >"$dir/initdb.log" 2>&1 \
+  || { cat "$dir/initdb.log"; exit 1; }
+started=
+for attempt in $(seq 20); do
+  port=$((20000 + RANDOM % 40000))
+  if as_postgres "$bin/pg_ctl" -D "$data" -w -t 30 -l "$dir/server.log" \
+       -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null 2>&1; then
+    started=1
+    break
+  fi
+done
+[ -n "$started" ] || { echo "with_postgres.sh: PostgreSQL did not start"; cat "$dir/server.log"; exit 1; }
+as_postgres "$bin/psql" -q -h "$dir" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 \
+  -c "CREATE ROLE simba LOGIN PASSWORD 'simba-pw'" -c "CREATE DATABASE simba OWNER simba" >/dev/null
+export SIMBA_TEST_PG_URI="postgresql://simba:simba-pw@127.0.0.1:$port/simba" SIMBA_TEST_PG_PORT="$port" \
+       SIMBA_TEST_PG_BIN="$bin" SIMBA_TEST_PG_DATA="$data" SIMBA_TEST_PG_SOCKET_DIR="$dir"
+args=()
+for arg in "$@"; do
+  arg=${arg//@PG_URI@/$SIMBA_TEST_PG_URI}
+  args+=("${arg//@PG_PORT@/$port}")
+done
+"${args[@]}"

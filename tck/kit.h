@@ -25,7 +25,8 @@ ContendOptions fast_options();
 // A fresh client on the backend under test, with fast_options(), on its own runtime.
 Client make_client(const ContendOptions& options = fast_options());
 
-// A mutex name no other test or run uses: "tck/<test>/<random>".
+// A mutex name no other test or run uses: "tck/<test, cut to 40 bytes>/<random>", at most 54
+// bytes (Simba's SQL table holds 66).
 std::string unique_mutex(const std::string& hint = "");
 
 // Waits until `predicate` holds or `timeout` passes; returns the predicate's last value.

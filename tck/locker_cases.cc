@@ -119,7 +119,7 @@ TEST(SchedulerTest, WorkRunsOnlyOnTheLeader) {
 
 TEST(InputTest, HostileMutexNamesGetAClearErrorOrTheirOwnLease) {
   auto client = make_client();
-  const std::string prefix = unique_mutex();
+  const std::string prefix = unique_mutex("h");  // short: room for the hostile suffixes
   for (const std::string& bad : {std::string(""), std::string(" "), std::string("\t\n "),
                                  std::string("a\0b", 3)}) {
     try {
@@ -140,8 +140,8 @@ TEST(InputTest, HostileMutexNamesGetAClearErrorOrTheirOwnLease) {
   // Each accepted name is its own lease: holding all at once proves no two alias.
   std::vector<std::unique_ptr<Locker>> held;
   for (const auto& name : names) {
-    auto locker = std::make_unique<Locker>(name, client);
     try {
+      auto locker = std::make_unique<Locker>(name, client);
       ASSERT_TRUE(locker->try_lock_for(kSoon)) << "name of " << name.size() << " bytes";
       held.push_back(std::move(locker));
     } catch (const Error& e) {

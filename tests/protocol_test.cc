@@ -220,7 +220,7 @@ TEST(ConnectTest, BadUrisSayWhatIsWrongAndWhatIsAccepted) {
   EXPECT_EQ(unknown, errc::invalid_argument);
   EXPECT_NE(unknown_what.find("'ftp'"), std::string::npos);
   EXPECT_NE(unknown_what.find("sqlite:"), std::string::npos);
-  auto [missing, missing_what] = code_of("postgresql://u:hunter2@127.0.0.1:1/db");
+  auto [missing, missing_what] = code_of("zookeeper://u:hunter2@127.0.0.1:1/chroot");
   EXPECT_EQ(missing, errc::unsupported);
   EXPECT_EQ(missing_what.find("hunter2"), std::string::npos);
   auto [unreachable, unreachable_what] = code_of("redis://u:hunter2@127.0.0.1:1?connect_timeout=200ms");

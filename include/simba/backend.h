@@ -37,7 +37,9 @@ struct OwnerSnapshot {
 
 struct Capabilities {
   std::string engine;                   // "memory", "sqlite", ...
-  bool push = false;                    // watch() delivers owner changes; else callers poll.
+  bool push = false;                    // watch() delivers releases; else callers poll.
+  bool push_acquisitions = true;        // with push: acquisitions are delivered too (else
+                                        // observers poll at poll_interval).
   std::chrono::milliseconds poll_interval{100};  // Suggested poll interval without push.
   bool multi_process = false;           // Contenders in different processes can share it.
   bool multi_host = false;              // Contenders on different hosts can share it.

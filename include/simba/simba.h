@@ -13,6 +13,7 @@
 #include "simba/memory_backend.h"
 #include "simba/options.h"
 #include "simba/owner.h"
+#include "simba/postgres_backend.h"
 #include "simba/redis_backend.h"
 #include "simba/runtime.h"
 #include "simba/scheduler.h"

@@ -9,6 +9,7 @@
 #include "simba/duration.h"
 #include "simba/error.h"
 #include "simba/memory_backend.h"
+#include "simba/postgres_backend.h"
 #include "simba/redis_backend.h"
 #include "simba/sqlite_backend.h"
 
@@ -18,7 +19,8 @@ namespace {
 using internal::Uri;
 
 constexpr const char* kAccepted =
-    "memory:, sqlite:///path/to/file.db, redis://[user:password@]host:port[/db][?prefix=simba]";
+    "memory:, sqlite:///path/to/file.db, redis://[user:password@]host:port[/db][?prefix=simba], "
+    "postgresql://user:password@host:port/db";
 constexpr const char* kTimingOptions = "ttl, transition, initial_delay, poll, backoff";
 
 std::chrono::milliseconds take_duration(std::map<std::string, std::string>& query, const char* key,
@@ -91,6 +93,26 @@ std::shared_ptr<Backend> open_redis(const Uri& uri, std::map<std::string, std::s
   return make_redis_backend(options);
 }
 
+std::shared_ptr<Backend> open_postgres(const Uri& uri, std::map<std::string, std::string>& query) {
+  PostgresOptions options;
+  if (uri.host.empty()) throw Error(errc::invalid_argument, "postgresql URI needs a host: " + uri.redacted());
+  options.host = uri.host;
+  if (uri.port != 0) options.port = uri.port;
+  options.user = uri.user;
+  options.password = uri.password;
+  options.database = uri.path.size() > 1 ? uri.path.substr(1) : "";
+  if (auto it = query.find("sslmode"); it != query.end()) {
+    options.sslmode = it->second;
+    query.erase(it);
+  }
+  options.connect_timeout = take_duration(query, "connect_timeout", options.connect_timeout);
+  options.command_timeout = take_duration(query, "command_timeout", options.command_timeout);
+  query.erase("poll");
+  internal::reject_unknown_options(uri, query,
+                                   std::string(kTimingOptions) + ", sslmode, connect_timeout, command_timeout");
+  return make_postgres_backend(options);
+}
+
 }  // namespace
 
 std::shared_ptr<Backend> open_backend(std::string_view text, ContendOptions* timing) {
@@ -108,8 +130,9 @@ std::shared_ptr<Backend> open_backend(std::string_view text, ContendOptions* tim
     backend = open_sqlite(uri, query);
   } else if (uri.scheme == "redis") {
     backend = open_redis(uri, query);
-  } else if (uri.scheme == "rediss" || uri.scheme == "postgresql" ||
-             uri.scheme == "postgres" || uri.scheme == "mysql" || uri.scheme == "mariadb" ||
+  } else if (uri.scheme == "postgresql" || uri.scheme == "postgres") {
+    backend = open_postgres(uri, query);
+  } else if (uri.scheme == "rediss" || uri.scheme == "mysql" || uri.scheme == "mariadb" ||
              uri.scheme == "zookeeper") {
     throw Error(errc::unsupported, "this build of simba has no '" + uri.scheme +
                                        "' backend; it has: " + kAccepted);

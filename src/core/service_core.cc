@@ -38,6 +38,7 @@ ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever,
       options_(options),
       hooks_(std::move(hooks)),
       push_(backend_->capabilities().push),
+      push_acquisitions_(backend_->capabilities().push_acquisitions),
       poll_(poll_of(*backend_, options_)),
       strand_(runtime_->make_strand()) {
   options_.validate();
@@ -280,7 +281,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       delay = snapshot.owner.empty()
                   ? (push_ ? options_.ttl : poll_)
                   : std::chrono::milliseconds(std::max<EpochMillis>(snapshot.owner.transition_at - snapshot.now + 1, 0));
-      if (!push_) delay = std::min(delay, poll_);
+      if (!push_ || !push_acquisitions_) delay = std::min(delay, poll_);
     } else {
       delay = next_delay(snapshot.owner, contender_->contender_id(), snapshot.now, rng());
       if (!ours && !snapshot.owner.empty()) delay = std::min(delay, expiry_probe_delay(snapshot.owner, snapshot.now, rng()));

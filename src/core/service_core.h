@@ -94,6 +94,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   const ContendOptions options_;
   const CoreHooks hooks_;
   const bool push_;
+  const bool push_acquisitions_;
   const std::chrono::milliseconds poll_;
   const Strand strand_;
 

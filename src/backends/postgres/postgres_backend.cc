@@ -1,0 +1,178 @@
+// The PostgreSQL backend: one row per mutex, one conditional upsert per acquire, the database
+// clock in UTC milliseconds, NOTIFY on release.
+#include "simba/postgres_backend.h"
+
+#include <cstdlib>
+
+#include "backends/common/lease_row.h"
+#include "backends/common/pool.h"
+#include "backends/postgres/connection.h"
+#include "backends/postgres/listener.h"
+#include "simba/error.h"
+
+namespace simba {
+namespace {
+
+using postgres::Connection;
+using postgres::Result;
+
+// Epoch milliseconds of the database clock: extract(epoch ...) of a timestamptz counts from
+// 1970-01-01 UTC whatever the session's TimeZone.
+#define SIMBA_PG_NOW "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+// The shape of Simba's MySQL table in PostgreSQL's types, plus the fencing token.
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS simba_mutex (
+  mutex         varchar(66)  NOT NULL PRIMARY KEY,
+  acquired_at   bigint       NOT NULL DEFAULT 0,
+  ttl_at        bigint       NOT NULL DEFAULT 0,
+  transition_at bigint       NOT NULL DEFAULT 0,
+  owner_id      varchar(128) NOT NULL DEFAULT '',
+  version       integer      NOT NULL DEFAULT 0,
+  fencing_token bigint       NOT NULL DEFAULT 0
+))sql";
+
+// Take a free or expired row (creating it race-free), or renew our own live one; the token
+// rises only when the owner id changes. Returns the row only if it took or renewed it.
+// $1 mutex, $2 contender id, $3 ttl ms, $4 transition ms.
+constexpr const char* kAcquire = R"sql(
+INSERT INTO simba_mutex AS m (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token)
+SELECT $1, n.now, n.now + $3::bigint, n.now + $3::bigint + $4::bigint, $2, 1, 1
+FROM (SELECT )sql" SIMBA_PG_NOW R"sql( AS now) n
+ON CONFLICT (mutex) DO UPDATE SET
+  fencing_token = m.fencing_token + (m.owner_id <> EXCLUDED.owner_id)::int,
+  acquired_at = EXCLUDED.acquired_at,
+  ttl_at = EXCLUDED.ttl_at,
+  transition_at = EXCLUDED.transition_at,
+  owner_id = EXCLUDED.owner_id,
+  version = m.version + 1
+WHERE m.transition_at < EXCLUDED.acquired_at
+   OR (m.owner_id = EXCLUDED.owner_id AND m.transition_at > EXCLUDED.acquired_at)
+RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, acquired_at)sql";
+
+// The row (or none) and the database clock, in one row. $1 mutex.
+constexpr const char* kRead = R"sql(
+SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now
+FROM (SELECT )sql" SIMBA_PG_NOW R"sql( AS now) n LEFT JOIN simba_mutex m ON m.mutex = $1)sql";
+
+// Release only if ours, and tell the waiters of every process. $1 mutex, $2 contender id.
+constexpr const char* kRelease = R"sql(
+WITH released AS (
+  UPDATE simba_mutex SET owner_id = '', acquired_at = 0, ttl_at = 0, transition_at = 0, version = version + 1
+  WHERE mutex = $1 AND owner_id = $2 RETURNING mutex)
+SELECT pg_notify('simba_mutex', 'released@@' || mutex) FROM released)sql";
+
+std::int64_t integer(const PGresult* result, int column) {
+  return PQgetisnull(result, 0, column) ? 0 : std::strtoll(PQgetvalue(result, 0, column), nullptr, 10);
+}
+
+// Row 0 of a result with columns owner_id, acquired_at, ttl_at, transition_at, token, now.
+OwnerSnapshot snapshot_of(const PGresult* result) {
+  MutexOwner row;
+  if (!PQgetisnull(result, 0, 0)) row.owner_id.assign(PQgetvalue(result, 0, 0), PQgetlength(result, 0, 0));
+  row.acquired_at = integer(result, 1);
+  row.ttl_at = integer(result, 2);
+  row.transition_at = integer(result, 3);
+  row.fencing_token = static_cast<std::uint64_t>(integer(result, 4));
+  return internal::snapshot_of_row(std::move(row), integer(result, 5));
+}
+
+class PostgresBackend final : public Backend {
+ public:
+  PostgresBackend(const PostgresOptions& options, std::string where)
+      : options_(options),
+        where_(std::move(where)),
+        pool_(options.pool_size, [this] { return open(); }),
+        listener_(options, where_) {
+    auto connection = std::make_unique<Connection>(options_, where_);
+    create_table(*connection);
+    prepare(*connection);
+    pool_.seed(std::move(connection));
+  }
+
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
+                        std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
+    return pool_.with([&](Connection& connection) {
+      auto won = connection.execute("acquire", {mutex, contender_id, std::to_string(ttl.count()),
+                                                std::to_string(transition.count())});
+      if (PQntuples(won.get()) == 1) return snapshot_of(won.get());
+      return snapshot_of(connection.execute("read", {mutex}).get());
+    });
+  }
+
+  bool release(const std::string& mutex, const std::string& contender_id) override {
+    return pool_.with([&](Connection& connection) {
+      return PQntuples(connection.execute("release", {mutex, contender_id}).get()) == 1;
+    });
+  }
+
+  OwnerSnapshot read(const std::string& mutex) override {
+    return pool_.with([&](Connection& connection) { return snapshot_of(connection.execute("read", {mutex}).get()); });
+  }
+
+  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& /*contender_id*/,
+                                      std::function<void(WatchEvent)> on_change) override {
+    return listener_.watch(mutex, std::move(on_change));
+  }
+
+  Capabilities capabilities() const override {
+    Capabilities caps;
+    caps.engine = "postgresql";
+    caps.push = true;               // releases are notified
+    caps.push_acquisitions = false;  // acquisitions are not: observers poll
+    caps.poll_interval = std::chrono::milliseconds(250);
+    caps.multi_process = true;
+    caps.multi_host = true;
+    caps.max_mutex_bytes = 66;  // varchar(66), as Simba's table
+    return caps;
+  }
+
+  std::string describe() const override { return where_; }
+
+ private:
+  std::unique_ptr<Connection> open() {
+    auto connection = std::make_unique<Connection>(options_, where_);
+    prepare(*connection);
+    return connection;
+  }
+
+  static void prepare(Connection& connection) {
+    connection.prepare("acquire", kAcquire);
+    connection.prepare("read", kRead);
+    connection.prepare("release", kRelease);
+  }
+
+  // Two processes creating the table at once can collide in the catalog: the loser retries.
+  void create_table(Connection& connection) {
+    for (int attempt = 0;; ++attempt) {
+      try {
+        connection.run(kSchema);
+        return;
+      } catch (const Error& e) {
+        if (attempt >= 3 || e.code() != errc::internal || connection.broken()) throw;
+      }
+    }
+  }
+
+  const PostgresOptions options_;
+  const std::string where_;
+  internal::Pool<Connection> pool_;
+  postgres::Listener listener_;
+};
+
+}  // namespace
+
+std::shared_ptr<Backend> make_postgres_backend(const PostgresOptions& options) {
+  if (options.host.empty()) throw Error(errc::invalid_argument, "PostgreSQL backend needs a host");
+  if (options.database.empty()) throw Error(errc::invalid_argument, "PostgreSQL backend needs a database (/db)");
+  if (options.port < 1 || options.port > 65535) throw Error(errc::invalid_argument, "PostgreSQL port out of range");
+  if (options.connect_timeout.count() <= 0 || options.command_timeout.count() <= 0) {
+    throw Error(errc::invalid_argument, "PostgreSQL timeouts must be > 0");
+  }
+  std::string where = "postgresql://";
+  if (!options.user.empty()) where += options.user + (options.password.empty() ? "" : ":***") + "@";
+  where += options.host + ":" + std::to_string(options.port) + "/" + options.database;
+  return std::make_shared<PostgresBackend>(options, std::move(where));
+}
+
+}  // namespace simba

@@ -17,10 +17,13 @@ using postgres::Connection;
 using postgres::Result;
 
 // Epoch milliseconds of the database clock: extract(epoch ...) of a timestamptz counts from
-// 1970-01-01 UTC whatever the session's TimeZone.
-#define SIMBA_PG_NOW "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+// 1970-01-01 UTC whatever the session's TimeZone. statement_timestamp() is one value for the
+// whole statement, so WHERE, SET and RETURNING agree on it.
+#define SIMBA_PG_NOW "(extract(epoch FROM statement_timestamp()) * 1000)::bigint"
 
-// The shape of Simba's MySQL table in PostgreSQL's types, plus the fencing token.
+// The shape of Simba's MySQL table in PostgreSQL's types, plus the fencing token and
+// waiting_until: waiters mark how long they will keep listening, so a release notifies only
+// while someone waits (a NOTIFY wakes every listening backend and process).
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS simba_mutex (
   mutex         varchar(66)  NOT NULL PRIMARY KEY,
@@ -29,38 +32,60 @@ CREATE TABLE IF NOT EXISTS simba_mutex (
   transition_at bigint       NOT NULL DEFAULT 0,
   owner_id      varchar(128) NOT NULL DEFAULT '',
   version       integer      NOT NULL DEFAULT 0,
-  fencing_token bigint       NOT NULL DEFAULT 0
-))sql";
+  fencing_token bigint       NOT NULL DEFAULT 0,
+  waiting_until bigint       NOT NULL DEFAULT 0
+);
+ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS fencing_token bigint NOT NULL DEFAULT 0;
+ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS waiting_until bigint NOT NULL DEFAULT 0)sql";
 
-// Take a free or expired row (creating it race-free), or renew our own live one; the token
-// rises only when the owner id changes. Returns the row only if it took or renewed it.
+// The lease may be taken (free, released or expired) or renewed (ours and live); the second
+// spelling is for ON CONFLICT, where the new values are EXCLUDED.
+#define SIMBA_PG_TAKES \
+  "(m.transition_at < EXCLUDED.acquired_at OR (m.owner_id = EXCLUDED.owner_id AND m.transition_at > EXCLUDED.acquired_at))"
+#define SIMBA_PG_MAY_TAKE \
+  "(m.transition_at < n.now OR (m.owner_id = $2 AND m.transition_at > n.now))"
+
+// The common case in one plain UPDATE: take a free row or renew our own; the token rises only
+// when the owner id changes. Returns the row only if it took or renewed it.
 // $1 mutex, $2 contender id, $3 ttl ms, $4 transition ms.
-constexpr const char* kAcquire = R"sql(
+constexpr const char* kTake = R"sql(
+UPDATE simba_mutex m SET
+  fencing_token = m.fencing_token + (m.owner_id <> $2)::int,
+  acquired_at = n.now, ttl_at = n.now + $3::bigint, transition_at = n.now + $3::bigint + $4::bigint,
+  owner_id = $2, version = m.version + 1
+FROM (SELECT )sql" SIMBA_PG_NOW R"sql( AS now) n
+WHERE m.mutex = $1 AND )sql" SIMBA_PG_MAY_TAKE R"sql(
+RETURNING m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now)sql";
+
+// Otherwise: create the row race-free, or take it if it became free meanwhile, or note that
+// we wait (until two of our leases from now). Always returns the row after the call.
+constexpr const char* kTakeOrWait = R"sql(
 INSERT INTO simba_mutex AS m (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token)
 SELECT $1, n.now, n.now + $3::bigint, n.now + $3::bigint + $4::bigint, $2, 1, 1
 FROM (SELECT )sql" SIMBA_PG_NOW R"sql( AS now) n
 ON CONFLICT (mutex) DO UPDATE SET
-  fencing_token = m.fencing_token + (m.owner_id <> EXCLUDED.owner_id)::int,
-  acquired_at = EXCLUDED.acquired_at,
-  ttl_at = EXCLUDED.ttl_at,
-  transition_at = EXCLUDED.transition_at,
-  owner_id = EXCLUDED.owner_id,
-  version = m.version + 1
-WHERE m.transition_at < EXCLUDED.acquired_at
-   OR (m.owner_id = EXCLUDED.owner_id AND m.transition_at > EXCLUDED.acquired_at)
-RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, acquired_at)sql";
+  fencing_token = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN m.fencing_token + (m.owner_id <> $2)::int ELSE m.fencing_token END,
+  acquired_at = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN EXCLUDED.acquired_at ELSE m.acquired_at END,
+  ttl_at = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN EXCLUDED.ttl_at ELSE m.ttl_at END,
+  transition_at = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN EXCLUDED.transition_at ELSE m.transition_at END,
+  owner_id = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN EXCLUDED.owner_id ELSE m.owner_id END,
+  version = m.version + ()sql" SIMBA_PG_TAKES R"sql()::int,
+  waiting_until = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN m.waiting_until
+                  ELSE GREATEST(m.waiting_until, EXCLUDED.acquired_at + 2 * ($3::bigint + $4::bigint) + 1000) END
+RETURNING m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, )sql" SIMBA_PG_NOW R"sql()sql";
 
 // The row (or none) and the database clock, in one row. $1 mutex.
 constexpr const char* kRead = R"sql(
 SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now
 FROM (SELECT )sql" SIMBA_PG_NOW R"sql( AS now) n LEFT JOIN simba_mutex m ON m.mutex = $1)sql";
 
-// Release only if ours, and tell the waiters of every process. $1 mutex, $2 contender id.
+// Release only if ours; wake the waiters of every process if any waits. $1 mutex, $2 id.
 constexpr const char* kRelease = R"sql(
 WITH released AS (
   UPDATE simba_mutex SET owner_id = '', acquired_at = 0, ttl_at = 0, transition_at = 0, version = version + 1
-  WHERE mutex = $1 AND owner_id = $2 RETURNING mutex)
-SELECT pg_notify('simba_mutex', 'released@@' || mutex) FROM released)sql";
+  WHERE mutex = $1 AND owner_id = $2 RETURNING mutex, waiting_until)
+SELECT CASE WHEN waiting_until >= )sql" SIMBA_PG_NOW R"sql( THEN pg_notify('simba_mutex', 'released@@' || mutex) END
+FROM released)sql";
 
 std::int64_t integer(const PGresult* result, int column) {
   return PQgetisnull(result, 0, column) ? 0 : std::strtoll(PQgetvalue(result, 0, column), nullptr, 10);
@@ -93,10 +118,11 @@ class PostgresBackend final : public Backend {
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
                         std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
     return pool_.with([&](Connection& connection) {
-      auto won = connection.execute("acquire", {mutex, contender_id, std::to_string(ttl.count()),
-                                                std::to_string(transition.count())});
-      if (PQntuples(won.get()) == 1) return snapshot_of(won.get());
-      return snapshot_of(connection.execute("read", {mutex}).get());
+      const std::vector<std::string> params = {mutex, contender_id, std::to_string(ttl.count()),
+                                               std::to_string(transition.count())};
+      auto taken = connection.execute("take", params);
+      if (PQntuples(taken.get()) == 1) return snapshot_of(taken.get());
+      return snapshot_of(connection.execute("take_or_wait", params).get());
     });
   }
 
@@ -137,7 +163,8 @@ class PostgresBackend final : public Backend {
   }
 
   static void prepare(Connection& connection) {
-    connection.prepare("acquire", kAcquire);
+    connection.prepare("take", kTake);
+    connection.prepare("take_or_wait", kTakeOrWait);
     connection.prepare("read", kRead);
     connection.prepare("release", kRelease);
   }

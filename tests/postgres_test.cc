@@ -1,0 +1,98 @@
+// The PostgreSQL backend against a server of its own (run through with_postgres.sh): a race
+// to create one row, the database clock whatever the session zone, and a restart mid-run.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <unistd.h>
+
+#include <thread>
+
+#include "kit.h"
+
+namespace simba {
+namespace {
+
+using namespace std::chrono_literals;
+using tck::wait_until;
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+class PostgresTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    uri_ = env("SIMBA_TEST_PG_URI");
+    if (uri_.empty()) GTEST_FAIL() << "run through tests/with_postgres.sh";
+  }
+  // pg_ctl as the server's user (PostgreSQL refuses to run as root).
+  static int pg_ctl(const std::string& args) {
+    std::string command = "runuser -u postgres -- " + env("SIMBA_TEST_PG_BIN") + "/pg_ctl -D " +
+                          env("SIMBA_TEST_PG_DATA") + " " + args + " >/dev/null 2>&1";
+    if (getuid() != 0) command = env("SIMBA_TEST_PG_BIN") + "/pg_ctl -D " + env("SIMBA_TEST_PG_DATA") + " " + args;
+    return std::system(command.c_str());
+  }
+  std::string uri_;
+};
+
+TEST_F(PostgresTest, TwentyContendersCreatingOneNewMutexAtOnceSeeNoErrorAndOneOwner) {
+  auto backend = open_backend(uri_);
+  const std::string mutex = tck::unique_mutex("race");
+  std::vector<std::thread> threads;
+  std::vector<std::string> owners(20), errors(20);
+  for (int i = 0; i < 20; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        owners[i] = backend->acquire(mutex, "racer-" + std::to_string(i), 10s, 0ms).owner.owner_id;
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (auto& error : errors) EXPECT_EQ(error, "");
+  for (auto& owner : owners) EXPECT_EQ(owner, owners[0]);  // all saw the one winner
+  EXPECT_EQ(backend->read(mutex).owner.owner_id, owners[0]);
+  EXPECT_EQ(backend->read(mutex).owner.fencing_token, 1u);
+}
+
+TEST_F(PostgresTest, LeaseTimesComeFromTheDatabaseClockInUtc) {
+  auto backend = open_backend(uri_);
+  const auto before = epoch_millis_now();
+  auto snapshot = backend->acquire(tck::unique_mutex("clock"), "me", 10s, 5s);
+  const auto after = epoch_millis_now();
+  // Same host, so the database clock is ours: any time-zone shift would be hours off.
+  EXPECT_GE(snapshot.now, before - 1000);
+  EXPECT_LE(snapshot.now, after + 1000);
+  EXPECT_EQ(snapshot.owner.ttl_at, snapshot.owner.acquired_at + 10'000);
+  EXPECT_EQ(snapshot.owner.transition_at, snapshot.owner.ttl_at + 5'000);
+}
+
+TEST_F(PostgresTest, RestartMidRunRevokesOwnersAtOnceAndResumes) {
+  ContendOptions options = tck::fast_options();
+  options.ttl = 3s;  // a revocation well within it cannot be the lease running out
+  options.transition = 1s;
+  auto client = Client(open_backend(uri_), options, std::make_shared<Runtime>());
+  auto owner = std::make_shared<tck::Recorder>(tck::unique_mutex("restart"));
+  auto service = client.contend_service(owner);
+  service->start();
+  ASSERT_TRUE(wait_until([&] { return service->is_owner(); }, 5s));
+  auto stopped = std::chrono::steady_clock::now();
+  ASSERT_EQ(pg_ctl("-m immediate stop"), 0);
+  // The LISTEN connection drops: the owner stops believing at once, long before its ttl.
+  ASSERT_TRUE(wait_until([&] { return !service->is_owner(); }, 2s));
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped, options.ttl);
+  ASSERT_TRUE(wait_until([&] { return owner->released_count() == 1; }, 2s));
+  ASSERT_EQ(pg_ctl("-w -t 30 -l " + env("SIMBA_TEST_PG_SOCKET_DIR") + "/server.log -o \"-p " +
+                   env("SIMBA_TEST_PG_PORT") + " -k " + env("SIMBA_TEST_PG_SOCKET_DIR") +
+                   " -c listen_addresses=127.0.0.1 -c fsync=off\" start"),
+            0);
+  // Owns again without a restart of anything: the lease was in the (durable) table.
+  EXPECT_TRUE(wait_until([&] { return service->is_owner(); }, 10s));
+  EXPECT_EQ(owner->acquired_count(), 2);
+  service->stop();
+}
+
+}  // namespace
+}  // namespace simba

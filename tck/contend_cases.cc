@@ -64,8 +64,11 @@ TEST(ContendTest, RestartAcquiresAgainInANewGeneration) {
   auto client = make_client();
   auto recorder = std::make_shared<Recorder>(unique_mutex());
   auto service = start_contender(client, recorder);
-  ASSERT_TRUE(wait_until([&] { return service->is_owner(); }, kSoon));
+  // Wait for the callback, not just is_owner(): a stop() before on_acquired is delivered
+  // makes it stale (dropped, and so is the matching release).
+  ASSERT_TRUE(wait_until([&] { return recorder->acquired_count() == 1; }, kSoon));
   service->stop();
+  EXPECT_EQ(recorder->released_count(), 1);
   EXPECT_THROW(service->stop(), Error);
   service->start();
   EXPECT_THROW(service->start(), Error);

@@ -40,6 +40,8 @@ struct Capabilities {
   bool push = false;                    // watch() delivers releases; else callers poll.
   bool push_acquisitions = true;        // with push: acquisitions are delivered too (else
                                         // observers poll at poll_interval).
+  bool watch_loss = false;              // without push: watch() still reports WatchEvent::lost
+                                        // (and resyncs with `released`) when the server goes.
   std::chrono::milliseconds poll_interval{100};  // Suggested poll interval without push.
   bool multi_process = false;           // Contenders in different processes can share it.
   bool multi_host = false;              // Contenders on different hosts can share it.

@@ -11,6 +11,7 @@
 #include "simba/fault_injection.h"
 #include "simba/locker.h"
 #include "simba/memory_backend.h"
+#include "simba/mysql_backend.h"
 #include "simba/options.h"
 #include "simba/owner.h"
 #include "simba/postgres_backend.h"

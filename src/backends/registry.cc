@@ -9,6 +9,7 @@
 #include "simba/duration.h"
 #include "simba/error.h"
 #include "simba/memory_backend.h"
+#include "simba/mysql_backend.h"
 #include "simba/postgres_backend.h"
 #include "simba/redis_backend.h"
 #include "simba/sqlite_backend.h"
@@ -20,7 +21,7 @@ using internal::Uri;
 
 constexpr const char* kAccepted =
     "memory:, sqlite:///path/to/file.db, redis://[user:password@]host:port[/db][?prefix=simba], "
-    "postgresql://user:password@host:port/db";
+    "postgresql://user:password@host:port/db, mysql://user:password@host:port/db (or mariadb://)";
 constexpr const char* kTimingOptions = "ttl, transition, initial_delay, poll, backoff";
 
 std::chrono::milliseconds take_duration(std::map<std::string, std::string>& query, const char* key,
@@ -113,6 +114,22 @@ std::shared_ptr<Backend> open_postgres(const Uri& uri, std::map<std::string, std
   return make_postgres_backend(options);
 }
 
+std::shared_ptr<Backend> open_mysql(const Uri& uri, std::map<std::string, std::string>& query,
+                                  const ContendOptions& timing) {
+  MysqlOptions options;
+  if (uri.host.empty()) throw Error(errc::invalid_argument, uri.scheme + " URI needs a host: " + uri.redacted());
+  options.host = uri.host;
+  if (uri.port != 0) options.port = uri.port;
+  options.user = uri.user;
+  options.password = uri.password;
+  options.database = uri.path.size() > 1 ? uri.path.substr(1) : "";
+  options.connect_timeout = take_duration(query, "connect_timeout", options.connect_timeout);
+  options.command_timeout = take_duration(query, "command_timeout", options.command_timeout);
+  if (query.erase("poll") && timing.poll_interval.count() > 0) options.poll_interval = timing.poll_interval;
+  internal::reject_unknown_options(uri, query, std::string(kTimingOptions) + ", connect_timeout, command_timeout");
+  return make_mysql_backend(options);
+}
+
 }  // namespace
 
 std::shared_ptr<Backend> open_backend(std::string_view text, ContendOptions* timing) {
@@ -132,7 +149,9 @@ std::shared_ptr<Backend> open_backend(std::string_view text, ContendOptions* tim
     backend = open_redis(uri, query);
   } else if (uri.scheme == "postgresql" || uri.scheme == "postgres") {
     backend = open_postgres(uri, query);
-  } else if (uri.scheme == "rediss" || uri.scheme == "mysql" || uri.scheme == "mariadb" ||
+  } else if (uri.scheme == "mysql" || uri.scheme == "mariadb") {
+    backend = open_mysql(uri, query, options);
+  } else if (uri.scheme == "rediss" ||
              uri.scheme == "zookeeper") {
     throw Error(errc::unsupported, "this build of simba has no '" + uri.scheme +
                                        "' backend; it has: " + kAccepted);

@@ -39,6 +39,7 @@ ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever,
       hooks_(std::move(hooks)),
       push_(backend_->capabilities().push),
       push_acquisitions_(backend_->capabilities().push_acquisitions),
+      watch_(push_ || backend_->capabilities().watch_loss),
       poll_(poll_of(*backend_, options_)),
       strand_(runtime_->make_strand()) {
   options_.validate();
@@ -82,7 +83,7 @@ void ServiceCore::start(bool first_round_inline) {
     });
   }
   std::unique_ptr<Subscription> subscription;
-  if (push_) {
+  if (watch_) {
     try {
       std::weak_ptr<ServiceCore> weak = shared_from_this();
       subscription = backend_->watch(mutex(), contender_id(), [weak, generation](WatchEvent event) {

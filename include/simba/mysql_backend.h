@@ -1,0 +1,43 @@
+// simba/mysql_backend.h: the MySQL/MariaDB backend ("mysql://user:password@host:port/db",
+// also "mariadb://").
+//
+// Simba's own table, so JVM Simba contenders and ours share rows:
+//   simba_mutex(mutex varchar(66) primary key, acquired_at, ttl_at, transition_at bigint
+//               unsigned, owner_id varchar(128), version int unsigned) ENGINE=InnoDB
+// plus our fencing_token column (with a default, so Simba's own inserts still work), added to
+// an existing table if missing. Acquire = renew = one conditional upsert; every time comes from
+// the database clock in UTC milliseconds (never the session time zone). MySQL has no push
+// channel: waiters poll with a cheap read (only waiters poll); a monitor connection parked in
+// SELECT SLEEP() tells owners at once when the server goes away. Needs MariaDB 10.5+
+// (INSERT ... RETURNING). Thread-safe: a small pool of connections serves concurrent calls.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "simba/backend.h"
+
+namespace simba {
+
+struct MysqlOptions {
+  std::string host = "127.0.0.1";
+  int port = 3306;
+  std::string user;
+  std::string password;  // Never appears in messages or logs.
+  std::string database;
+  // Bound on connecting (the client counts whole seconds, at least 1). Default: 2s.
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};
+  // Bound on reading or writing one statement's packets (whole seconds, at least 1). Default: 2s.
+  std::chrono::milliseconds command_timeout{std::chrono::seconds(2)};
+  // How often a waiting contender looks again. Default: 50ms.
+  std::chrono::milliseconds poll_interval{50};
+  unsigned pool_size = 4;  // Connections kept for statements. Default: 4.
+};
+
+// Connects once to check the server and create or extend the table. Throws Error with
+// errc::unavailable (unreachable), errc::permission_denied (access denied),
+// errc::invalid_argument (bad options, unknown database) or errc::unsupported (not MariaDB 10.5+).
+std::shared_ptr<Backend> make_mysql_backend(const MysqlOptions& options);
+
+}  // namespace simba

@@ -1,0 +1,169 @@
+// Talking to MariaDB/MySQL through Connector/C's prepared statements.
+#include "backends/mysql/connection.h"
+
+#include <mysqld_error.h>
+#include <errmsg.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "simba/error.h"
+
+namespace simba::mysql {
+namespace {
+
+unsigned int whole_seconds(std::chrono::milliseconds ms) {
+  return static_cast<unsigned int>(std::max<long>(1, (ms.count() + 999) / 1000));
+}
+
+}  // namespace
+
+Connection::Connection(const MysqlOptions& options, const std::string& where, std::chrono::milliseconds read_timeout)
+    : mysql_(mysql_init(nullptr)), where_(where) {
+  if (!mysql_) throw Error(errc::unavailable, where_ + ": cannot allocate a connection");
+  unsigned int connect = whole_seconds(options.connect_timeout);
+  unsigned int read = whole_seconds(read_timeout);
+  unsigned int write = whole_seconds(options.command_timeout);
+  mysql_options(mysql_.get(), MYSQL_OPT_CONNECT_TIMEOUT, &connect);
+  mysql_options(mysql_.get(), MYSQL_OPT_READ_TIMEOUT, &read);
+  mysql_options(mysql_.get(), MYSQL_OPT_WRITE_TIMEOUT, &write);
+  mysql_options(mysql_.get(), MYSQL_SET_CHARSET_NAME, "utf8mb4");
+  if (!mysql_real_connect(mysql_.get(), options.host.c_str(), options.user.c_str(), options.password.c_str(),
+                          options.database.c_str(), static_cast<unsigned int>(options.port), nullptr,
+                          CLIENT_FOUND_ROWS)) {
+    fail("connecting", mysql_errno(mysql_.get()), mysql_error(mysql_.get()));
+  }
+}
+
+std::string Connection::server_info() const { return mysql_get_server_info(mysql_.get()); }
+
+void Connection::prepare(const std::string& name, const std::string& sql) {
+  Stmt stmt(mysql_stmt_init(mysql_.get()));
+  if (!stmt) fail("preparing a statement", mysql_errno(mysql_.get()), mysql_error(mysql_.get()));
+  if (mysql_stmt_prepare(stmt.get(), sql.data(), sql.size()) != 0) {
+    fail("preparing a statement", mysql_stmt_errno(stmt.get()), mysql_stmt_error(stmt.get()));
+  }
+  statements_[name] = std::move(stmt);
+}
+
+MYSQL_STMT* Connection::bound(const std::string& name, const std::vector<Param>& params,
+                              std::vector<MYSQL_BIND>& binds, std::vector<unsigned long>& lengths) {
+  MYSQL_STMT* stmt = statements_.at(name).get();
+  binds.assign(params.size(), MYSQL_BIND{});
+  lengths.assign(params.size(), 0);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (auto* text = std::get_if<std::string>(&params[i])) {
+      binds[i].buffer_type = MYSQL_TYPE_STRING;
+      binds[i].buffer = const_cast<char*>(text->data());
+      binds[i].buffer_length = text->size();
+      lengths[i] = text->size();
+      binds[i].length = &lengths[i];
+    } else {
+      binds[i].buffer_type = MYSQL_TYPE_LONGLONG;
+      binds[i].buffer = const_cast<std::int64_t*>(&std::get<std::int64_t>(params[i]));
+    }
+  }
+  if (mysql_stmt_bind_param(stmt, binds.data()) != 0 || mysql_stmt_execute(stmt) != 0) {
+    fail(name.c_str(), mysql_stmt_errno(stmt), mysql_stmt_error(stmt));
+  }
+  return stmt;
+}
+
+std::uint64_t Connection::execute(const std::string& name, const std::vector<Param>& params) {
+  std::vector<MYSQL_BIND> binds;
+  std::vector<unsigned long> lengths;
+  MYSQL_STMT* stmt = bound(name, params, binds, lengths);
+  auto affected = mysql_stmt_affected_rows(stmt);
+  mysql_stmt_free_result(stmt);
+  return affected;
+}
+
+std::optional<LeaseRow> Connection::query_lease(const std::string& name, const std::vector<Param>& params) {
+  std::vector<MYSQL_BIND> binds;
+  std::vector<unsigned long> lengths;
+  MYSQL_STMT* stmt = bound(name, params, binds, lengths);
+  char owner[513] = {};
+  unsigned long owner_length = 0;
+  long long numbers[5] = {};
+  my_bool nulls[6] = {};
+  MYSQL_BIND result[6] = {};
+  result[0].buffer_type = MYSQL_TYPE_STRING;
+  result[0].buffer = owner;
+  result[0].buffer_length = sizeof owner - 1;
+  result[0].length = &owner_length;
+  result[0].is_null = &nulls[0];
+  for (int i = 0; i < 5; ++i) {
+    result[i + 1].buffer_type = MYSQL_TYPE_LONGLONG;
+    result[i + 1].buffer = &numbers[i];
+    result[i + 1].is_null = &nulls[i + 1];
+  }
+  if (mysql_stmt_bind_result(stmt, result) != 0) fail(name.c_str(), mysql_stmt_errno(stmt), mysql_stmt_error(stmt));
+  int rc = mysql_stmt_fetch(stmt);
+  std::optional<LeaseRow> row;
+  if (rc == 0 || rc == MYSQL_DATA_TRUNCATED) {
+    row.emplace();
+    if (!nulls[0]) row->owner.owner_id.assign(owner, std::min<unsigned long>(owner_length, sizeof owner - 1));
+    row->owner.acquired_at = numbers[0];
+    row->owner.ttl_at = numbers[1];
+    row->owner.transition_at = numbers[2];
+    row->owner.fencing_token = static_cast<std::uint64_t>(numbers[3]);
+    row->now = numbers[4];
+    while (mysql_stmt_fetch(stmt) == 0) {
+    }
+  } else if (rc != MYSQL_NO_DATA) {
+    unsigned error = mysql_stmt_errno(stmt);
+    std::string text = mysql_stmt_error(stmt);
+    mysql_stmt_free_result(stmt);
+    fail(name.c_str(), error, text.c_str());
+  }
+  mysql_stmt_free_result(stmt);
+  // A statement with RETURNING leaves the connection ready only once every result is read.
+  while (mysql_stmt_next_result(stmt) == 0) mysql_stmt_free_result(stmt);
+  return row;
+}
+
+void Connection::run(const std::string& sql) {
+  if (mysql_real_query(mysql_.get(), sql.data(), sql.size()) != 0) {
+    fail("a statement", mysql_errno(mysql_.get()), mysql_error(mysql_.get()));
+  }
+  if (MYSQL_RES* result = mysql_store_result(mysql_.get())) mysql_free_result(result);
+}
+
+std::int64_t Connection::scalar(const std::string& sql) {
+  if (mysql_real_query(mysql_.get(), sql.data(), sql.size()) != 0) {
+    fail("a query", mysql_errno(mysql_.get()), mysql_error(mysql_.get()));
+  }
+  std::unique_ptr<MYSQL_RES, void (*)(MYSQL_RES*)> result(mysql_store_result(mysql_.get()), mysql_free_result);
+  if (!result) fail("a query", mysql_errno(mysql_.get()), mysql_error(mysql_.get()));
+  MYSQL_ROW row = mysql_fetch_row(result.get());
+  return row && row[0] ? std::strtoll(row[0], nullptr, 10) : 0;
+}
+
+void Connection::fail(const char* doing, unsigned error, const char* text) {
+  const std::string message = where_ + ": " + doing + ": " + (text ? text : "unknown error");
+  if (error >= 2000 && error < 3000) broken_ = true;  // the client's own errors: the connection is gone
+  switch (error) {
+    case ER_ACCESS_DENIED_ERROR:
+    case ER_DBACCESS_DENIED_ERROR:
+    case ER_TABLEACCESS_DENIED_ERROR:
+      broken_ = true;
+      throw Error(errc::permission_denied, message);
+    case ER_BAD_DB_ERROR:
+      broken_ = true;
+      throw Error(errc::invalid_argument, message);
+    case ER_DATA_TOO_LONG:
+      throw Error(errc::invalid_argument, message);
+    case ER_LOCK_DEADLOCK:
+    case ER_LOCK_WAIT_TIMEOUT:
+    case ER_CON_COUNT_ERROR:
+      throw Error(errc::unavailable, message);
+    case ER_SERVER_SHUTDOWN:
+      broken_ = true;
+      throw Error(errc::unavailable, message);
+    default:
+      if (broken_) throw Error(errc::unavailable, message);
+      throw Error(errc::internal, message);
+  }
+}
+
+}  // namespace simba::mysql

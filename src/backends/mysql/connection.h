@@ -1,0 +1,69 @@
+// One MariaDB/MySQL client connection with prepared statements and simba's error vocabulary.
+// Internal to the MySQL backend.
+#pragma once
+
+#include <mysql.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "simba/mysql_backend.h"
+#include "simba/owner.h"
+
+namespace simba::mysql {
+
+using Param = std::variant<std::string, std::int64_t>;
+
+// A row with columns owner_id, acquired_at, ttl_at, transition_at, fencing_token, now.
+struct LeaseRow {
+  MutexOwner owner;  // owner_id empty when the row is missing
+  EpochMillis now = 0;
+};
+
+class Connection {
+ public:
+  // Connects (with CLIENT_FOUND_ROWS, utf8mb4). Throws Error.
+  Connection(const MysqlOptions& options, const std::string& where, std::chrono::milliseconds read_timeout);
+
+  void prepare(const std::string& name, const std::string& sql);
+  // Executes a prepared statement; returns affected rows.
+  std::uint64_t execute(const std::string& name, const std::vector<Param>& params);
+  // Executes a prepared statement that returns at most one LeaseRow.
+  std::optional<LeaseRow> query_lease(const std::string& name, const std::vector<Param>& params);
+  // Plain SQL without parameters (schema); throws Error.
+  void run(const std::string& sql);
+  // One integer from plain SQL without parameters.
+  std::int64_t scalar(const std::string& sql);
+
+  bool broken() const { return broken_; }
+  // The socket, so another thread can shut it down to end a blocking read.
+  int socket() const { return static_cast<int>(mysql_get_socket(mysql_.get())); }
+  std::string server_info() const;
+  unsigned long server_version() const { return mysql_get_server_version(mysql_.get()); }  // 101119 = 10.11.19
+
+  // The one place MySQL failures become simba errors.
+  [[noreturn]] void fail(const char* doing, unsigned error, const char* text);
+
+ private:
+  struct StmtDeleter {
+    void operator()(MYSQL_STMT* stmt) const { mysql_stmt_close(stmt); }
+  };
+  using Stmt = std::unique_ptr<MYSQL_STMT, StmtDeleter>;
+  MYSQL_STMT* bound(const std::string& name, const std::vector<Param>& params, std::vector<MYSQL_BIND>& binds,
+                    std::vector<unsigned long>& lengths);
+
+  struct MysqlDeleter {
+    void operator()(MYSQL* mysql) const { mysql_close(mysql); }
+  };
+  std::unique_ptr<MYSQL, MysqlDeleter> mysql_;
+  std::map<std::string, Stmt> statements_;
+  std::string where_;
+  bool broken_ = false;
+};
+
+}  // namespace simba::mysql

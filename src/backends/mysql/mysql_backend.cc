@@ -1,0 +1,306 @@
+// The MySQL/MariaDB backend: Simba's table, one conditional upsert per acquire, the database
+// clock in UTC milliseconds, cheap polls by waiters only, a monitor connection for loss.
+#include "simba/mysql_backend.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_set>
+
+#include "backends/common/lease_row.h"
+#include "backends/common/pool.h"
+#include "backends/common/watcher.h"
+#include "backends/mysql/connection.h"
+#include "core/log.h"
+#include "simba/error.h"
+
+namespace simba {
+namespace {
+
+using mysql::Connection;
+
+// Epoch milliseconds of the database clock, computed in UTC: UNIX_TIMESTAMP(CURRENT_TIMESTAMP)
+// would go through the session time zone (and its daylight-saving gaps). UTC_TIMESTAMP is one
+// value for the whole statement.
+#define SIMBA_MY_NOW "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
+
+// Simba's table (on InnoDB), plus the fencing token with a default so Simba's inserts work.
+// Names and ids compare exactly: the server's default collation would make "a", "A" and "a "
+// one lease.
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS simba_mutex (
+  mutex         varchar(66)  CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL PRIMARY KEY,
+  acquired_at   bigint unsigned NOT NULL DEFAULT 0,
+  ttl_at        bigint unsigned NOT NULL DEFAULT 0,
+  transition_at bigint unsigned NOT NULL DEFAULT 0,
+  owner_id      varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL DEFAULT '',
+  version       int unsigned    NOT NULL DEFAULT 0,
+  fencing_token bigint unsigned NOT NULL DEFAULT 0
+) ENGINE=InnoDB)sql";
+
+// A JVM Simba deployment created the table: add our column to it.
+constexpr const char* kHasFencing =
+    "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
+    "AND table_name = 'simba_mutex' AND column_name = 'fencing_token'";
+constexpr const char* kMutexCollation =
+    "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
+    "AND table_name = 'simba_mutex' AND column_name = 'mutex' AND collation_name NOT LIKE '%nopad_bin'";
+constexpr const char* kAddFencing =
+    "ALTER TABLE simba_mutex ADD COLUMN fencing_token bigint unsigned NOT NULL DEFAULT 0";
+
+// The condition of Simba's UPDATE: the lease is free or expired, or ours and live. In
+// ON DUPLICATE KEY UPDATE, VALUES(col) is what the INSERT would have written.
+#define SIMBA_MY_MAY_TAKE \
+  "(transition_at < VALUES(acquired_at) OR (owner_id = VALUES(owner_id) AND transition_at > VALUES(acquired_at)))"
+
+// Acquire-or-renew in one statement: create the row, take or renew it, or leave it; RETURNING
+// gives the row after the call whichever happened. Assignments run left to right and see the
+// columns already assigned, so the ones the condition reads (owner_id, transition_at) come
+// last (with owner_id changed, the condition still holds exactly when it held before).
+// Params: mutex, ttl, ttl, transition, contender id.
+constexpr const char* kAcquire =
+    "INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token) "
+    "VALUES (?, " SIMBA_MY_NOW ", " SIMBA_MY_NOW " + ?, " SIMBA_MY_NOW " + ? + ?, ?, 1, 1) "
+    "ON DUPLICATE KEY UPDATE "
+    "fencing_token = IF(" SIMBA_MY_MAY_TAKE ", fencing_token + (owner_id <> VALUES(owner_id)), fencing_token), "
+    "version = IF(" SIMBA_MY_MAY_TAKE ", version + 1, version), "
+    "acquired_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(acquired_at), acquired_at), "
+    "ttl_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(ttl_at), ttl_at), "
+    "owner_id = IF(" SIMBA_MY_MAY_TAKE ", VALUES(owner_id), owner_id), "
+    "transition_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(transition_at), transition_at) "
+    "RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, " SIMBA_MY_NOW;
+
+// The row (or none) and the database clock. Params: mutex.
+constexpr const char* kRead =
+    "SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now "
+    "FROM (SELECT " SIMBA_MY_NOW " AS now) n LEFT JOIN simba_mutex m ON m.mutex = ?";
+
+// Simba's release. Params: mutex, contender id.
+constexpr const char* kRelease =
+    "UPDATE simba_mutex SET acquired_at = 0, ttl_at = 0, transition_at = 0, owner_id = '', version = version + 1 "
+    "WHERE mutex = ? AND owner_id = ?";
+
+// A connection parked in SELECT SLEEP(): when the server goes away the read fails at once,
+// which tells owners to stop believing (there is no push channel to tell them).
+class Monitor {
+ public:
+  Monitor(MysqlOptions options, std::string where) : options_(std::move(options)), where_(std::move(where)) {}
+  ~Monitor() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+      if (socket_ >= 0) ::shutdown(socket_, SHUT_RDWR);  // ends the SLEEP's blocking read
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  std::unique_ptr<Subscription> watch(std::function<void(WatchEvent)> on_event) {
+    auto watcher = std::make_shared<internal::Watcher>(std::move(on_event));
+    std::lock_guard lock(mutex_);
+    watchers_.push_back(watcher);
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    return std::make_unique<internal::WatchHandle>(watcher, [this, watcher] {
+      std::lock_guard inner(mutex_);
+      std::erase(watchers_, watcher);
+    });
+  }
+
+ private:
+  static constexpr int kSleepSeconds = 30;
+
+  void notify_all(WatchEvent event) {
+    std::vector<std::shared_ptr<internal::Watcher>> everyone;
+    {
+      std::lock_guard lock(mutex_);
+      everyone = watchers_;
+    }
+    for (auto& watcher : everyone) watcher->call(event);
+  }
+
+  void run() {
+    pthread_setname_np(pthread_self(), "simba-my-watch");
+    std::mt19937_64 rng{std::random_device{}()};
+    std::chrono::milliseconds backoff{50};
+    bool was_connected = false;
+    for (;;) {
+      std::unique_ptr<Connection> connection;
+      try {
+        connection = std::make_unique<Connection>(options_, where_, std::chrono::seconds(kSleepSeconds + 10));
+        {
+          std::lock_guard lock(mutex_);
+          if (stopping_) return;
+          socket_ = connection->socket();
+        }
+        if (was_connected) notify_all(WatchEvent::released);  // changes may have passed unseen
+        was_connected = true;
+        backoff = std::chrono::milliseconds(50);
+        for (;;) connection->scalar("SELECT SLEEP(" + std::to_string(kSleepSeconds) + ")");
+      } catch (const std::exception& e) {
+        {
+          std::lock_guard lock(mutex_);
+          socket_ = -1;
+          if (stopping_) return;
+        }
+        if (connection) {
+          internal::log_warn(where_ + ": monitor connection lost (" + e.what() + "); reconnecting");
+          notify_all(WatchEvent::lost);
+        }
+      }
+      std::unique_lock lock(mutex_);
+      std::uniform_int_distribution<long> jitter(backoff.count() / 2, backoff.count());
+      wake_.wait_for(lock, std::chrono::milliseconds(jitter(rng)), [&] { return stopping_; });
+      if (stopping_) return;
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+    }
+  }
+
+  const MysqlOptions options_;
+  const std::string where_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  int socket_ = -1;
+  std::thread thread_;
+  std::vector<std::shared_ptr<internal::Watcher>> watchers_;
+};
+
+class MysqlBackend final : public Backend {
+ public:
+  MysqlBackend(const MysqlOptions& options, std::string where)
+      : options_(options),
+        where_(std::move(where)),
+        pool_(options.pool_size, [this] { return open(); }),
+        monitor_(options, where_) {
+    auto connection = std::make_unique<Connection>(options_, where_, options_.command_timeout);
+    const std::string server = connection->server_info();
+    if (server.find("MariaDB") == std::string::npos || connection->server_version() < 100500) {
+      throw Error(errc::unsupported, where_ + ": the server is '" + server +
+                                         "'; this backend needs MariaDB 10.5 or later (INSERT ... RETURNING)");
+    }
+    connection->run(kSchema);
+    if (connection->scalar(kHasFencing) == 0) connection->run(kAddFencing);
+    if (connection->scalar(kMutexCollation) != 0) {
+      internal::log_warn(where_ + ": table simba_mutex (made elsewhere) compares mutex names without case and "
+                                  "trailing spaces; names that differ only so share one lease");
+    }
+    prepare(*connection);
+    pool_.seed(std::move(connection));
+  }
+
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
+                        std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
+    const std::string waiter = mutex + '\0' + contender_id;
+    return pool_.with([&](Connection& connection) {
+      // A waiter polls with a read: no write, no row lock, while someone else holds it.
+      if (is_waiting(waiter)) {
+        if (auto row = connection.query_lease("read", {mutex})) {
+          auto seen = internal::snapshot_of_row(row->owner, row->now);
+          if (!seen.owner.empty() && seen.owner.owner_id != contender_id) return seen;
+        }
+      }
+      // Creating the same new row from many contenders at once can deadlock in InnoDB: retry.
+      for (int attempt = 0;; ++attempt) {
+        try {
+          auto row = connection.query_lease(
+              "acquire", {mutex, ttl.count(), ttl.count(), transition.count(), contender_id});
+          if (!row) throw Error(errc::internal, where_ + ": acquire returned no row");
+          auto result = internal::snapshot_of_row(row->owner, row->now);
+          set_waiting(waiter, result.owner.owner_id != contender_id);
+          return result;
+        } catch (const Error& e) {
+          if (attempt >= 5 || e.code() != errc::unavailable || connection.broken()) throw;
+          std::this_thread::sleep_for(std::chrono::milliseconds(1 << attempt));
+        }
+      }
+    });
+  }
+
+  bool release(const std::string& mutex, const std::string& contender_id) override {
+    set_waiting(mutex + '\0' + contender_id, false);
+    return pool_.with([&](Connection& connection) { return connection.execute("release", {mutex, contender_id}) == 1; });
+  }
+
+  OwnerSnapshot read(const std::string& mutex) override {
+    return pool_.with([&](Connection& connection) {
+      auto row = connection.query_lease("read", {mutex});
+      if (!row) throw Error(errc::internal, where_ + ": read returned no row");
+      return internal::snapshot_of_row(row->owner, row->now);
+    });
+  }
+
+  std::unique_ptr<Subscription> watch(const std::string&, const std::string&,
+                                      std::function<void(WatchEvent)> on_change) override {
+    return monitor_.watch(std::move(on_change));
+  }
+
+  Capabilities capabilities() const override {
+    Capabilities caps;
+    caps.engine = "mysql";
+    caps.push = false;       // no push channel: waiters poll cheaply
+    caps.watch_loss = true;  // but owners hear at once when the server goes
+    caps.poll_interval = options_.poll_interval;
+    caps.multi_process = true;
+    caps.multi_host = true;
+    caps.max_mutex_bytes = 66;  // Simba's varchar(66)
+    return caps;
+  }
+
+  std::string describe() const override { return where_; }
+
+ private:
+  std::unique_ptr<Connection> open() {
+    auto connection = std::make_unique<Connection>(options_, where_, options_.command_timeout);
+    prepare(*connection);
+    return connection;
+  }
+
+  static void prepare(Connection& connection) {
+    connection.prepare("acquire", kAcquire);
+    connection.prepare("read", kRead);
+    connection.prepare("release", kRelease);
+  }
+
+  bool is_waiting(const std::string& waiter) {
+    std::lock_guard lock(waiting_mutex_);
+    return waiting_.count(waiter) > 0;
+  }
+  void set_waiting(const std::string& waiter, bool waiting) {
+    std::lock_guard lock(waiting_mutex_);
+    if (waiting) {
+      waiting_.insert(waiter);
+    } else {
+      waiting_.erase(waiter);
+    }
+  }
+
+  const MysqlOptions options_;
+  const std::string where_;
+  internal::Pool<Connection> pool_;
+  Monitor monitor_;
+  std::mutex waiting_mutex_;
+  std::unordered_set<std::string> waiting_;  // contenders of this process that last saw another owner
+};
+
+}  // namespace
+
+std::shared_ptr<Backend> make_mysql_backend(const MysqlOptions& options) {
+  if (options.host.empty()) throw Error(errc::invalid_argument, "MySQL backend needs a host");
+  if (options.database.empty()) throw Error(errc::invalid_argument, "MySQL backend needs a database (/db)");
+  if (options.port < 1 || options.port > 65535) throw Error(errc::invalid_argument, "MySQL port out of range");
+  if (options.connect_timeout.count() <= 0 || options.command_timeout.count() <= 0 || options.poll_interval.count() <= 0) {
+    throw Error(errc::invalid_argument, "MySQL timeouts and poll interval must be > 0");
+  }
+  std::string where = "mysql://";
+  if (!options.user.empty()) where += options.user + (options.password.empty() ? "" : ":***") + "@";
+  where += options.host + ":" + std::to_string(options.port) + "/" + options.database;
+  return std::make_shared<MysqlBackend>(options, std::move(where));
+}
+
+}  // namespace simba

@@ -4,6 +4,7 @@
 //   simba-bench --backend URI --workload cycle,handover,takeover [--n N]
 #include <hiredis/hiredis.h>
 #include <libpq-fe.h>
+#include <mysql.h>
 #include <sqlite3.h>
 
 #include <CLI/CLI.hpp>
@@ -187,6 +188,43 @@ class RawPostgres final : public Raw {
   const std::string key_ = "raw-" + contender_id::uuid();
 };
 
+// Two autocommit one-row UPDATEs on one connection.
+class RawMysql final : public Raw {
+ public:
+  explicit RawMysql(const internal::Uri& uri) : mysql_(mysql_init(nullptr)) {
+    const std::string db = uri.path.size() > 1 ? uri.path.substr(1) : "";
+    if (!mysql_real_connect(mysql_, uri.host.c_str(), uri.user.c_str(), uri.password.c_str(), db.c_str(),
+                            static_cast<unsigned>(uri.port ? uri.port : 3306), nullptr, CLIENT_FOUND_ROWS)) {
+      throw Error(errc::unavailable, std::string("raw: ") + mysql_error(mysql_));
+    }
+    exec("CREATE TABLE IF NOT EXISTS simba_bench_raw (k varchar(66) PRIMARY KEY, v bigint) ENGINE=InnoDB");
+    exec("INSERT IGNORE INTO simba_bench_raw VALUES ('" + key_ + "', 0)");
+    stmt_ = mysql_stmt_init(mysql_);
+    const std::string sql = "UPDATE simba_bench_raw SET v = v + 1 WHERE k = '" + key_ + "'";
+    mysql_stmt_prepare(stmt_, sql.data(), sql.size());
+  }
+  ~RawMysql() override {
+    mysql_stmt_close(stmt_);
+    exec("DELETE FROM simba_bench_raw WHERE k = '" + key_ + "'");
+    mysql_close(mysql_);
+  }
+  double once() override {
+    auto start = Clock::now();
+    for (int i = 0; i < 2; ++i) {
+      if (mysql_stmt_execute(stmt_) != 0 || mysql_stmt_affected_rows(stmt_) != 1) {
+        throw Error(errc::unavailable, "raw: the UPDATE did not change one row");
+      }
+    }
+    return micros(Clock::now() - start);
+  }
+
+ private:
+  void exec(const std::string& sql) { mysql_query(mysql_, sql.c_str()); }
+  MYSQL* mysql_;
+  MYSQL_STMT* stmt_ = nullptr;
+  const std::string key_ = "raw-" + contender_id::uuid();
+};
+
 std::unique_ptr<Raw> raw_for(const std::string& uri) {
   auto parsed = internal::parse_uri(uri);
   if (parsed.scheme == "memory") return std::make_unique<RawMutex>();
@@ -195,6 +233,7 @@ std::unique_ptr<Raw> raw_for(const std::string& uri) {
   }
   if (parsed.scheme == "redis") return std::make_unique<RawRedis>(parsed);
   if (parsed.scheme == "postgresql" || parsed.scheme == "postgres") return std::make_unique<RawPostgres>(parsed);
+  if (parsed.scheme == "mysql" || parsed.scheme == "mariadb") return std::make_unique<RawMysql>(parsed);
   return nullptr;
 }
 

@@ -30,8 +30,8 @@ struct MysqlOptions {
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};
   // Bound on reading or writing one statement's packets (whole seconds, at least 1). Default: 2s.
   std::chrono::milliseconds command_timeout{std::chrono::seconds(2)};
-  // How often a waiting contender looks again. Default: 50ms.
-  std::chrono::milliseconds poll_interval{50};
+  // How often a waiting contender looks again (a primary-key read). Default: 25ms.
+  std::chrono::milliseconds poll_interval{25};
   unsigned pool_size = 4;  // Connections kept for statements. Default: 4.
 };
 

@@ -1,0 +1,95 @@
+// The MySQL/MariaDB backend against a server of its own (run through with_mariadb.sh): a race
+// to create one row, the UTC database clock whatever the server's zone, a restart mid-run.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "kit.h"
+
+namespace simba {
+namespace {
+
+using namespace std::chrono_literals;
+using tck::wait_until;
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+// SQL as the server's root, over its socket.
+int as_root(const std::string& sql) {
+  return std::system(("mariadb --no-defaults -S " + env("SIMBA_TEST_MYSQL_SOCKET") + " -u root -e \"" + sql + "\"").c_str());
+}
+
+class MysqlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    uri_ = env("SIMBA_TEST_MYSQL_URI");
+    if (uri_.empty()) GTEST_FAIL() << "run through tests/with_mariadb.sh";
+  }
+  std::string uri_;
+};
+
+TEST_F(MysqlTest, TwentyContendersCreatingOneNewMutexAtOnceSeeNoErrorAndOneOwner) {
+  auto backend = open_backend(uri_);
+  const std::string mutex = tck::unique_mutex("race");
+  std::vector<std::thread> threads;
+  std::vector<std::string> owners(20), errors(20);
+  for (int i = 0; i < 20; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        owners[i] = backend->acquire(mutex, "racer-" + std::to_string(i), 10s, 0ms).owner.owner_id;
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (auto& error : errors) EXPECT_EQ(error, "");
+  for (auto& owner : owners) EXPECT_EQ(owner, owners[0]);
+  EXPECT_EQ(backend->read(mutex).owner.owner_id, owners[0]);
+  EXPECT_EQ(backend->read(mutex).owner.fencing_token, 1u);
+}
+
+TEST_F(MysqlTest, LeaseTimesAreUtcMillisecondsWhateverTheServerZone) {
+  ASSERT_EQ(as_root("SET GLOBAL time_zone = '-05:00'"), 0);
+  auto backend = open_backend(uri_);  // new connections take the shifted zone
+  const auto before = epoch_millis_now();
+  auto snapshot = backend->acquire(tck::unique_mutex("clock"), "me", 10s, 5s);
+  const auto after = epoch_millis_now();
+  EXPECT_GE(snapshot.now, before - 1000);  // a zone shift would be hours off
+  EXPECT_LE(snapshot.now, after + 1000);
+  EXPECT_EQ(snapshot.owner.ttl_at, snapshot.owner.acquired_at + 10'000);
+  EXPECT_EQ(snapshot.owner.transition_at, snapshot.owner.ttl_at + 5'000);
+  as_root("SET GLOBAL time_zone = SYSTEM");
+}
+
+TEST_F(MysqlTest, RestartMidRunRevokesOwnersAtOnceAndResumes) {
+  ContendOptions options = tck::fast_options();
+  options.ttl = 3s;  // a revocation well within it cannot be the lease running out
+  options.transition = 1s;
+  auto client = Client(open_backend(uri_), options, std::make_shared<Runtime>());
+  auto owner = std::make_shared<tck::Recorder>(tck::unique_mutex("restart"));
+  auto service = client.contend_service(owner);
+  service->start();
+  ASSERT_TRUE(wait_until([&] { return owner->acquired_count() == 1; }, 5s));
+  auto stopped = std::chrono::steady_clock::now();
+  // "[m]" keeps pkill from matching the shell that runs it.
+  ASSERT_EQ(std::system(("pkill -KILL -f -- '[m]ariadbd.*--socket=" + env("SIMBA_TEST_MYSQL_SOCKET") + "'").c_str()), 0);
+  // The monitor connection drops: the owner stops believing at once, long before its ttl.
+  ASSERT_TRUE(wait_until([&] { return !service->is_owner(); }, 2s));
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped, options.ttl);
+  ASSERT_TRUE(wait_until([&] { return owner->released_count() == 1; }, 2s));
+  ASSERT_EQ(std::system((env("SIMBA_TEST_MYSQL_START") + " >/dev/null 2>&1 &").c_str()), 0);
+  // Owns again without a restart of anything: the row survived in InnoDB.
+  EXPECT_TRUE(wait_until([&] { return service->is_owner(); }, 20s));
+  EXPECT_EQ(owner->acquired_count(), 2);
+  service->stop();
+}
+
+}  // namespace
+}  // namespace simba

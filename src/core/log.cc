@@ -9,11 +9,12 @@
 namespace simba::internal {
 namespace {
 
+// Created once and never destroyed, and not in spdlog's registry: threads that outlive main()
+// (a detached runtime thread, a backend's listener finishing) may still log while static
+// destructors run.
 spdlog::logger& logger() {
-  static std::shared_ptr<spdlog::logger> instance = [] {
-    auto existing = spdlog::get("simba");
-    if (existing) return existing;
-    auto created = spdlog::stderr_color_mt("simba");
+  static spdlog::logger* instance = [] {
+    auto* created = new spdlog::logger("simba", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
     const char* level = std::getenv("SIMBA_LOG");
     created->set_level(level ? spdlog::level::from_str(level) : spdlog::level::warn);
     return created;

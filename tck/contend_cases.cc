@@ -178,6 +178,29 @@ TEST(ContendTest, RenewalKeepsTokenAndLateReleaseNeverRemovesSuccessor) {
   backend.release(mutex, "b");
 }
 
+TEST(ContendTest, TwentyContendersCreatingOneNewMutexAtOnceSeeNoErrorAndOneOwner) {
+  auto client = make_client();
+  auto backend = client.backend();
+  const std::string mutex = unique_mutex();
+  std::vector<std::thread> threads;
+  std::vector<std::string> owners(20), errors(20);
+  for (int i = 0; i < 20; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        owners[i] = backend->acquire(mutex, "racer-" + std::to_string(i), 10s, 0ms).owner.owner_id;
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (auto& error : errors) EXPECT_EQ(error, "");  // no deadlock or duplicate key reaches us
+  for (auto& owner : owners) EXPECT_EQ(owner, owners[0]);  // everyone saw the one winner
+  EXPECT_EQ(backend->read(mutex).owner.owner_id, owners[0]);
+  EXPECT_GT(backend->read(mutex).owner.fencing_token, 0u);
+  EXPECT_TRUE(backend->release(mutex, owners[0]));
+}
+
 TEST(ContendTest, TakeoverAfterOwnerVanishesWithinTtlPlusTransitionPlusOneSecond) {
   FaultyOwnerScene scene;
   ASSERT_NO_FATAL_FAILURE(scene.start());

@@ -1,11 +1,10 @@
-// The PostgreSQL backend against a server of its own (run through with_postgres.sh): a race
-// to create one row, the database clock whatever the session zone, and a restart mid-run.
+// The PostgreSQL backend against a server of its own (run through with_postgres.sh): the
+// database clock, and a restart mid-run. (The race to create one row is a kit case.)
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <unistd.h>
 
-#include <thread>
 
 #include "kit.h"
 
@@ -35,27 +34,6 @@ class PostgresTest : public ::testing::Test {
   }
   std::string uri_;
 };
-
-TEST_F(PostgresTest, TwentyContendersCreatingOneNewMutexAtOnceSeeNoErrorAndOneOwner) {
-  auto backend = open_backend(uri_);
-  const std::string mutex = tck::unique_mutex("race");
-  std::vector<std::thread> threads;
-  std::vector<std::string> owners(20), errors(20);
-  for (int i = 0; i < 20; ++i) {
-    threads.emplace_back([&, i] {
-      try {
-        owners[i] = backend->acquire(mutex, "racer-" + std::to_string(i), 10s, 0ms).owner.owner_id;
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
-  for (auto& error : errors) EXPECT_EQ(error, "");
-  for (auto& owner : owners) EXPECT_EQ(owner, owners[0]);  // all saw the one winner
-  EXPECT_EQ(backend->read(mutex).owner.owner_id, owners[0]);
-  EXPECT_EQ(backend->read(mutex).owner.fencing_token, 1u);
-}
 
 TEST_F(PostgresTest, LeaseTimesComeFromTheDatabaseClockInUtc) {
   auto backend = open_backend(uri_);

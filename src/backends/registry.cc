@@ -94,20 +94,26 @@ std::shared_ptr<Backend> open_redis(const Uri& uri, std::map<std::string, std::s
   return make_redis_backend(options);
 }
 
-std::shared_ptr<Backend> open_postgres(const Uri& uri, std::map<std::string, std::string>& query) {
-  PostgresOptions options;
-  if (uri.host.empty()) throw Error(errc::invalid_argument, "postgresql URI needs a host: " + uri.redacted());
+// What every SQL server URI carries: user:password@host:port/database and the two timeouts.
+template <class Options>
+void take_server_basics(const Uri& uri, std::map<std::string, std::string>& query, Options& options) {
+  if (uri.host.empty()) throw Error(errc::invalid_argument, uri.scheme + " URI needs a host: " + uri.redacted());
   options.host = uri.host;
   if (uri.port != 0) options.port = uri.port;
   options.user = uri.user;
   options.password = uri.password;
   options.database = uri.path.size() > 1 ? uri.path.substr(1) : "";
+  options.connect_timeout = take_duration(query, "connect_timeout", options.connect_timeout);
+  options.command_timeout = take_duration(query, "command_timeout", options.command_timeout);
+}
+
+std::shared_ptr<Backend> open_postgres(const Uri& uri, std::map<std::string, std::string>& query) {
+  PostgresOptions options;
+  take_server_basics(uri, query, options);
   if (auto it = query.find("sslmode"); it != query.end()) {
     options.sslmode = it->second;
     query.erase(it);
   }
-  options.connect_timeout = take_duration(query, "connect_timeout", options.connect_timeout);
-  options.command_timeout = take_duration(query, "command_timeout", options.command_timeout);
   query.erase("poll");
   internal::reject_unknown_options(uri, query,
                                    std::string(kTimingOptions) + ", sslmode, connect_timeout, command_timeout");
@@ -117,14 +123,7 @@ std::shared_ptr<Backend> open_postgres(const Uri& uri, std::map<std::string, std
 std::shared_ptr<Backend> open_mysql(const Uri& uri, std::map<std::string, std::string>& query,
                                   const ContendOptions& timing) {
   MysqlOptions options;
-  if (uri.host.empty()) throw Error(errc::invalid_argument, uri.scheme + " URI needs a host: " + uri.redacted());
-  options.host = uri.host;
-  if (uri.port != 0) options.port = uri.port;
-  options.user = uri.user;
-  options.password = uri.password;
-  options.database = uri.path.size() > 1 ? uri.path.substr(1) : "";
-  options.connect_timeout = take_duration(query, "connect_timeout", options.connect_timeout);
-  options.command_timeout = take_duration(query, "command_timeout", options.command_timeout);
+  take_server_basics(uri, query, options);
   if (query.erase("poll") && timing.poll_interval.count() > 0) options.poll_interval = timing.poll_interval;
   internal::reject_unknown_options(uri, query, std::string(kTimingOptions) + ", connect_timeout, command_timeout");
   return make_mysql_backend(options);

@@ -14,7 +14,7 @@ template <class Interface>
 class ServiceAdapter : public Interface {
  public:
   explicit ServiceAdapter(std::shared_ptr<ServiceCore> core) : core_(std::move(core)) {}
-  ~ServiceAdapter() override { core_->close(); }
+  ~ServiceAdapter() override { internal::release_core(core_); }
   Status status() const override { return core_->status(); }
   const std::string& mutex() const override { return core_->mutex(); }
   MutexState mutex_state() const override { return core_->mutex_state(); }

@@ -59,7 +59,10 @@ Locker::Locker(std::string mutex, Client client, std::string contender_id)
                                                          client.runtime(), client.options(), hooks);
 }
 
-Locker::~Locker() { close(); }
+Locker::~Locker() {
+  close();
+  internal::release_core(state_->core);
+}
 
 const std::string& Locker::mutex() const { return state_->core->mutex(); }
 const std::string& Locker::contender_id() const { return state_->core->contender_id(); }

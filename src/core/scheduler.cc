@@ -38,6 +38,7 @@ class SchedulerImpl {
     } catch (const std::exception& e) {
       log_warn("stopping scheduler '" + config_.worker + "': " + e.what());
     }
+    release_core(core_);
   }
 
   void start() {

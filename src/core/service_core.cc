@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <future>
 #include <random>
+#include <thread>
 
 #include "core/contend_period.h"
 #include "core/log.h"
+#include "runtime/runtime_internal.h"
 #include "simba/duration.h"
 #include "simba/error.h"
 
@@ -385,6 +387,22 @@ void ServiceCore::release_remote(const char* why) noexcept {
     log_warn("mutex '" + mutex() + "': could not release the lease of " + contender_id() + " on " +
              why + " (" + e.what() + "); it expires by itself after ttl + transition");
   }
+}
+
+void release_core(std::shared_ptr<ServiceCore>& core) noexcept {
+  if (!core) return;
+  core->close();
+  if (!on_runtime_thread()) {
+    try {
+      core->flush();  // queued notifications run and drop their references
+    } catch (...) {
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (core.use_count() > 1 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  core.reset();
 }
 
 }  // namespace simba::internal

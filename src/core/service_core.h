@@ -120,4 +120,11 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   MutexState state_;
 };
 
+// Closes `core` and lets go of it such that the last reference is not dropped by a runtime
+// thread: it waits (up to 10 s: a backend call in flight) until no runtime task still holds
+// the core. A core released last by a runtime task would tear down its runtime from that
+// runtime's own thread, which then outlives the caller, and possibly the process's exit.
+// Called from a runtime thread itself (a callback destroying a service), it cannot wait.
+void release_core(std::shared_ptr<ServiceCore>& core) noexcept;
+
 }  // namespace simba::internal

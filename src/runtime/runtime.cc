@@ -13,9 +13,14 @@
 #include <vector>
 
 #include "core/log.h"
+#include "runtime/runtime_internal.h"
 
 namespace simba {
 namespace internal {
+
+thread_local bool runtime_thread = false;
+bool on_runtime_thread() noexcept { return runtime_thread; }
+
 namespace {
 
 void run_logged(const std::function<void()>& task, const char* where) noexcept {
@@ -96,6 +101,7 @@ class TaskPool {
       threads_.emplace_back([state = state_, i] {
         std::string thread_name = std::string(state->name) + "-" + std::to_string(i);
         pthread_setname_np(pthread_self(), thread_name.substr(0, 15).c_str());
+        runtime_thread = true;
         PoolState::loop(state);
       });
     }
@@ -141,7 +147,10 @@ class StrandImpl : public std::enable_shared_from_this<StrandImpl> {
     }
     const StrandImpl* outer = current_;
     current_ = this;
-    for (auto& task : batch) run_logged(task, "callback");
+    for (auto& task : batch) {
+      run_logged(task, "callback");
+      task = nullptr;  // release what it holds now: a later flush() proves it is released
+    }
     current_ = outer;
     batch.clear();
     {
@@ -235,6 +244,7 @@ class RuntimeImpl {
         timers_(std::make_shared<TimerState>(io_.state())),
         timer_thread_([state = timers_] {
           pthread_setname_np(pthread_self(), "simba-timer");
+          runtime_thread = true;
           TimerState::loop(state);
         }) {}
 

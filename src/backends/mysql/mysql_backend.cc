@@ -15,6 +15,7 @@
 
 #include "backends/common/lease_row.h"
 #include "backends/common/pool.h"
+#include "backends/common/server.h"
 #include "backends/common/watcher.h"
 #include "backends/mysql/connection.h"
 #include "core/log.h"
@@ -291,15 +292,8 @@ class MysqlBackend final : public Backend {
 }  // namespace
 
 std::shared_ptr<Backend> make_mysql_backend(const MysqlOptions& options) {
-  if (options.host.empty()) throw Error(errc::invalid_argument, "MySQL backend needs a host");
-  if (options.database.empty()) throw Error(errc::invalid_argument, "MySQL backend needs a database (/db)");
-  if (options.port < 1 || options.port > 65535) throw Error(errc::invalid_argument, "MySQL port out of range");
-  if (options.connect_timeout.count() <= 0 || options.command_timeout.count() <= 0 || options.poll_interval.count() <= 0) {
-    throw Error(errc::invalid_argument, "MySQL timeouts and poll interval must be > 0");
-  }
-  std::string where = "mysql://";
-  if (!options.user.empty()) where += options.user + (options.password.empty() ? "" : ":***") + "@";
-  where += options.host + ":" + std::to_string(options.port) + "/" + options.database;
+  auto where = internal::check_server_options("mysql", "MySQL", options);
+  if (options.poll_interval.count() <= 0) throw Error(errc::invalid_argument, "MySQL poll interval must be > 0");
   return std::make_shared<MysqlBackend>(options, std::move(where));
 }
 

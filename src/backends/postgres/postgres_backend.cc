@@ -6,6 +6,7 @@
 
 #include "backends/common/lease_row.h"
 #include "backends/common/pool.h"
+#include "backends/common/server.h"
 #include "backends/postgres/connection.h"
 #include "backends/postgres/listener.h"
 #include "simba/error.h"
@@ -190,16 +191,7 @@ class PostgresBackend final : public Backend {
 }  // namespace
 
 std::shared_ptr<Backend> make_postgres_backend(const PostgresOptions& options) {
-  if (options.host.empty()) throw Error(errc::invalid_argument, "PostgreSQL backend needs a host");
-  if (options.database.empty()) throw Error(errc::invalid_argument, "PostgreSQL backend needs a database (/db)");
-  if (options.port < 1 || options.port > 65535) throw Error(errc::invalid_argument, "PostgreSQL port out of range");
-  if (options.connect_timeout.count() <= 0 || options.command_timeout.count() <= 0) {
-    throw Error(errc::invalid_argument, "PostgreSQL timeouts must be > 0");
-  }
-  std::string where = "postgresql://";
-  if (!options.user.empty()) where += options.user + (options.password.empty() ? "" : ":***") + "@";
-  where += options.host + ":" + std::to_string(options.port) + "/" + options.database;
-  return std::make_shared<PostgresBackend>(options, std::move(where));
+  return std::make_shared<PostgresBackend>(options, internal::check_server_options("postgresql", "PostgreSQL", options));
 }
 
 }  // namespace simba

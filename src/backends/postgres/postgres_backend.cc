@@ -3,6 +3,7 @@
 #include "simba/postgres_backend.h"
 
 #include <cstdlib>
+#include <string_view>
 
 #include "backends/common/lease_row.h"
 #include "backends/common/pool.h"
@@ -43,20 +44,16 @@ ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS waiting_until bigint NOT NULL D
 // spelling is for ON CONFLICT, where the new values are EXCLUDED.
 #define SIMBA_PG_TAKES \
   "(m.transition_at < EXCLUDED.acquired_at OR (m.owner_id = EXCLUDED.owner_id AND m.transition_at > EXCLUDED.acquired_at))"
-#define SIMBA_PG_MAY_TAKE \
-  "(m.transition_at < n.now OR (m.owner_id = $2 AND m.transition_at > n.now))"
 
 // The common case in one plain UPDATE: take a free row or renew our own; the token rises only
 // when the owner id changes. Returns the row only if it took or renewed it.
 // $1 mutex, $2 contender id, $3 ttl ms, $4 transition ms.
-constexpr const char* kTake = R"sql(
-UPDATE simba_mutex m SET
-  fencing_token = m.fencing_token + (m.owner_id <> $2)::int,
-  acquired_at = n.now, ttl_at = n.now + $3::bigint, transition_at = n.now + $3::bigint + $4::bigint,
-  owner_id = $2, version = m.version + 1
-FROM (SELECT )sql" SIMBA_PG_NOW R"sql( AS now) n
-WHERE m.mutex = $1 AND )sql" SIMBA_PG_MAY_TAKE R"sql(
-RETURNING m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now)sql";
+constexpr const char* kTake =
+    "UPDATE simba_mutex SET fencing_token = fencing_token + (owner_id <> $2)::int, "
+    "acquired_at = " SIMBA_PG_NOW ", ttl_at = " SIMBA_PG_NOW " + $3::bigint, "
+    "transition_at = " SIMBA_PG_NOW " + $3::bigint + $4::bigint, owner_id = $2, version = version + 1 "
+    "WHERE mutex = $1 AND (transition_at < " SIMBA_PG_NOW " OR (owner_id = $2 AND transition_at > " SIMBA_PG_NOW "))"
+    " RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, acquired_at";
 
 // Otherwise: create the row race-free, or take it if it became free meanwhile, or note that
 // we wait (until two of our leases from now). Always returns the row after the call.
@@ -80,13 +77,14 @@ constexpr const char* kRead = R"sql(
 SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now
 FROM (SELECT )sql" SIMBA_PG_NOW R"sql( AS now) n LEFT JOIN simba_mutex m ON m.mutex = $1)sql";
 
-// Release only if ours; wake the waiters of every process if any waits. $1 mutex, $2 id.
-constexpr const char* kRelease = R"sql(
-WITH released AS (
-  UPDATE simba_mutex SET owner_id = '', acquired_at = 0, ttl_at = 0, transition_at = 0, version = version + 1
-  WHERE mutex = $1 AND owner_id = $2 RETURNING mutex, waiting_until)
-SELECT CASE WHEN waiting_until >= )sql" SIMBA_PG_NOW R"sql( THEN pg_notify('simba_mutex', 'released@@' || mutex) END
-FROM released)sql";
+// Release only if ours; says whether a waiter listens (then the caller NOTIFYs).
+// $1 mutex, $2 contender id.
+constexpr const char* kRelease =
+    "UPDATE simba_mutex SET owner_id = '', acquired_at = 0, ttl_at = 0, transition_at = 0, version = version + 1 "
+    "WHERE mutex = $1 AND owner_id = $2 RETURNING waiting_until >= " SIMBA_PG_NOW;
+
+// Wakes the waiters of every process. $1 mutex.
+constexpr const char* kNotify = "SELECT pg_notify('simba_mutex', 'released@@' || $1)";
 
 std::int64_t integer(const PGresult* result, int column) {
   return PQgetisnull(result, 0, column) ? 0 : std::strtoll(PQgetvalue(result, 0, column), nullptr, 10);
@@ -129,7 +127,10 @@ class PostgresBackend final : public Backend {
 
   bool release(const std::string& mutex, const std::string& contender_id) override {
     return pool_.with([&](Connection& connection) {
-      return PQntuples(connection.execute("release", {mutex, contender_id}).get()) == 1;
+      auto released = connection.execute("release", {mutex, contender_id});
+      if (PQntuples(released.get()) != 1) return false;
+      if (std::string_view(PQgetvalue(released.get(), 0, 0)) == "t") connection.execute("notify", {mutex});
+      return true;
     });
   }
 
@@ -168,6 +169,7 @@ class PostgresBackend final : public Backend {
     connection.prepare("take_or_wait", kTakeOrWait);
     connection.prepare("read", kRead);
     connection.prepare("release", kRelease);
+    connection.prepare("notify", kNotify);
   }
 
   // Two processes creating the table at once can collide in the catalog: the loser retries.

@@ -159,6 +159,27 @@ TEST(ServiceTest, BackendErrorRevokesTheOwnerAtOnceAndBacksOff) {
   service->stop();
 }
 
+TEST(ServiceTest, ARenewalThatLeavesAfterTheLeaseRanOutIsALoss) {
+  // One I/O thread, stalled past the lease (as a stopped process is): the old ownership must
+  // end (on_released) before a new one begins, whichever of the deadline check and the
+  // renewal round runs first (several I/O threads after a SIGCONT may run the round first;
+  // tests/cli_exit_codes_test.sh stops a real process).
+  auto runtime = std::make_shared<Runtime>(Runtime::Options{1, 1});
+  ContendOptions options;
+  options.ttl = 200ms;
+  options.transition = 100ms;
+  Client client(make_memory_backend(), options, runtime);
+  auto recorder = std::make_shared<Recorder>("stall");
+  auto service = client.contend_service(recorder);
+  service->start();
+  ASSERT_TRUE(wait_until([&] { return recorder->acquired_count() == 1; }, kSoon));
+  runtime->post_io([] { std::this_thread::sleep_for(600ms); });
+  ASSERT_TRUE(wait_until([&] { return recorder->released_count() == 1; }, kSoon));
+  // Then it owns again, as a new ownership (on_acquired once more).
+  EXPECT_TRUE(wait_until([&] { return recorder->acquired_count() == 2; }, kSoon));
+  service->stop();
+}
+
 TEST(ServiceTest, TwoThousandContendersShareAFewThreads) {
   auto runtime = std::make_shared<Runtime>();
   Client client(make_memory_backend(), fast(), runtime);

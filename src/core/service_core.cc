@@ -251,8 +251,15 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     }
     failures_ = 0;
     last_owner_id_ = snapshot.owner.owner_id;
+    if (owned_ && sent >= lease_deadline_) {
+      // The renewal left after our lease had run out by our own clock (the process stalled,
+      // its timers fired late): whatever this answer says, the old lease lapsed and someone
+      // may have held the mutex meanwhile. That is a loss, whichever timer ran first.
+      revoke_locked(generation);
+    }
     auto lease_deadline = sent + options_.ttl + options_.transition;
-    bool ours = claims && Clock::now() < lease_deadline;
+    // A dormant core (a Locker that lost its hold) never claims again until stop().
+    bool ours = claims && !dormant_ && Clock::now() < lease_deadline;
     if (ours) {
       owned_ = true;
       lease_deadline_ = lease_deadline;

@@ -5,6 +5,7 @@
 
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "backends/common/lease_row.h"
 #include "simba/error.h"
@@ -86,9 +87,11 @@ class SqliteBackend final : public Backend {
     {
       sqlite3_extended_result_codes(db_, 1);
       sqlite3_busy_timeout(db_, static_cast<int>(options.busy_timeout.count()));
-      exec("PRAGMA journal_mode=WAL", "enabling WAL");
+      // Switching a new file to WAL can answer SQLITE_BUSY at once, without the busy handler,
+      // while other processes open it too: retry those steps until busy_timeout.
+      retry_while_busy([&] { exec("PRAGMA journal_mode=WAL", "enabling WAL"); });
       exec("PRAGMA synchronous=NORMAL", "setting synchronous");
-      exec(kSchema, "creating table simba_mutex");
+      retry_while_busy([&] { exec(kSchema, "creating table simba_mutex"); });
       prepare(acquire_, kAcquire);
       prepare(select_, kSelect);
       prepare(release_, kRelease);
@@ -174,6 +177,20 @@ class SqliteBackend final : public Backend {
         throw Error(errc::invalid_argument, message);
       default:
         throw Error(errc::internal, message);
+    }
+  }
+
+  template <class F>
+  void retry_while_busy(F&& step) {
+    const auto deadline = std::chrono::steady_clock::now() + options_.busy_timeout;
+    for (;;) {
+      try {
+        step();
+        return;
+      } catch (const Error& e) {
+        if (e.code() != errc::unavailable || std::chrono::steady_clock::now() >= deadline) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
     }
   }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "kit.h"
+#include "server_restart.h"
 
 namespace simba {
 namespace {
@@ -47,27 +48,15 @@ TEST_F(MysqlTest, LeaseTimesAreUtcMillisecondsWhateverTheServerZone) {
   as_root("SET GLOBAL time_zone = SYSTEM");
 }
 
+// The monitor connection drops at once; the row survives in InnoDB.
 TEST_F(MysqlTest, RestartMidRunRevokesOwnersAtOnceAndResumes) {
-  ContendOptions options = tck::fast_options();
-  options.ttl = 3s;  // a revocation well within it cannot be the lease running out
-  options.transition = 1s;
-  auto client = Client(open_backend(uri_), options, std::make_shared<Runtime>());
-  auto owner = std::make_shared<tck::Recorder>(tck::unique_mutex("restart"));
-  auto service = client.contend_service(owner);
-  service->start();
-  ASSERT_TRUE(wait_until([&] { return owner->acquired_count() == 1; }, 5s));
-  auto stopped = std::chrono::steady_clock::now();
-  // "[m]" keeps pkill from matching the shell that runs it.
-  ASSERT_EQ(std::system(("pkill -KILL -f -- '[m]ariadbd.*--socket=" + env("SIMBA_TEST_MYSQL_SOCKET") + "'").c_str()), 0);
-  // The monitor connection drops: the owner stops believing at once, long before its ttl.
-  ASSERT_TRUE(wait_until([&] { return !service->is_owner(); }, 2s));
-  EXPECT_LT(std::chrono::steady_clock::now() - stopped, options.ttl);
-  ASSERT_TRUE(wait_until([&] { return owner->released_count() == 1; }, 2s));
-  ASSERT_EQ(std::system((env("SIMBA_TEST_MYSQL_START") + " >/dev/null 2>&1 &").c_str()), 0);
-  // Owns again without a restart of anything: the row survived in InnoDB.
-  EXPECT_TRUE(wait_until([&] { return owner->acquired_count() == 2; }, 20s));
-  EXPECT_TRUE(service->is_owner());
-  service->stop();
+  test::expect_restart_revokes_and_resumes(
+      uri_,
+      [] {
+        // "[m]" keeps pkill from matching the shell that runs it.
+        ASSERT_EQ(std::system(("pkill -KILL -f -- '[m]ariadbd.*--socket=" + env("SIMBA_TEST_MYSQL_SOCKET") + "'").c_str()), 0);
+      },
+      [] { ASSERT_EQ(std::system((env("SIMBA_TEST_MYSQL_START") + " >/dev/null 2>&1 &").c_str()), 0); });
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 
 #include "kit.h"
+#include "server_restart.h"
 
 namespace simba {
 namespace {
@@ -47,29 +48,16 @@ TEST_F(PostgresTest, LeaseTimesComeFromTheDatabaseClockInUtc) {
   EXPECT_EQ(snapshot.owner.transition_at, snapshot.owner.ttl_at + 5'000);
 }
 
+// The LISTEN connection drops at once; the lease survives in the (durable) table.
 TEST_F(PostgresTest, RestartMidRunRevokesOwnersAtOnceAndResumes) {
-  ContendOptions options = tck::fast_options();
-  options.ttl = 3s;  // a revocation well within it cannot be the lease running out
-  options.transition = 1s;
-  auto client = Client(open_backend(uri_), options, std::make_shared<Runtime>());
-  auto owner = std::make_shared<tck::Recorder>(tck::unique_mutex("restart"));
-  auto service = client.contend_service(owner);
-  service->start();
-  ASSERT_TRUE(wait_until([&] { return owner->acquired_count() == 1; }, 5s));
-  auto stopped = std::chrono::steady_clock::now();
-  ASSERT_EQ(pg_ctl("-m immediate stop"), 0);
-  // The LISTEN connection drops: the owner stops believing at once, long before its ttl.
-  ASSERT_TRUE(wait_until([&] { return !service->is_owner(); }, 2s));
-  EXPECT_LT(std::chrono::steady_clock::now() - stopped, options.ttl);
-  ASSERT_TRUE(wait_until([&] { return owner->released_count() == 1; }, 2s));
-  ASSERT_EQ(pg_ctl("-w -t 30 -l " + env("SIMBA_TEST_PG_SOCKET_DIR") + "/server.log -o \"-p " +
-                   env("SIMBA_TEST_PG_PORT") + " -k " + env("SIMBA_TEST_PG_SOCKET_DIR") +
-                   " -c listen_addresses=127.0.0.1 -c fsync=off\" start"),
-            0);
-  // Owns again without a restart of anything: the lease was in the (durable) table.
-  EXPECT_TRUE(wait_until([&] { return owner->acquired_count() == 2; }, 10s));
-  EXPECT_TRUE(service->is_owner());
-  service->stop();
+  test::expect_restart_revokes_and_resumes(
+      uri_, [] { ASSERT_EQ(pg_ctl("-m immediate stop"), 0); },
+      [] {
+        ASSERT_EQ(pg_ctl("-w -t 30 -l " + env("SIMBA_TEST_PG_SOCKET_DIR") + "/server.log -o \"-p " +
+                         env("SIMBA_TEST_PG_PORT") + " -k " + env("SIMBA_TEST_PG_SOCKET_DIR") +
+                         " -c listen_addresses=127.0.0.1 -c fsync=off\" start"),
+                  0);
+      });
 }
 
 }  // namespace

@@ -1,0 +1,37 @@
+// A server restart in the middle of a run, for the backend tests of every server engine.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "kit.h"
+
+namespace simba::test {
+
+// An owner holds a mutex on `uri`; `stop_server` kills the server: the owner must stop
+// believing at once (well within its 3 s ttl) and hear on_released; `start_server` brings it
+// back: the owner must own again (a new on_acquired) without restarting anything.
+inline void expect_restart_revokes_and_resumes(const std::string& uri, const std::function<void()>& stop_server,
+                                               const std::function<void()>& start_server) {
+  using namespace std::chrono_literals;
+  ContendOptions options = tck::fast_options();
+  options.ttl = 3s;  // a revocation well within it cannot be the lease running out
+  options.transition = 1s;
+  auto client = Client(open_backend(uri), options, std::make_shared<Runtime>());
+  auto owner = std::make_shared<tck::Recorder>(tck::unique_mutex("restart"));
+  auto service = client.contend_service(owner);
+  service->start();
+  ASSERT_TRUE(tck::wait_until([&] { return owner->acquired_count() == 1; }, 5s));
+  auto stopped = std::chrono::steady_clock::now();
+  ASSERT_NO_FATAL_FAILURE(stop_server());
+  ASSERT_TRUE(tck::wait_until([&] { return !service->is_owner(); }, 2s));
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped, options.ttl);
+  ASSERT_TRUE(tck::wait_until([&] { return owner->released_count() == 1; }, 2s));
+  ASSERT_NO_FATAL_FAILURE(start_server());
+  EXPECT_TRUE(tck::wait_until([&] { return owner->acquired_count() == 2; }, 20s));
+  EXPECT_TRUE(service->is_owner());
+  service->stop();
+}
+
+}  // namespace simba::test

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
     }
   }
   int rest_argc = static_cast<int>(rest.size());
+  rest.push_back(nullptr);  // argv[argc] must be null: GoogleTest reads it when it drops its flags
   ::testing::InitGoogleTest(&rest_argc, rest.data());
   try {
     simba::open_backend(uri);

@@ -21,7 +21,9 @@ void set_backend_uri(std::string uri) { uri_storage() = std::move(uri); }
 ContendOptions fast_options() {
   ContendOptions options;
   options.ttl = std::chrono::milliseconds(400);
-  options.transition = std::chrono::milliseconds(200);
+  // The owner-only window is also how late a renewal may start before it counts as a loss:
+  // 400 ms leaves room for a loaded, sanitized 2-core machine.
+  options.transition = std::chrono::milliseconds(400);
   options.backoff_initial = std::chrono::milliseconds(20);
   return options;
 }

@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "kit.h"
-#include "server_restart.h"
+#include "server_test.h"
 
 namespace simba {
 namespace {
@@ -16,10 +16,7 @@ namespace {
 using namespace std::chrono_literals;
 using tck::wait_until;
 
-std::string env(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
-}
+using test::env;
 
 // SQL as the server's root, over its socket.
 int as_root(const std::string& sql) {

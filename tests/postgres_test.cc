@@ -7,7 +7,7 @@
 
 
 #include "kit.h"
-#include "server_restart.h"
+#include "server_test.h"
 
 namespace simba {
 namespace {
@@ -15,10 +15,7 @@ namespace {
 using namespace std::chrono_literals;
 using tck::wait_until;
 
-std::string env(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
-}
+using test::env;
 
 class PostgresTest : public ::testing::Test {
  protected:

@@ -46,7 +46,7 @@ Locker::Locker(std::string mutex, Client client, std::string contender_id)
   hooks.on_lost = [weak](std::uint64_t generation) {
     if (auto state = weak.lock()) state->lost(generation);
   };
-  hooks.on_round = [weak](const MutexOwner&, bool) {
+  hooks.on_round = [weak] {
     if (auto state = weak.lock()) {
       {
         std::lock_guard lock(state->mutex);

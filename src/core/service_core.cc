@@ -301,7 +301,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     again_ = false;
     if (!dormant_) arm_timer_locked(generation, delay);
   }
-  if (hooks_.on_round) hooks_.on_round(snapshot.owner, false);
+  if (hooks_.on_round) hooks_.on_round();
 }
 
 void ServiceCore::fail_round(std::uint64_t generation, const std::string& what) {
@@ -320,7 +320,7 @@ void ServiceCore::fail_round(std::uint64_t generation, const std::string& what) 
     again_ = false;
     if (!dormant_) arm_timer_locked(generation, delay);
   }
-  if (hooks_.on_round) hooks_.on_round(MutexOwner::none(), true);
+  if (hooks_.on_round) hooks_.on_round();
 }
 
 void ServiceCore::on_lease_deadline(std::uint64_t generation) {

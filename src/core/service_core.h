@@ -23,9 +23,8 @@
 namespace simba::internal {
 
 struct CoreHooks {
-  // Called on an I/O thread after every contention round, with the owner it saw (none after
-  // an error). Must be quick.
-  std::function<void(const MutexOwner& owner, bool error)> on_round;
+  // Called on an I/O thread after every contention round, successful or not. Must be quick.
+  std::function<void()> on_round;
   // false: once ownership is lost the core stops contending until stop() (the Locker's
   // one-shot hold); the remote lease is released by stop().
   bool rejoin_after_loss = true;

@@ -2,11 +2,9 @@
 // clock in UTC milliseconds, cheap polls by waiters only, a monitor connection for loss.
 #include "simba/mysql_backend.h"
 
-#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 
-#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <random>

@@ -2,7 +2,6 @@
 // connection per backend.
 #include "simba/redis_backend.h"
 
-#include <condition_variable>
 #include <mutex>
 #include <unordered_set>
 #include <vector>

@@ -79,12 +79,12 @@ void Subscriber::remove(const std::shared_ptr<Watcher>& watcher) {
   watchers_.erase(watcher);
 }
 
-void Subscriber::unsubscribe_idle(bool all) {
+void Subscriber::unsubscribe_idle() {
   constexpr auto kLinger = std::chrono::seconds(10);
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mutex_);
   for (auto it = idle_channels_.begin(); it != idle_channels_.end();) {
-    if (all || now - it->second >= kLinger) {
+    if (now - it->second >= kLinger) {
       requests_.emplace_back("UNSUBSCRIBE", it->first);
       it = idle_channels_.erase(it);
     } else {
@@ -175,7 +175,6 @@ void Subscriber::run() {
     }
     if (!connection_) {
       if (connect_and_resubscribe()) {
-        connected_ = true;
         backoff = std::chrono::milliseconds(50);
         // Changes may have passed unseen while disconnected: every watcher looks again.
         if (was_connected) notify_all(WatchEvent::released);
@@ -192,7 +191,7 @@ void Subscriber::run() {
       }
     }
     try {
-      unsubscribe_idle(false);
+      unsubscribe_idle();
       drain_requests();
       pollfd fds[2] = {{connection_->context()->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
       if (poll(fds, 2, 1000) < 0) continue;
@@ -230,7 +229,6 @@ void Subscriber::run() {
     } catch (const std::exception& e) {
       internal::log_warn(std::string("pub/sub connection lost: ") + e.what() + "; reconnecting");
       connection_.reset();
-      connected_ = false;
       {
         std::lock_guard lock(mutex_);
         confirmed_.clear();
@@ -239,7 +237,6 @@ void Subscriber::run() {
     }
   }
   connection_.reset();
-  connected_ = false;
 }
 
 }  // namespace simba::redis

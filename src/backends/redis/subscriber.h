@@ -6,7 +6,6 @@
 // jitter, and subscribes again. The thread starts with the first watch.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -38,8 +37,6 @@ class Subscriber {
   std::unique_ptr<Subscription> watch(const std::vector<std::string>& channels,
                                       std::function<void(WatchEvent)> on_event);
 
-  // Watchers and connected state, for tests and benchmarks.
-  bool connected() const { return connected_.load(); }
 
  private:
   using Watcher = internal::Watcher;
@@ -56,7 +53,6 @@ class Subscriber {
   const std::string where_;
   std::unique_ptr<Connection> connection_;  // touched only by the thread
   int wake_fd_ = -1;
-  std::atomic<bool> connected_{false};
 
   std::mutex mutex_;  // guards everything below
   bool stopping_ = false;
@@ -67,7 +63,7 @@ class Subscriber {
   // Channels and patterns with no watcher left, and since when: unsubscribed after a linger,
   // so a mutex locked again and again keeps its subscription.
   std::map<std::string, std::chrono::steady_clock::time_point> idle_channels_;
-  void unsubscribe_idle(bool all);
+  void unsubscribe_idle();
   // Requests for the thread: {command, name}.
   std::vector<std::pair<std::string, std::string>> requests_;
   // Channels and patterns the server confirmed on the current connection.

@@ -1,13 +1,21 @@
-// A server restart in the middle of a run, for the backend tests of every server engine.
+// What the server backends' tests share: the wrappers' environment, and a server restart in
+// the middle of a run.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <functional>
 
 #include "kit.h"
 
 namespace simba::test {
+
+// A variable the with_*.sh wrapper exported ("" when unset).
+inline std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
 
 // An owner holds a mutex on `uri`; `stop_server` kills the server: the owner must stop
 // believing at once (well within its 3 s ttl) and hear on_released; `start_server` brings it

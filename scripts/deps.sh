@@ -2,7 +2,8 @@
 # Runs apt-get only when something is missing, so a second run costs nothing.
 simba_packages=(cmake ninja-build g++ pkg-config libsqlite3-dev libspdlog-dev libfmt-dev
                 libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-                libhiredis-dev redis-server libpq-dev postgresql libmariadb-dev mariadb-server)
+                libhiredis-dev redis-server libpq-dev postgresql libmariadb-dev mariadb-server
+                libzookeeper-mt-dev zookeeper default-jre-headless)
 
 simba_install_deps() {
   local missing=()

@@ -220,9 +220,16 @@ TEST(ConnectTest, BadUrisSayWhatIsWrongAndWhatIsAccepted) {
   EXPECT_EQ(unknown, errc::invalid_argument);
   EXPECT_NE(unknown_what.find("'ftp'"), std::string::npos);
   EXPECT_NE(unknown_what.find("sqlite:"), std::string::npos);
-  auto [missing, missing_what] = code_of("zookeeper://u:hunter2@127.0.0.1:1/chroot");
+  auto [missing, missing_what] = code_of("rediss://u:hunter2@127.0.0.1:1");
   EXPECT_EQ(missing, errc::unsupported);
   EXPECT_EQ(missing_what.find("hunter2"), std::string::npos);
+  auto [no_zookeeper, no_zookeeper_what] = code_of("zookeeper://u:hunter2@127.0.0.1:1,127.0.0.1/chroot?connect_timeout=200ms");
+  EXPECT_EQ(no_zookeeper, errc::unavailable);
+  EXPECT_EQ(no_zookeeper_what.find("hunter2"), std::string::npos) << no_zookeeper_what;
+  EXPECT_NE(no_zookeeper_what.find("127.0.0.1:1,127.0.0.1:2181/chroot"), std::string::npos) << no_zookeeper_what;
+  EXPECT_EQ(code_of("zookeeper://127.0.0.1:1/chroot/").first, errc::invalid_argument);
+  EXPECT_EQ(code_of("zookeeper://127.0.0.1:1?session_timeout=soon").first, errc::invalid_argument);
+  EXPECT_EQ(code_of("zookeeper://u@127.0.0.1:1").first, errc::invalid_argument);  // user without password
   auto [unreachable, unreachable_what] = code_of("redis://u:hunter2@127.0.0.1:1?connect_timeout=200ms");
   EXPECT_EQ(unreachable, errc::unavailable);
   EXPECT_EQ(unreachable_what.find("hunter2"), std::string::npos) << unreachable_what;

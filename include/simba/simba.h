@@ -20,3 +20,4 @@
 #include "simba/scheduler.h"
 #include "simba/service.h"
 #include "simba/sqlite_backend.h"
+#include "simba/zookeeper_backend.h"

@@ -13,6 +13,7 @@
 #include "simba/postgres_backend.h"
 #include "simba/redis_backend.h"
 #include "simba/sqlite_backend.h"
+#include "simba/zookeeper_backend.h"
 
 namespace simba {
 namespace {
@@ -21,7 +22,8 @@ using internal::Uri;
 
 constexpr const char* kAccepted =
     "memory:, sqlite:///path/to/file.db, redis://[user:password@]host:port[/db][?prefix=simba], "
-    "postgresql://user:password@host:port/db, mysql://user:password@host:port/db (or mariadb://)";
+    "postgresql://user:password@host:port/db, mysql://user:password@host:port/db (or mariadb://), "
+    "zookeeper://[user:password@]host:port[,host:port...][/chroot]";
 constexpr const char* kTimingOptions = "ttl, transition, initial_delay, poll, backoff";
 
 std::chrono::milliseconds take_duration(std::map<std::string, std::string>& query, const char* key,
@@ -129,6 +131,32 @@ std::shared_ptr<Backend> open_mysql(const Uri& uri, std::map<std::string, std::s
   return make_mysql_backend(options);
 }
 
+std::shared_ptr<Backend> open_zookeeper(const Uri& uri, std::map<std::string, std::string>& query) {
+  ZookeeperOptions options;
+  if (uri.host.empty()) throw Error(errc::invalid_argument, "zookeeper URI needs host:port: " + uri.redacted());
+  // "h1:2181,h2:2181,h3" arrives as host "h1:2181,h2" and port of the last host: every host
+  // without a port gets 2181.
+  std::string hosts = uri.host + (uri.port != 0 ? ":" + std::to_string(uri.port) : "");
+  options.hosts.clear();
+  for (std::size_t start = 0; start <= hosts.size();) {
+    auto comma = hosts.find(',', start);
+    std::string host = hosts.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (host.empty() || host.front() == ':') throw Error(errc::invalid_argument, "zookeeper URI has an empty host: " + uri.redacted());
+    if (host.find(':') == std::string::npos) host += ":2181";
+    options.hosts += (options.hosts.empty() ? "" : ",") + host;
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  options.user = uri.user;
+  options.password = uri.password;
+  if (uri.path.size() > 1) options.chroot = uri.path;
+  options.session_timeout = take_duration(query, "session_timeout", options.session_timeout);
+  options.connect_timeout = take_duration(query, "connect_timeout", options.connect_timeout);
+  query.erase("poll");
+  internal::reject_unknown_options(uri, query, std::string(kTimingOptions) + ", session_timeout, connect_timeout");
+  return make_zookeeper_backend(options);
+}
+
 }  // namespace
 
 std::shared_ptr<Backend> open_backend(std::string_view text, ContendOptions* timing) {
@@ -150,8 +178,9 @@ std::shared_ptr<Backend> open_backend(std::string_view text, ContendOptions* tim
     backend = open_postgres(uri, query);
   } else if (uri.scheme == "mysql" || uri.scheme == "mariadb") {
     backend = open_mysql(uri, query, options);
-  } else if (uri.scheme == "rediss" ||
-             uri.scheme == "zookeeper") {
+  } else if (uri.scheme == "zookeeper") {
+    backend = open_zookeeper(uri, query);
+  } else if (uri.scheme == "rediss") {
     throw Error(errc::unsupported, "this build of simba has no '" + uri.scheme +
                                        "' backend; it has: " + kAccepted);
   } else {

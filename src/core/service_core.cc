@@ -242,11 +242,11 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     std::unique_lock lock(mutex_);
     in_flight_ = false;
     if (!current_locked(generation)) {
-      // A round of an earlier generation: drop it. If it won a lease after stop(), give the
-      // lease back.
+      // A round of an earlier generation: drop it. If it ran after stop() released, give back
+      // whatever it left: a lease it won, or (on a latch backend) its place in the queue.
       bool stopped = !is_active(status_.load());
       lock.unlock();
-      if (claims && stopped) release_remote("a claim that arrived after stop()");
+      if (contender_ && stopped) release_remote("a round that ended after stop()");
       return;
     }
     failures_ = 0;
@@ -257,13 +257,17 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       // may have held the mutex meanwhile. That is a loss, whichever timer ran first.
       revoke_locked(generation);
     }
-    auto lease_deadline = sent + options_.ttl + options_.transition;
+    // The lease counts from when the request was sent, and lasts what we asked for or what
+    // the backend granted, whichever is shorter (ZooKeeper caps it by the session timeout).
+    const auto granted_ttl = std::chrono::milliseconds(snapshot.owner.ttl_at - snapshot.now);
+    const auto granted = std::chrono::milliseconds(snapshot.owner.transition_at - snapshot.now);
+    auto lease_deadline = sent + std::min(options_.ttl + options_.transition, granted);
     // A dormant core (a Locker that lost its hold) never claims again until stop().
     bool ours = claims && !dormant_ && Clock::now() < lease_deadline;
     if (ours) {
       owned_ = true;
       lease_deadline_ = lease_deadline;
-      ttl_deadline_ = sent + options_.ttl;
+      ttl_deadline_ = sent + std::min(options_.ttl, granted_ttl);
       token_ = snapshot.owner.fencing_token;
       if (deadline_timer_) runtime_->cancel(*deadline_timer_);
       std::weak_ptr<ServiceCore> weak = shared_from_this();

@@ -85,7 +85,9 @@ Uri parse_uri(std::string_view text) {
       host = host.substr(1, close - 1);
       if (!port.empty() && port.front() != ':') throw bad("junk after ']' in host");
       if (!port.empty()) port = port.substr(1);
-    } else if (auto c = host.rfind(':'); c != std::string_view::npos) {
+    } else if (auto c = host.rfind(':'); c != std::string_view::npos &&
+                                         (host.rfind(',') == std::string_view::npos || c > host.rfind(','))) {
+      // With a host list (ZooKeeper's "h1:2181,h2:2181"), the port is the last host's.
       port = host.substr(c + 1);
       host = host.substr(0, c);
     }

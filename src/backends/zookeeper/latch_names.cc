@@ -1,0 +1,134 @@
+// Paths and node names of the ZooKeeper latch.
+#include "backends/zookeeper/latch_names.h"
+
+#include <algorithm>
+#include <random>
+
+namespace simba::zookeeper {
+namespace {
+
+constexpr std::string_view kLatch = "-latch-";
+constexpr std::string_view kProtected = "_c_";
+
+void percent(std::string& out, unsigned char byte) {
+  constexpr char kHex[] = "0123456789ABCDEF";
+  out += '%';
+  out += kHex[byte >> 4];
+  out += kHex[byte & 15];
+}
+
+// The length of the valid UTF-8 sequence at `in[i]` whose character ZooKeeper accepts in a
+// path (a Java char outside U+0080..U+009F, U+D800..U+F8FF and U+FFF0..U+FFFF; characters
+// beyond U+FFFF are surrogate pairs in Java, hence rejected too), or 0.
+std::size_t accepted_sequence(std::string_view in, std::size_t i) {
+  const auto lead = static_cast<unsigned char>(in[i]);
+  std::size_t length;
+  std::uint32_t code;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2, code = lead & 0x1F;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3, code = lead & 0x0F;
+  } else {
+    return 0;  // ASCII is handled by the caller; 4-byte sequences are beyond U+FFFF
+  }
+  if (i + length > in.size()) return 0;
+  for (std::size_t k = 1; k < length; ++k) {
+    const auto next = static_cast<unsigned char>(in[i + k]);
+    if ((next & 0xC0) != 0x80) return 0;
+    code = (code << 6) | (next & 0x3F);
+  }
+  if (length == 3 && code < 0x800) return 0;  // overlong
+  if (code <= 0x9F) return 0;
+  if (code >= 0xD800 && code <= 0xF8FF) return 0;
+  if (code >= 0xFFF0) return 0;
+  return length;
+}
+
+bool all_digits(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::optional<Lease> lease_of(std::string_view name, std::size_t latch) {
+  // "_c_<32 hex>-<ttl>.<transition>" before "-latch-"
+  if (name.substr(0, kProtected.size()) != kProtected) return std::nullopt;
+  std::string_view middle = name.substr(kProtected.size(), latch - kProtected.size());
+  if (middle.size() < 34 || middle[32] != '-') return std::nullopt;
+  std::string_view lease = middle.substr(33);
+  auto dot = lease.find('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  std::string_view ttl = lease.substr(0, dot), transition = lease.substr(dot + 1);
+  if (!all_digits(ttl) || !all_digits(transition) || ttl.size() > 12 || transition.size() > 12) return std::nullopt;
+  return Lease{std::chrono::milliseconds(std::stoll(std::string(ttl))),
+               std::chrono::milliseconds(std::stoll(std::string(transition)))};
+}
+
+}  // namespace
+
+std::string encode_component(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  const bool dots_only = name == "." || name == "..";
+  for (std::size_t i = 0; i < name.size();) {
+    const auto byte = static_cast<unsigned char>(name[i]);
+    if (byte < 0x80) {
+      const bool plain = byte > 0x1F && byte != 0x7F && byte != '/' && byte != '%' && !(dots_only && byte == '.');
+      if (plain) {
+        out += static_cast<char>(byte);
+      } else {
+        percent(out, byte);
+      }
+      ++i;
+    } else if (auto length = accepted_sequence(name, i)) {
+      out.append(name.substr(i, length));
+      i += length;
+    } else {
+      percent(out, byte);
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::string latch_path(std::string_view mutex) { return "/simba/" + encode_component(mutex); }
+
+Lease capped_lease(std::chrono::milliseconds ttl, std::chrono::milliseconds transition,
+                   std::chrono::milliseconds cap) {
+  Lease lease{ttl, transition};
+  if (lease.total() <= cap || cap.count() <= 1) return lease;
+  auto scaled = std::chrono::milliseconds(std::max<std::int64_t>(1, ttl.count() * cap.count() / lease.total().count()));
+  return Lease{scaled, cap - scaled};
+}
+
+std::string node_prefix(const std::string& guid, const Lease& lease) {
+  return std::string(kProtected) + guid + "-" + std::to_string(lease.ttl.count()) + "." +
+         std::to_string(lease.transition.count()) + std::string(kLatch);
+}
+
+std::string new_guid() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  constexpr char kHex[] = "0123456789abcdef";
+  std::string guid;
+  for (int half = 0; half < 2; ++half) {
+    auto bits = rng();
+    for (int k = 0; k < 16; ++k, bits >>= 4) guid += kHex[bits & 15];
+  }
+  return guid;
+}
+
+std::vector<LatchNode> latch_nodes(const std::vector<std::string>& children) {
+  std::vector<LatchNode> nodes;
+  nodes.reserve(children.size());
+  for (const auto& child : children) {
+    auto latch = child.rfind(kLatch);
+    if (latch == std::string::npos) continue;
+    std::string_view digits = std::string_view(child).substr(latch + kLatch.size());
+    if (!all_digits(digits) || digits.size() > 18) continue;
+    nodes.push_back({child, std::stoll(std::string(digits)), lease_of(child, latch)});
+  }
+  std::sort(nodes.begin(), nodes.end(), [](const LatchNode& a, const LatchNode& b) {
+    return a.sequence != b.sequence ? a.sequence < b.sequence : a.name < b.name;
+  });
+  return nodes;
+}
+
+}  // namespace simba::zookeeper

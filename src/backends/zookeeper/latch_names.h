@@ -1,0 +1,48 @@
+// Paths and node names of the ZooKeeper latch. Internal to the ZooKeeper backend.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace simba::zookeeper {
+
+// "/simba/<encoded mutex>". The encoding keeps every byte ZooKeeper accepts in a path
+// component and percent-encodes the rest ('/', '%', control characters, bytes of invalid UTF-8
+// or of characters ZooKeeper rejects, and the dots of "." and ".."), so it is injective.
+std::string latch_path(std::string_view mutex);
+std::string encode_component(std::string_view name);
+
+struct Lease {
+  std::chrono::milliseconds ttl{0};
+  std::chrono::milliseconds transition{0};
+  std::chrono::milliseconds total() const { return ttl + transition; }
+};
+
+// The lease asked for, shrunk (keeping the ttl : transition ratio) to fit in `cap`.
+Lease capped_lease(std::chrono::milliseconds ttl, std::chrono::milliseconds transition,
+                   std::chrono::milliseconds cap);
+
+// The name prefix of a node (ZooKeeper appends a 10-digit sequence number):
+// "_c_<guid>-<ttl ms>.<transition ms>-latch-". The guid finds our node again when the answer
+// to its create was lost; the lease tells other contenders when an unrenewed owner expired.
+std::string node_prefix(const std::string& guid, const Lease& lease);
+// 32 random hex digits.
+std::string new_guid();
+
+// A child of a latch: ours ("_c_<guid>-<ttl>.<transition>-latch-N") or another latch
+// client's ("...latch-N", no lease).
+struct LatchNode {
+  std::string name;
+  std::int64_t sequence = 0;
+  std::optional<Lease> lease;
+};
+
+// Parses the latch nodes among `children`, ordered by sequence (lowest, the owner, first);
+// children that are not latch nodes are left out.
+std::vector<LatchNode> latch_nodes(const std::vector<std::string>& children);
+
+}  // namespace simba::zookeeper

@@ -1,0 +1,334 @@
+// The ZooKeeper session of one backend.
+#include "backends/zookeeper/session.h"
+
+#include <cstring>
+
+#include "core/log.h"
+#include "simba/error.h"
+
+namespace simba::zookeeper {
+
+struct Call::State {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;
+  Reply reply;
+  // What the request points at until it is answered.
+  std::string path, data, parent, parent_data;
+  zoo_op_t ops[2];
+  zoo_op_result_t results[2];
+  std::function<void(const Reply&)> then;
+
+  void finish(int rc) {
+    {
+      std::lock_guard lock(mutex);
+      reply.rc = rc;
+      done = true;
+    }
+    done_cv.notify_all();
+    if (then) then(reply);  // `reply` no longer changes once done
+  }
+};
+
+Reply Call::wait() {
+  std::unique_lock lock(state_->mutex);
+  if (!state_->done_cv.wait_for(lock, bound_, [&] { return state_->done; })) {
+    Reply timed_out;
+    timed_out.rc = ZOPERATIONTIMEOUT;
+    return timed_out;
+  }
+  return state_->reply;
+}
+
+namespace {
+
+using State = Call::State;
+
+// The completion's `data` owns a reference to the call's state.
+std::shared_ptr<State> take(const void* data) {
+  std::unique_ptr<std::shared_ptr<State>> holder(static_cast<std::shared_ptr<State>*>(const_cast<void*>(data)));
+  return *holder;
+}
+
+void on_void(int rc, const void* data) { take(data)->finish(rc); }
+
+void on_stat(int rc, const Stat* stat, const void* data) {
+  auto state = take(data);
+  if (stat) state->reply.stat = *stat;
+  state->finish(rc);
+}
+
+void on_data(int rc, const char* value, int length, const Stat* stat, const void* data) {
+  auto state = take(data);
+  if (value && length > 0) state->reply.value.assign(value, static_cast<std::size_t>(length));
+  if (stat) state->reply.stat = *stat;
+  state->finish(rc);
+}
+
+void on_string_stat(int rc, const char* value, const Stat* stat, const void* data) {
+  auto state = take(data);
+  if (value) state->reply.value = value;
+  if (stat) state->reply.stat = *stat;
+  state->finish(rc);
+}
+
+void on_strings_stat(int rc, const String_vector* strings, const Stat* stat, const void* data) {
+  auto state = take(data);
+  if (strings) state->reply.children.assign(strings->data, strings->data + strings->count);
+  if (stat) state->reply.stat = *stat;
+  state->finish(rc);
+}
+
+void log_client(const char* message) { internal::log_debug(std::string("zookeeper client: ") + message); }
+
+char kAuth[] = "auth", kWorld[] = "world", kAnyone[] = "anyone", kEmpty[] = "";
+ACL kNodeAcl[] = {{ZOO_PERM_ALL, {kAuth, kEmpty}}, {ZOO_PERM_READ, {kWorld, kAnyone}}};
+ACL kRootAcl[] = {{ZOO_PERM_ALL, {kAuth, kEmpty}}, {ZOO_PERM_READ | ZOO_PERM_CREATE, {kWorld, kAnyone}}};
+ACL_vector kNodeAcls = {2, kNodeAcl};
+ACL_vector kRootAcls = {2, kRootAcl};
+
+}  // namespace
+
+Session::Session(const ZookeeperOptions& options, std::string where, Events events)
+    : options_(options),
+      where_(std::move(where)),
+      events_(std::move(events)),
+      connect_string_(options.hosts + options.chroot) {
+  if (options_.hosts.empty()) throw Error(errc::invalid_argument, "zookeeper backend needs host:port");
+  if (!options_.chroot.empty() && (options_.chroot.front() != '/' || options_.chroot.back() == '/')) {
+    throw Error(errc::invalid_argument, "zookeeper chroot '" + options_.chroot + "' must start with '/' and not end with it");
+  }
+  if (options_.session_timeout.count() <= 0 || options_.connect_timeout.count() <= 0) {
+    throw Error(errc::invalid_argument, "zookeeper timeouts must be > 0");
+  }
+  if (options_.user.empty() != options_.password.empty()) {
+    throw Error(errc::invalid_argument, "zookeeper digest authentication needs both user and password");
+  }
+  std::unique_lock lock(handle_mutex_);
+  std::lock_guard state(mutex_);
+  zh_ = open_locked();
+}
+
+Session::~Session() {
+  zhandle_t* zh;
+  {
+    std::unique_lock lock(handle_mutex_);
+    zh = zh_;
+    zh_ = nullptr;
+  }
+  if (zh) zookeeper_close(zh);  // closes the session: its ephemeral nodes go at once
+}
+
+zhandle_t* Session::open_locked() {
+  ++generation_;
+  connected_ = connected_before_ = expired_ = false;
+  granted_ = options_.session_timeout;
+  zhandle_t* zh = zookeeper_init2(connect_string_.c_str(), &Session::on_session_event,
+                                  static_cast<int>(options_.session_timeout.count()), nullptr, this, 0, log_client);
+  if (!zh) {
+    throw Error(errc::unavailable, "cannot open a ZooKeeper session for " + where_ + ": " + std::strerror(errno));
+  }
+  return zh;
+}
+
+std::uint64_t Session::ensure() {
+  zhandle_t* stale = nullptr;
+  std::uint64_t generation;
+  {
+    std::unique_lock lock(mutex_);
+    if (expired_ && !auth_failed_) {
+      // Replace the expired session. Its handle is closed below, outside every lock: closing
+      // waits for its completion thread, which may be waiting for mutex_.
+      lock.unlock();
+      {
+        std::unique_lock handle(handle_mutex_);
+        lock.lock();
+        if (expired_) {
+          stale = zh_;
+          zh_ = nullptr;
+          zh_ = open_locked();
+          internal::log_info("zookeeper session for " + where_ + " expired; opened a new one");
+        }
+      }
+    }
+    changed_.wait_for(lock, options_.connect_timeout, [&] { return connected_ || auth_failed_ || expired_; });
+    generation = generation_;
+    if (auth_failed_) {
+      lock.unlock();
+      if (stale) zookeeper_close(stale);
+      throw Error(errc::permission_denied, "ZooKeeper at " + where_ + " refused the digest credentials of '" + options_.user + "'");
+    }
+    if (!connected_) {
+      lock.unlock();
+      if (stale) zookeeper_close(stale);
+      throw Error(errc::unavailable, "no connection to ZooKeeper at " + where_ + " within " +
+                                         std::to_string(options_.connect_timeout.count()) + " ms");
+    }
+  }
+  if (stale) zookeeper_close(stale);
+  return generation;
+}
+
+std::chrono::milliseconds Session::session_timeout() const {
+  std::lock_guard lock(mutex_);
+  return granted_;
+}
+
+const ACL_vector* Session::node_acl() const { return options_.user.empty() ? &ZOO_OPEN_ACL_UNSAFE : &kNodeAcls; }
+const ACL_vector* Session::root_acl() const { return options_.user.empty() ? &ZOO_OPEN_ACL_UNSAFE : &kRootAcls; }
+
+void Session::on_session_event(zhandle_t* zh, int type, int state, const char*, void* context) {
+  if (type != ZOO_SESSION_EVENT) return;
+  auto* self = static_cast<Session*>(context);
+  bool fresh = false;
+  {
+    std::lock_guard lock(self->mutex_);
+    if (zh != self->zh_) return;  // a replaced or closing session's last words
+    if (state == ZOO_CONNECTED_STATE) {
+      fresh = !self->connected_before_;
+      if (fresh && !self->options_.user.empty()) {
+        // Before anyone may send a request (ensure() waits for connected_). The client
+        // repeats it on every reconnect of this session. Digest authentication itself never
+        // fails: a wrong password only finds the nodes' ACL closed (ZNOAUTH).
+        const std::string credentials = self->options_.user + ":" + self->options_.password;
+        int rc = zoo_add_auth(zh, "digest", credentials.data(), static_cast<int>(credentials.size()), nullptr, nullptr);
+        if (rc != ZOK) {
+          internal::log_error("ZooKeeper at " + self->where_ + ": cannot add digest authentication: " + zerror(rc));
+          self->auth_failed_ = true;
+        }
+      }
+      self->connected_ = self->connected_before_ = true;
+      self->granted_ = std::chrono::milliseconds(zoo_recv_timeout(zh));
+    } else if (state == ZOO_EXPIRED_SESSION_STATE) {
+      self->connected_ = false;
+      self->expired_ = true;
+    } else if (state == ZOO_AUTH_FAILED_STATE) {
+      self->connected_ = false;
+      self->auth_failed_ = true;
+    } else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) {
+      self->connected_ = false;
+    } else {
+      return;
+    }
+  }
+  self->changed_.notify_all();
+  if (state == ZOO_ASSOCIATING_STATE) return;
+  if (state == ZOO_EXPIRED_SESSION_STATE) {
+    internal::log_warn("zookeeper session for " + self->where_ + " expired; its nodes are gone");
+  } else if (state == ZOO_AUTH_FAILED_STATE) {
+    internal::log_error("ZooKeeper at " + self->where_ + " refused the digest credentials of '" + self->options_.user + "'");
+  }
+  self->events_.on_state(state, fresh);
+}
+
+void Session::on_node_event(zhandle_t* zh, int type, int, const char* path, void* context) {
+  if (type == ZOO_SESSION_EVENT || !path) return;  // the session watcher handles those
+  auto* self = static_cast<Session*>(context);
+  {
+    std::lock_guard lock(self->mutex_);
+    if (zh != self->zh_) return;
+  }
+  self->events_.on_node(type, path);
+}
+
+template <class Submit>
+Call Session::submit(std::shared_ptr<State> state, Submit submit) {
+  auto* holder = new std::shared_ptr<State>(state);
+  int rc;
+  {
+    std::shared_lock lock(handle_mutex_);
+    rc = zh_ ? submit(zh_, static_cast<const void*>(holder)) : ZINVALIDSTATE;
+  }
+  if (rc != ZOK) {  // not sent: no completion will come
+    delete holder;
+    state->finish(rc);
+  }
+  return Call(std::move(state), options_.session_timeout + std::chrono::seconds(2));
+}
+
+Call Session::create(const std::string& path, const std::string& data, int mode, const ACL_vector* acl) {
+  auto state = std::make_shared<State>();
+  state->path = path;
+  state->data = data;
+  return submit(state, [&](zhandle_t* zh, const void* holder) {
+    return zoo_acreate2(zh, state->path.c_str(), state->data.data(), static_cast<int>(state->data.size()), acl, mode,
+                        on_string_stat, holder);
+  });
+}
+
+Call Session::children(const std::string& path) {
+  auto state = std::make_shared<State>();
+  state->path = path;
+  return submit(state, [&](zhandle_t* zh, const void* holder) {
+    return zoo_aget_children2(zh, state->path.c_str(), 0, on_strings_stat, holder);
+  });
+}
+
+Call Session::watch_children(const std::string& path, std::function<void(const Reply&)> then) {
+  auto state = std::make_shared<State>();
+  state->path = path;
+  state->then = std::move(then);
+  return submit(state, [&](zhandle_t* zh, const void* holder) {
+    return zoo_awget_children2(zh, state->path.c_str(), &Session::on_node_event, this, on_strings_stat, holder);
+  });
+}
+
+Call Session::get(const std::string& path) {
+  auto state = std::make_shared<State>();
+  state->path = path;
+  return submit(state, [&](zhandle_t* zh, const void* holder) {
+    return zoo_aget(zh, state->path.c_str(), 0, on_data, holder);
+  });
+}
+
+Call Session::watch_exists(const std::string& path, std::function<void(const Reply&)> then) {
+  auto state = std::make_shared<State>();
+  state->path = path;
+  state->then = std::move(then);
+  return submit(state, [&](zhandle_t* zh, const void* holder) {
+    return zoo_awexists(zh, state->path.c_str(), &Session::on_node_event, this, on_stat, holder);
+  });
+}
+
+Call Session::set(const std::string& path, const std::string& data, int version) {
+  auto state = std::make_shared<State>();
+  state->path = path;
+  state->data = data;
+  return submit(state, [&](zhandle_t* zh, const void* holder) {
+    return zoo_aset(zh, state->path.c_str(), state->data.data(), static_cast<int>(state->data.size()), version,
+                    on_stat, holder);
+  });
+}
+
+Call Session::remove(const std::string& path, int version) {
+  auto state = std::make_shared<State>();
+  state->path = path;
+  return submit(state, [&](zhandle_t* zh, const void* holder) {
+    return zoo_adelete(zh, state->path.c_str(), version, on_void, holder);
+  });
+}
+
+Call Session::remove_and_set(const std::string& path, int version, const std::string& parent, const std::string& data) {
+  auto state = std::make_shared<State>();
+  state->path = path;
+  state->parent = parent;
+  state->parent_data = data;
+  zoo_delete_op_init(&state->ops[0], state->path.c_str(), version);
+  zoo_set_op_init(&state->ops[1], state->parent.c_str(), state->parent_data.data(),
+                  static_cast<int>(state->parent_data.size()), -1, nullptr);
+  return submit(state, [&](zhandle_t* zh, const void* holder) {
+    return zoo_amulti(zh, 2, state->ops, state->results, on_void, holder);
+  });
+}
+
+void Session::fail(int rc, const std::string& what) const {
+  const std::string message = "ZooKeeper at " + where_ + ": " + what + ": " + zerror(rc);
+  if (rc == ZNOAUTH || rc == ZAUTHFAILED || rc == ZINVALIDACL) throw Error(errc::permission_denied, message);
+  if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED || rc == ZCLOSING ||
+      rc == ZINVALIDSTATE || rc == ZSESSIONMOVED || rc == ZNOTHING || rc == ZSYSTEMERROR || rc == ZNOTREADONLY) {
+    throw Error(errc::unavailable, message);
+  }
+  throw Error(errc::internal, message);
+}
+
+}  // namespace simba::zookeeper

@@ -1,0 +1,116 @@
+// The ZooKeeper session of one backend: opened with the backend, opened again after it
+// expires; asynchronous calls (so independent ones travel together) that callers wait for
+// with a bound. Internal to the ZooKeeper backend.
+//
+// The C client runs two threads per session: one for the socket, one for completions and
+// watches. Callbacks (Events) run on the latter; they must be quick and never wait for a call.
+#pragma once
+
+#include <zookeeper/zookeeper.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "simba/zookeeper_backend.h"
+
+namespace simba::zookeeper {
+
+struct Reply {
+  int rc = ZOK;
+  std::string value;  // get: the data; create: the path created
+  Stat stat{};        // of the node (children: of the parent)
+  std::vector<std::string> children;
+};
+
+// A call in flight.
+class Call {
+ public:
+  struct State;
+  Call(std::shared_ptr<State> state, std::chrono::milliseconds bound) : state_(std::move(state)), bound_(bound) {}
+  // The answer; rc ZOPERATIONTIMEOUT if none came within the bound.
+  Reply wait();
+
+ private:
+  std::shared_ptr<State> state_;
+  std::chrono::milliseconds bound_;
+};
+
+class Session {
+ public:
+  struct Events {
+    // The session's state changed: ZOO_CONNECTED_STATE (`fresh`: the first connection of a
+    // new session), ZOO_CONNECTING_STATE (connection lost), ZOO_EXPIRED_SESSION_STATE or
+    // ZOO_AUTH_FAILED_STATE.
+    std::function<void(int state, bool fresh)> on_state;
+    // A node watch fired: ZOO_DELETED_EVENT, ZOO_CHANGED_EVENT, ZOO_CHILD_EVENT, ...
+    std::function<void(int type, const std::string& path)> on_node;
+  };
+
+  // Opens the session (does not wait for it). Throws Error(errc::invalid_argument) for bad
+  // options.
+  Session(const ZookeeperOptions& options, std::string where, Events events);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // The generation (1, 2, ... one per session opened) of the connected session, waiting up to
+  // connect_timeout; after an expiry it opens a new session first. Throws Error:
+  // errc::unavailable (no connection), errc::permission_denied (digest refused).
+  std::uint64_t ensure();
+  // The session timeout the server granted (what was asked, before the first connection).
+  std::chrono::milliseconds session_timeout() const;
+  const std::string& where() const { return where_; }
+
+  // ACLs for what we create: latch nodes and mutex folders, and the /simba root.
+  const ACL_vector* node_acl() const;
+  const ACL_vector* root_acl() const;
+
+  Call create(const std::string& path, const std::string& data, int mode, const ACL_vector* acl);
+  Call children(const std::string& path);
+  // The watch variants leave a watch that calls Events::on_node once; `then`, if given, runs
+  // with the answer on the completion thread (or at once, on the caller's, if it was not sent).
+  Call watch_children(const std::string& path, std::function<void(const Reply&)> then = {});
+  Call get(const std::string& path);
+  Call watch_exists(const std::string& path, std::function<void(const Reply&)> then = {});
+  Call set(const std::string& path, const std::string& data, int version);
+  Call remove(const std::string& path, int version);
+  // Deletes `path` (at `version`; -1: any) and writes `data` into `parent`, atomically.
+  Call remove_and_set(const std::string& path, int version, const std::string& parent, const std::string& data);
+
+  // Throws the Error for ZooKeeper code `rc`: unavailable for connection trouble,
+  // permission_denied for ACL and auth refusals, internal otherwise.
+  [[noreturn]] void fail(int rc, const std::string& what) const;
+
+ private:
+  static void on_session_event(zhandle_t* zh, int type, int state, const char* path, void* context);
+  static void on_node_event(zhandle_t* zh, int type, int state, const char* path, void* context);
+  zhandle_t* open_locked();
+  template <class Submit>
+  Call submit(std::shared_ptr<Call::State> state, Submit submit);
+
+  const ZookeeperOptions options_;
+  const std::string where_;
+  const Events events_;
+  const std::string connect_string_;
+
+  std::shared_mutex handle_mutex_;  // guards zh_ against replacement while a call is submitted
+  zhandle_t* zh_ = nullptr;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::uint64_t generation_ = 0;
+  bool connected_ = false;
+  bool connected_before_ = false;  // this session was connected at least once
+  bool expired_ = false;
+  bool auth_failed_ = false;
+  std::chrono::milliseconds granted_{0};
+};
+
+}  // namespace simba::zookeeper

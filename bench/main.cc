@@ -1,11 +1,15 @@
 // simba-bench: the same workloads on any backend, each against the engine's own bare
 // primitive measured in the same run. One JSON object per line on stdout.
 //
-//   simba-bench --backend URI --workload cycle,handover,takeover [--n N]
+//   simba-bench --backend URI --workload cycle,handover,takeover,kill [--n N]
 #include <hiredis/hiredis.h>
 #include <libpq-fe.h>
 #include <mysql.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <zookeeper/zookeeper.h>
 
 #include <CLI/CLI.hpp>
 #include <unistd.h>
@@ -225,6 +229,42 @@ class RawMysql final : public Raw {
   const std::string key_ = "raw-" + contender_id::uuid();
 };
 
+// Create an ephemeral sequential node and delete it, on one session of its own: the latch's
+// bare join and leave.
+class RawZookeeper final : public Raw {
+ public:
+  explicit RawZookeeper(const internal::Uri& uri) {
+    std::string hosts = uri.host + ":" + std::to_string(uri.port ? uri.port : 2181) + (uri.path.size() > 1 ? uri.path : "");
+    zh_ = zookeeper_init(hosts.c_str(), nullptr, 10000, nullptr, nullptr, 0);
+    auto deadline = Clock::now() + 5s;
+    while (zh_ && zoo_state(zh_) != ZOO_CONNECTED_STATE && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    if (!zh_ || zoo_state(zh_) != ZOO_CONNECTED_STATE) throw Error(errc::unavailable, "raw: cannot connect to ZooKeeper");
+    if (uri.has_password) {
+      const std::string credentials = uri.user + ":" + uri.password;
+      zoo_add_auth(zh_, "digest", credentials.data(), static_cast<int>(credentials.size()), nullptr, nullptr);
+    }
+    int rc = zoo_create(zh_, folder_.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, nullptr, 0);
+    if (rc != ZOK && rc != ZNODEEXISTS) throw Error(errc::unavailable, std::string("raw: ") + zerror(rc));
+  }
+  ~RawZookeeper() override {
+    zoo_delete(zh_, folder_.c_str(), -1);
+    zookeeper_close(zh_);
+  }
+  double once() override {
+    char created[512];
+    auto start = Clock::now();
+    int rc = zoo_create(zh_, (folder_ + "/n-").c_str(), "owner", 5, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                        created, sizeof created);
+    if (rc == ZOK) rc = zoo_delete(zh_, created, -1);
+    if (rc != ZOK) throw Error(errc::unavailable, std::string("raw: ") + zerror(rc));
+    return micros(Clock::now() - start);
+  }
+
+ private:
+  zhandle_t* zh_ = nullptr;
+  const std::string folder_ = "/simba-bench-raw-" + contender_id::uuid();
+};
+
 std::unique_ptr<Raw> raw_for(const std::string& uri) {
   auto parsed = internal::parse_uri(uri);
   if (parsed.scheme == "memory") return std::make_unique<RawMutex>();
@@ -234,6 +274,7 @@ std::unique_ptr<Raw> raw_for(const std::string& uri) {
   if (parsed.scheme == "redis") return std::make_unique<RawRedis>(parsed);
   if (parsed.scheme == "postgresql" || parsed.scheme == "postgres") return std::make_unique<RawPostgres>(parsed);
   if (parsed.scheme == "mysql" || parsed.scheme == "mariadb") return std::make_unique<RawMysql>(parsed);
+  if (parsed.scheme == "zookeeper") return std::make_unique<RawZookeeper>(parsed);
   return nullptr;
 }
 
@@ -360,6 +401,66 @@ nlohmann::json takeover(const Client& client, const std::string& engine, std::si
   return out;
 }
 
+// The owner is a `simba lock` process (the CLI beside this binary) that gets SIGKILLed while
+// it holds the mutex; measured from the kill to the waiter's on_acquired. Its bound is the
+// lease (ttl 200ms + transition 100ms here), or on ZooKeeper the owner's session timeout (the
+// URI's session_timeout), which caps the lease and after which the server drops the node.
+nlohmann::json kill(const Client& client, const std::string& uri, const std::string& engine, std::size_t n) {
+  const auto cli = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "simba";
+  if (!std::filesystem::exists(cli)) throw Error(errc::unavailable, "kill workload needs " + cli.string());
+  // On ZooKeeper a lease longer than the session, so that the session timeout (which caps
+  // it) is what the takeover waits for.
+  const bool session_bound = engine == "zookeeper";
+  ContendOptions options = client.options();
+  options.ttl = session_bound ? 10s : 200ms;
+  options.transition = session_bound ? 6s : 100ms;
+  Client fast(client.backend(), options, client.runtime());
+  std::vector<double> samples;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string mutex = "bench/kill/" + contender_id::uuid();
+    std::vector<std::string> args = {cli.string(), "lock", "--backend", uri, "--ttl", format_duration(options.ttl),
+                                     "--transition", format_duration(options.transition), mutex, "--", "sleep", "600"};
+    std::vector<char*> argv;
+    for (auto& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);  // its own group: the kill takes its child too
+    posix_spawnattr_setpgroup(&attr, 0);
+    pid_t pid;
+    int rc = posix_spawn(&pid, argv[0], nullptr, &attr, argv.data(), environ);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) throw Error(errc::unavailable, "cannot start " + cli.string());
+    auto deadline = Clock::now() + 30s;
+    while (fast.owner(mutex).empty()) {
+      if (Clock::now() > deadline) throw Error(errc::timeout, "benchmark stuck waiting for the simba lock process to own");
+      std::this_thread::sleep_for(5ms);
+    }
+    auto b = std::make_shared<Stamp>(mutex);
+    auto waiter = fast.contend_service(b);
+    waiter->start();
+    await([&] { return !waiter->after_owner().empty(); }, "the waiter to see the owner");
+    if (b->acquired_at()) throw Error(errc::internal, "the waiter owned while the simba lock process held the mutex");
+    ::kill(-pid, SIGKILL);
+    auto killed = Clock::now();
+    waitpid(pid, nullptr, 0);
+    deadline = Clock::now() + 60s;
+    while (!b->acquired_at() && Clock::now() < deadline) std::this_thread::sleep_for(100us);
+    if (!b->acquired_at()) throw Error(errc::timeout, "benchmark stuck waiting for the takeover after a kill");
+    samples.push_back(micros(*b->acquired_at() - killed));
+    waiter->stop();
+  }
+  auto out = line(engine, "kill", n, stats_of(samples));
+  if (session_bound) {
+    auto query = internal::parse_uri(uri).query;
+    auto session = query.count("session_timeout") ? parse_duration(query["session_timeout"]) : 10000ms;
+    out["session_timeout_us"] = session.count() * 1000;
+  } else {
+    out["lease_us"] = (options.ttl + options.transition).count() * 1000;
+  }
+  return out;
+}
+
 long resident_bytes() {
   std::ifstream statm("/proc/self/statm");
   long pages = 0, resident = 0;
@@ -424,9 +525,9 @@ int run(int argc, char** argv) {
   std::size_t n = 0;
   int duration = 60;
   app.add_option("--backend", uri, "Backend URI (default memory:)");
-  app.add_option("--workload", workloads, "Comma-separated: cycle, handover, takeover, scale");
+  app.add_option("--workload", workloads, "Comma-separated: cycle, handover, takeover, kill, scale");
   app.add_option("--n", n, "Samples per workload, or mutexes for scale (default: cycle 2000, handover 200, "
-                           "takeover 10, scale 10000)");
+                           "takeover 10, kill 10, scale 10000)");
   app.add_option("--duration", duration, "Seconds the scale workload holds its mutexes (default 60)");
   CLI11_PARSE(app, argc, argv);
 #if !defined(__OPTIMIZE__)
@@ -434,6 +535,7 @@ int run(int argc, char** argv) {
 #endif
   // Injected faults are expected here: keep their warnings out of the figures.
   setenv("SIMBA_LOG", "error", /*overwrite=*/0);
+  zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);  // the raw ZooKeeper session's chatter
   ContendOptions options;
   auto backend = open_backend(uri, &options);
   Client client(backend, options);
@@ -453,8 +555,9 @@ int run(int argc, char** argv) {
     if (workload == "cycle") out = cycle(client, uri, engine, n ? n : 2000);
     else if (workload == "handover") out = handover(client, engine, n ? n : 200);
     else if (workload == "takeover") out = takeover(client, engine, n ? n : 10);
+    else if (workload == "kill") out = kill(client, uri, engine, n ? n : 10);
     else if (workload == "scale") out = scale(client, engine, n ? n : 10000, std::chrono::seconds(duration));
-    else throw Error(errc::invalid_argument, "unknown workload '" + workload + "'; accepted: cycle, handover, takeover, scale");
+    else throw Error(errc::invalid_argument, "unknown workload '" + workload + "'; accepted: cycle, handover, takeover, kill, scale");
     std::cout << out.dump() << std::endl;
   }
   return 0;

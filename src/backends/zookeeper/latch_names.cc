@@ -115,15 +115,21 @@ std::string new_guid() {
   return guid;
 }
 
+std::int64_t sequence_of(std::string_view path) {
+  auto latch = path.rfind(kLatch);
+  if (latch == std::string_view::npos) return -1;
+  std::string_view digits = path.substr(latch + kLatch.size());
+  if (!all_digits(digits) || digits.size() > 18) return -1;
+  return std::stoll(std::string(digits));
+}
+
 std::vector<LatchNode> latch_nodes(const std::vector<std::string>& children) {
   std::vector<LatchNode> nodes;
   nodes.reserve(children.size());
   for (const auto& child : children) {
-    auto latch = child.rfind(kLatch);
-    if (latch == std::string::npos) continue;
-    std::string_view digits = std::string_view(child).substr(latch + kLatch.size());
-    if (!all_digits(digits) || digits.size() > 18) continue;
-    nodes.push_back({child, std::stoll(std::string(digits)), lease_of(child, latch)});
+    auto sequence = sequence_of(child);
+    if (sequence < 0) continue;
+    nodes.push_back({child, sequence, lease_of(child, child.rfind(kLatch))});
   }
   std::sort(nodes.begin(), nodes.end(), [](const LatchNode& a, const LatchNode& b) {
     return a.sequence != b.sequence ? a.sequence < b.sequence : a.name < b.name;

@@ -41,6 +41,9 @@ struct LatchNode {
   std::optional<Lease> lease;
 };
 
+// The sequence number ZooKeeper gave the node at `path`, or -1.
+std::int64_t sequence_of(std::string_view path);
+
 // Parses the latch nodes among `children`, ordered by sequence (lowest, the owner, first);
 // children that are not latch nodes are left out.
 std::vector<LatchNode> latch_nodes(const std::vector<std::string>& children);

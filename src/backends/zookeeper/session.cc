@@ -17,6 +17,7 @@ struct Call::State {
   std::string path, data, parent, parent_data;
   zoo_op_t ops[2];
   zoo_op_result_t results[2];
+  Stat set_stat{};
   std::function<void(const Reply&)> then;
 
   void finish(int rc) {
@@ -55,6 +56,12 @@ void on_void(int rc, const void* data) { take(data)->finish(rc); }
 void on_stat(int rc, const Stat* stat, const void* data) {
   auto state = take(data);
   if (stat) state->reply.stat = *stat;
+  state->finish(rc);
+}
+
+void on_multi(int rc, const void* data) {
+  auto state = take(data);
+  state->reply.stat = state->set_stat;
   state->finish(rc);
 }
 
@@ -315,9 +322,9 @@ Call Session::remove_and_set(const std::string& path, int version, const std::st
   state->parent_data = data;
   zoo_delete_op_init(&state->ops[0], state->path.c_str(), version);
   zoo_set_op_init(&state->ops[1], state->parent.c_str(), state->parent_data.data(),
-                  static_cast<int>(state->parent_data.size()), -1, nullptr);
+                  static_cast<int>(state->parent_data.size()), -1, &state->set_stat);
   return submit(state, [&](zhandle_t* zh, const void* holder) {
-    return zoo_amulti(zh, 2, state->ops, state->results, on_void, holder);
+    return zoo_amulti(zh, 2, state->ops, state->results, on_multi, holder);
   });
 }
 

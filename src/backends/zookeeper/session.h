@@ -81,7 +81,8 @@ class Session {
   Call watch_exists(const std::string& path, std::function<void(const Reply&)> then = {});
   Call set(const std::string& path, const std::string& data, int version);
   Call remove(const std::string& path, int version);
-  // Deletes `path` (at `version`; -1: any) and writes `data` into `parent`, atomically.
+  // Deletes `path` (at `version`; -1: any) and writes `data` into `parent`, atomically. The
+  // reply's stat is the parent's afterwards.
   Call remove_and_set(const std::string& path, int version, const std::string& parent, const std::string& data);
 
   // Throws the Error for ZooKeeper code `rc`: unavailable for connection trouble,

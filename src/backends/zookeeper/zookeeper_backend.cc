@@ -98,11 +98,17 @@ class ZookeeperBackend final : public Backend {
         fresh.guid = zookeeper::new_guid();
         fresh.lease = zookeeper::capped_lease(ttl, transition, session_.session_timeout() * 9 / 10);
         remember(key, fresh);  // so a create whose answer is lost can be found again by its guid
+        // Sequence numbers rise with every create under a folder. If the last node this
+        // process released here led, and ours comes right after it, nobody joined since that
+        // node led: we lead, and need no listing (a free lock then costs what a bare create
+        // does). Otherwise list, in the same trip.
+        const std::int64_t led = take_led_sequence(mutex);
         Call create = session_.create(folder + "/" + zookeeper::node_prefix(fresh.guid, fresh.lease), id,
                                       ZOO_EPHEMERAL_SEQUENTIAL, session_.node_acl());
-        Call list = session_.children(folder);  // runs after the create: one session is FIFO
+        std::optional<Call> list;
+        if (led < 0) list = session_.children(folder);  // runs after the create: a session is FIFO
+        if (list) listing = list->wait();  // answered after the create: one wake-up, not two
         Reply created = create.wait();
-        listing = list.wait();
         if (created.rc == ZNONODE) {
           forget(key);
           create_folder(mutex, folder);
@@ -114,9 +120,15 @@ class ZookeeperBackend final : public Backend {
         }
         fresh.path = created.value;
         fresh.token = static_cast<std::uint64_t>(created.stat.czxid);
+        if (led >= 0 && zookeeper::sequence_of(fresh.path) == led + 1) {
+          fresh.claimed = true;
+          remember(key, fresh);
+          return own_snapshot(fresh, id);
+        }
         remember(key, fresh);
         entry = fresh;
         created_now = true;
+        if (!list) listing = session_.children(folder).wait();
       } else {
         listing = session_.children(folder).wait();
       }
@@ -184,6 +196,10 @@ class ZookeeperBackend final : public Backend {
       session_.fail(removed.rc, "removing the node of '" + id + "' from mutex '" + mutex + "'");
     }
     forget(key);
+    if (removed.rc == ZOK && entry->claimed) {
+      std::lock_guard lock(mutex_);
+      led_sequence_[mutex] = zookeeper::sequence_of(entry->path);
+    }
     return removed.rc == ZOK && entry->claimed;
   }
 
@@ -377,6 +393,16 @@ class ZookeeperBackend final : public Backend {
     }
   }
 
+  // The sequence of the leading node this process last released on `mutex`, once; or -1.
+  std::int64_t take_led_sequence(const std::string& mutex) {
+    std::lock_guard lock(mutex_);
+    auto it = led_sequence_.find(mutex);
+    if (it == led_sequence_.end()) return -1;
+    auto sequence = it->second;
+    led_sequence_.erase(it);
+    return sequence;
+  }
+
   static bool maybe_sent(int rc) { return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT; }
 
   std::optional<Entry> entry_of(const std::string& key, std::uint64_t generation) {
@@ -515,6 +541,7 @@ class ZookeeperBackend final : public Backend {
   std::map<std::string, Entry> entries_;                   // by key_of(mutex, contender)
   std::map<std::string, std::set<std::string>> waiting_;   // predecessor path -> keys behind it
   std::map<std::string, Seen> seen_;                       // by mutex
+  std::map<std::string, std::int64_t> led_sequence_;       // by mutex: see take_led_sequence()
   Watchers contenders_;                                    // by key_of(mutex, contender)
   Watchers observers_;                                     // by latch folder
 

@@ -19,9 +19,12 @@ inline std::string env(const char* name) {
 
 // An owner holds a mutex on `uri`; `stop_server` kills the server: the owner must stop
 // believing at once (well within its 3 s ttl) and hear on_released; `start_server` brings it
-// back: the owner must own again (a new on_acquired) without restarting anything.
+// back: the owner must own again (a new on_acquired) without restarting anything. The
+// fencing tokens of the two ownerships go to `token_before` and `token_after` if given.
 inline void expect_restart_revokes_and_resumes(const std::string& uri, const std::function<void()>& stop_server,
-                                               const std::function<void()>& start_server) {
+                                               const std::function<void()>& start_server,
+                                               std::uint64_t* token_before = nullptr,
+                                               std::uint64_t* token_after = nullptr) {
   using namespace std::chrono_literals;
   ContendOptions options = tck::fast_options();
   options.ttl = 3s;  // a revocation well within it cannot be the lease running out
@@ -39,6 +42,12 @@ inline void expect_restart_revokes_and_resumes(const std::string& uri, const std
   ASSERT_NO_FATAL_FAILURE(start_server());
   EXPECT_TRUE(tck::wait_until([&] { return owner->acquired_count() == 2; }, 20s));
   EXPECT_TRUE(service->is_owner());
+  std::vector<std::uint64_t> tokens;
+  for (const auto& event : owner->events()) {
+    if (event.acquired) tokens.push_back(event.state.after.fencing_token);
+  }
+  if (token_before && !tokens.empty()) *token_before = tokens.front();
+  if (token_after && tokens.size() > 1) *token_after = tokens[1];
   service->stop();
 }
 

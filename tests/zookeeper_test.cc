@@ -1,0 +1,258 @@
+// The ZooKeeper backend against a server of its own (tests/with_zookeeper.sh): path encoding,
+// sessions (a server restart mid-run, a killed owner process, a stalled owner), digest ACLs,
+// chroots and fencing across sessions. The process cases run `simba lock` ($SIMBA_CLI).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <zookeeper/zookeeper.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "backends/zookeeper/latch_names.h"
+#include "kit.h"
+#include "server_test.h"
+
+extern char** environ;
+
+namespace simba {
+namespace {
+
+using namespace std::chrono_literals;
+using test::env;
+using tck::wait_until;
+
+std::string uri(const std::string& query = "session_timeout=4s", const std::string& userinfo = "",
+                const std::string& chroot = "") {
+  const std::string base = env("SIMBA_TEST_ZK_URI");
+  return "zookeeper://" + userinfo + base.substr(std::string("zookeeper://").size()) + chroot + "?" + query;
+}
+
+// A bare session of the C client, for looking at what the backend left on the server.
+class RawSession {
+ public:
+  RawSession() {
+    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    zh_ = zookeeper_init(("127.0.0.1:" + env("SIMBA_TEST_ZK_PORT")).c_str(), nullptr, 10000, nullptr, nullptr, 0);
+    wait_until([&] { return zoo_state(zh_) == ZOO_CONNECTED_STATE; }, 5s);
+  }
+  ~RawSession() { zookeeper_close(zh_); }
+  // Children of `path`; -1 if it does not exist.
+  int children(const std::string& path) {
+    String_vector names{};
+    if (zoo_get_children(zh_, path.c_str(), 0, &names) != ZOK) return -1;
+    int count = names.count;
+    deallocate_String_vector(&names);
+    return count;
+  }
+  int create(const std::string& path) {
+    return zoo_create(zh_, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, nullptr, 0);
+  }
+
+ private:
+  zhandle_t* zh_ = nullptr;
+};
+
+// `simba lock` holding a mutex until killed, in a process group of its own.
+class LockProcess {
+ public:
+  LockProcess(const std::string& backend, const std::string& mutex) {
+    std::vector<std::string> args = {env("SIMBA_CLI"), "lock", "--backend", backend, "--ttl", "10s",
+                                     "--transition", "6s", mutex, "--", "sleep", "600"};
+    std::vector<char*> argv;
+    for (auto& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    EXPECT_EQ(posix_spawn(&pid_, argv[0], nullptr, &attr, argv.data(), environ), 0);
+    posix_spawnattr_destroy(&attr);
+  }
+  ~LockProcess() {
+    if (pid_ > 0) {
+      ::kill(-pid_, SIGKILL);
+      ::kill(-pid_, SIGCONT);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  void signal(int signal) { ::kill(-pid_, signal); }
+  // Its exit status, once it exited within `timeout`; -1 otherwise.
+  int exit_status(std::chrono::milliseconds timeout) {
+    int status = 0;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+bool have_cli() { return !env("SIMBA_CLI").empty(); }
+
+TEST(ZookeeperNamesTest, ForbiddenCharactersAreEncodedAndNoTwoNamesShareAPath) {
+  using zookeeper::encode_component;
+  EXPECT_EQ(encode_component("my-job"), "my-job");  // Simba's path for ordinary names
+  EXPECT_EQ(encode_component("a.b"), "a.b");
+  EXPECT_EQ(encode_component("."), "%2E");
+  EXPECT_EQ(encode_component(".."), "%2E%2E");
+  EXPECT_EQ(encode_component("a/b"), "a%2Fb");
+  EXPECT_EQ(encode_component("a%2Fb"), "a%252Fb");
+  EXPECT_EQ(encode_component("tab\there"), "tab%09here");
+  EXPECT_EQ(encode_component("del\x7f"), "del%7F");
+  EXPECT_EQ(encode_component("名前"), "名前");  // characters ZooKeeper accepts stay
+  EXPECT_EQ(encode_component("\xc2\x85"), "%C2%85");  // U+0085: rejected by ZooKeeper
+  EXPECT_EQ(encode_component("\xee\x80\x80"), "%EE%80%80");  // U+E000, private use: rejected
+  EXPECT_EQ(encode_component("\xf0\x9f\x98\x80"), "%F0%9F%98%80");  // beyond U+FFFF: surrogates in Java
+  EXPECT_EQ(encode_component("\xff\xfe"), "%FF%FE");  // not UTF-8
+  EXPECT_EQ(zookeeper::latch_path("x/.."), "/simba/x%2F..");
+}
+
+TEST(ZookeeperNamesTest, EncodedNamesAreDistinctLeasesOnTheServer) {
+  auto client = connect(uri());
+  const std::string prefix = tck::unique_mutex("enc");
+  std::vector<std::string> names = {prefix + "/a", prefix + "%2Fa", prefix + "/..", prefix + "%2F%2E%2E",
+                                    prefix + "\xff", prefix + "%FF"};
+  std::vector<std::unique_ptr<Locker>> held;
+  for (auto& name : names) {
+    held.push_back(std::make_unique<Locker>(name, client));
+    ASSERT_TRUE(held.back()->try_lock_for(5s)) << name;
+  }
+  for (std::size_t i = 0; i < names.size(); ++i) EXPECT_EQ(client.owner(names[i]).owner_id, held[i]->contender_id());
+}
+
+TEST(ZookeeperSessionTest, ServerRestartRevokesAtOnceAndTheSurvivingSessionOwnsAgainWithItsToken) {
+  std::uint64_t token_before = 0, token_after = 0;
+  auto pid_of_server = [] {
+    std::ifstream file(env("SIMBA_TEST_ZK_PIDFILE"));
+    pid_t pid = 0;
+    file >> pid;
+    return pid;
+  };
+  test::expect_restart_revokes_and_resumes(
+      uri("session_timeout=20s&connect_timeout=2s"),
+      [&] {
+        pid_t pid = pid_of_server();
+        ASSERT_GT(pid, 0);
+        ::kill(pid, SIGKILL);
+        ASSERT_TRUE(wait_until([&] { return ::kill(pid, 0) != 0; }, 10s));
+      },
+      [&] { ASSERT_EQ(std::system(env("SIMBA_TEST_ZK_START").c_str()), 0); },
+      &token_before, &token_after);
+  EXPECT_GT(token_before, 0u);
+  EXPECT_EQ(token_after, token_before);  // the session survived: the same node, the same token
+}
+
+TEST(ZookeeperSessionTest, AKilledOwnersNodeGoesWhenItsSessionExpires) {
+  if (!have_cli()) GTEST_SKIP() << "needs the simba CLI ($SIMBA_CLI)";
+  const std::string mutex = tck::unique_mutex();
+  auto client = connect(uri("session_timeout=1s"));
+  LockProcess owner(uri("session_timeout=1s"), mutex);
+  ASSERT_TRUE(wait_until([&] { return !client.owner(mutex).empty(); }, 10s));
+  RawSession raw;
+  const std::string folder = zookeeper::latch_path(mutex);
+  ASSERT_EQ(raw.children(folder), 1);
+  owner.signal(SIGKILL);
+  auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_until([&] { return raw.children(folder) == 0; }, 5s));
+  EXPECT_LE(std::chrono::steady_clock::now() - killed, 1500ms);  // session timeout + 0.5 s
+  Locker next(mutex, client);
+  EXPECT_TRUE(next.try_lock_for(1s));
+}
+
+TEST(ZookeeperSessionTest, AnOwnerStalledPastItsSessionFindsOnWakingThatItHasLost) {
+  if (!have_cli()) GTEST_SKIP() << "needs the simba CLI ($SIMBA_CLI)";
+  const std::string mutex = tck::unique_mutex();
+  auto client = connect(uri("session_timeout=1s"));
+  LockProcess owner(uri("session_timeout=1s"), mutex);
+  ASSERT_TRUE(wait_until([&] { return !client.owner(mutex).empty(); }, 10s));
+  auto successor = std::make_shared<tck::Recorder>(mutex);
+  auto waiter = client.contend_service(successor);
+  waiter->start();
+  ASSERT_TRUE(wait_until([&] { return !waiter->after_owner().empty(); }, 5s));
+  ASSERT_EQ(successor->acquired_count(), 0);
+  owner.signal(SIGSTOP);
+  auto stopped = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_until([&] { return successor->acquired_count() == 1; }, 5s));
+  EXPECT_LE(std::chrono::steady_clock::now() - stopped, 1500ms);
+  std::this_thread::sleep_until(stopped + 2500ms);  // well past the 1 s session
+  owner.signal(SIGCONT);
+  EXPECT_EQ(owner.exit_status(10s), 75);  // "lease lost": it stopped its command and said so
+  EXPECT_TRUE(waiter->is_owner());
+  EXPECT_EQ(successor->released_count(), 0);
+  waiter->stop();
+}
+
+TEST(ZookeeperAclTest, DigestUsersSeeButCannotTouchEachOthersMutexes) {
+  const std::string mutex = tck::unique_mutex();
+  auto alice = open_backend(uri("session_timeout=4s", "alice:secret@"));
+  auto bob = open_backend(uri("session_timeout=4s", "bob:pw@"));
+  auto mallory = open_backend(uri("session_timeout=4s", "alice:guess@"));
+  auto anyone = open_backend(uri());
+  ASSERT_EQ(alice->acquire(mutex, "alice-1", 10s, 1s).owner.owner_id, "alice-1");
+  for (auto* other : {&bob, &mallory, &anyone}) {
+    try {
+      (*other)->acquire(mutex, "intruder", 10s, 1s);
+      ADD_FAILURE() << "another user joined alice's latch";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), errc::permission_denied) << e.what();
+      EXPECT_EQ(std::string(e.what()).find("secret"), std::string::npos);
+    }
+    EXPECT_EQ((*other)->read(mutex).owner.owner_id, "alice-1");  // everyone may look
+  }
+  EXPECT_EQ(alice->acquire(mutex, "alice-2", 10s, 1s).owner.owner_id, "alice-1");  // her own queue
+  EXPECT_TRUE(alice->release(mutex, "alice-1"));
+  EXPECT_EQ(alice->acquire(mutex, "alice-2", 10s, 1s).owner.owner_id, "alice-2");
+  EXPECT_TRUE(alice->release(mutex, "alice-2"));
+  // Bob's own mutexes are his, beside hers under /simba.
+  const std::string his = tck::unique_mutex("bob");
+  EXPECT_EQ(bob->acquire(his, "bob-1", 10s, 1s).owner.owner_id, "bob-1");
+  EXPECT_TRUE(bob->release(his, "bob-1"));
+}
+
+TEST(ZookeeperChrootTest, NodesLiveUnderAnExistingChrootAndAMissingOneIsNamed) {
+  RawSession raw;
+  const std::string chroot = "/chroot-" + contender_id::uuid();
+  auto missing = connect(uri("session_timeout=4s", "", chroot));
+  try {
+    missing.backend()->acquire("job", "me", 10s, 1s);
+    ADD_FAILURE() << "a missing chroot went unnoticed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find(chroot), std::string::npos) << e.what();
+  }
+  ASSERT_EQ(raw.create(chroot), ZOK);
+  auto rooted = connect(uri("session_timeout=4s", "", chroot));
+  Locker locker("job", rooted);
+  ASSERT_TRUE(locker.try_lock_for(5s));
+  EXPECT_EQ(raw.children(chroot + "/simba/job"), 1);
+  EXPECT_EQ(raw.children("/simba/job"), -1);
+}
+
+TEST(ZookeeperFencingTest, TokensRiseAcrossSessionsAndAFreeMutexKeepsTheLastOne) {
+  const std::string mutex = tck::unique_mutex();
+  std::uint64_t last = 0;
+  for (int session = 0; session < 3; ++session) {
+    auto client = connect(uri());
+    Locker locker(mutex, client);
+    locker.acquire(5s);
+    EXPECT_GT(locker.fencing_token(), last) << "session " << session;
+    last = locker.fencing_token();
+    locker.unlock();
+    EXPECT_EQ(client.owner(mutex).fencing_token, last);
+  }
+  EXPECT_EQ(connect(uri()).owner(mutex).fencing_token, last);  // seen from yet another session
+}
+
+}  // namespace
+}  // namespace simba

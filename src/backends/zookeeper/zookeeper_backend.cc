@@ -27,6 +27,8 @@ using std::chrono::milliseconds;
 
 // How often one call re-reads a latch that changed under it before giving up for this round.
 constexpr int kRounds = 8;
+// Bound on the per-mutex hints a backend keeps (see seen_ and led_sequence_).
+constexpr std::size_t kMaxRemembered = 10000;
 
 std::string key_of(const std::string& mutex, const std::string& contender) { return mutex + '\0' + contender; }
 std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
@@ -160,6 +162,10 @@ class ZookeeperBackend final : public Backend {
         entry->claimed = true;
         entry->watching.clear();
         remember(key, *entry);
+        {
+          std::lock_guard lock(mutex_);
+          seen_.erase(mutex);  // we lead: what others looked like no longer matters
+        }
         return own_snapshot(*entry, id);
       }
       auto waited = wait_behind(key, mutex, folder, *entry, nodes[position - 1], nodes[0]);
@@ -196,9 +202,15 @@ class ZookeeperBackend final : public Backend {
       session_.fail(removed.rc, "removing the node of '" + id + "' from mutex '" + mutex + "'");
     }
     forget(key);
-    if (removed.rc == ZOK && entry->claimed) {
+    {
       std::lock_guard lock(mutex_);
-      led_sequence_[mutex] = zookeeper::sequence_of(entry->path);
+      seen_.erase(mutex);
+      if (removed.rc == ZOK && entry->claimed) {
+        // Only a hint: forgetting it costs a listing. Bounded for processes that touch
+        // endless distinct mutexes.
+        if (led_sequence_.size() >= kMaxRemembered) led_sequence_.clear();
+        led_sequence_[mutex] = zookeeper::sequence_of(entry->path);
+      }
     }
     return removed.rc == ZOK && entry->claimed;
   }
@@ -343,6 +355,9 @@ class ZookeeperBackend final : public Backend {
     Steady::time_point since;
     {
       std::lock_guard lock(mutex_);
+      // Forgetting what was seen only restarts the clocks (a later takeover, never an early
+      // one): bounded for processes that read endless distinct mutexes.
+      if (seen_.size() >= kMaxRemembered && !seen_.count(mutex)) seen_.clear();
       Seen& seen = seen_[mutex];
       if (seen.path != path || seen.version != reply.stat.version) seen = Seen{path, reply.stat.version, now};
       since = seen.since;

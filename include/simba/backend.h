@@ -69,7 +69,10 @@ class Backend {
   // transition_at > now, the lease is renewed. Either way the lease becomes
   // acquired_at = now, ttl_at = now + ttl, transition_at = ttl_at + transition. The fencing
   // token rises (to a value larger than any before for this mutex) only when the owner id
-  // changes; a renewal keeps it.
+  // changes; a renewal keeps it. An engine may grant a shorter lease than asked (ZooKeeper
+  // caps it by its session timeout): the returned times say what was granted, and callers
+  // count the shorter of the two. An engine with a queue (ZooKeeper) also enqueues a
+  // contender that does not get the mutex.
   // Returns: the owner after the call (this contender's lease, or the other live owner's).
   // Blocks: for one round trip to the engine, bounded by the engine's timeouts.
   // Requires: ttl > 0, transition >= 0, validated names.
@@ -78,7 +81,8 @@ class Backend {
                                 std::chrono::milliseconds transition) = 0;
 
   // Release, only if `contender_id` is still the owner; a late release by a former owner
-  // never touches its successor's lease.
+  // never touches its successor's lease. A contender that waits leaves the queue (on engines
+  // with one); the core calls this after stop() and after any round that ended after it.
   // Returns: true if this call released a lease of `contender_id`.
   // Blocks: for one round trip.
   virtual bool release(const std::string& mutex, const std::string& contender_id) = 0;

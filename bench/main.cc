@@ -23,6 +23,7 @@
 #include <numeric>
 #include <thread>
 
+#include "backends/common/raw_probe.h"
 #include "core/uri.h"
 #include "simba/simba.h"
 
@@ -265,7 +266,19 @@ class RawZookeeper final : public Raw {
   const std::string folder_ = "/simba-bench-raw-" + contender_id::uuid();
 };
 
-std::unique_ptr<Raw> raw_for(const std::string& uri) {
+// The backend's own baseline on its own connection (the SQL engines): the same connection, and
+// the same server process behind it, as the lock cycle's.
+class RawOnBackend final : public Raw {
+ public:
+  explicit RawOnBackend(internal::RawProbe& probe) : probe_(probe) {}
+  double once() override { return probe_.raw_once(); }
+
+ private:
+  internal::RawProbe& probe_;
+};
+
+std::unique_ptr<Raw> raw_for(const std::string& uri, Backend& backend) {
+  if (auto* probe = dynamic_cast<internal::RawProbe*>(&backend)) return std::make_unique<RawOnBackend>(*probe);
   auto parsed = internal::parse_uri(uri);
   if (parsed.scheme == "memory") return std::make_unique<RawMutex>();
   if (parsed.scheme == "sqlite") {
@@ -282,7 +295,7 @@ std::unique_ptr<Raw> raw_for(const std::string& uri) {
 // same machine conditions.
 nlohmann::json cycle(const Client& client, const std::string& uri, const std::string& engine, std::size_t n) {
   Locker locker("bench/cycle/" + contender_id::uuid(), client);
-  auto raw = raw_for(uri);
+  auto raw = raw_for(uri, *client.backend());
   for (int i = 0; i < 50; ++i) {  // warm up
     locker.acquire();
     locker.unlock();

@@ -13,6 +13,7 @@
 
 #include "backends/common/lease_row.h"
 #include "backends/common/pool.h"
+#include "backends/common/raw_probe.h"
 #include "backends/common/server.h"
 #include "backends/common/watcher.h"
 #include "backends/mysql/connection.h"
@@ -170,7 +171,7 @@ class Monitor {
   std::vector<std::shared_ptr<internal::Watcher>> watchers_;
 };
 
-class MysqlBackend final : public Backend {
+class MysqlBackend final : public Backend, public internal::RawProbe {
  public:
   MysqlBackend(const MysqlOptions& options, std::string where)
       : options_(options),
@@ -253,7 +254,22 @@ class MysqlBackend final : public Backend {
 
   std::string describe() const override { return where_; }
 
+  double raw_once() override {
+    return pool_.with([&](Connection& connection) {
+      connection.execute("raw_row", {std::string(kRawMutex)});
+      auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < 2; ++i) {
+        if (connection.execute("raw_update", {std::string(kRawMutex)}) != 1) {
+          throw Error(errc::internal, where_ + ": the raw UPDATE changed no row");
+        }
+      }
+      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    });
+  }
+
  private:
+  static constexpr const char* kRawMutex = "simba-bench/raw";
+
   std::unique_ptr<Connection> open() {
     auto connection = std::make_unique<Connection>(options_, where_, options_.command_timeout);
     prepare(*connection);
@@ -264,6 +280,9 @@ class MysqlBackend final : public Backend {
     connection.prepare("acquire", kAcquire);
     connection.prepare("read", kRead);
     connection.prepare("release", kRelease);
+    // simba-bench's baseline (RawProbe): a bare one-row UPDATE of a private row.
+    connection.prepare("raw_update", "UPDATE simba_mutex SET version = version + 1 WHERE mutex = ?");
+    connection.prepare("raw_row", "INSERT IGNORE INTO simba_mutex (mutex) VALUES (?)");
   }
 
   bool is_waiting(const std::string& waiter) {

@@ -7,6 +7,7 @@
 
 #include "backends/common/lease_row.h"
 #include "backends/common/pool.h"
+#include "backends/common/raw_probe.h"
 #include "backends/common/server.h"
 #include "backends/postgres/connection.h"
 #include "backends/postgres/listener.h"
@@ -83,6 +84,10 @@ constexpr const char* kRelease =
     "UPDATE simba_mutex SET owner_id = '', acquired_at = 0, ttl_at = 0, transition_at = 0, version = version + 1 "
     "WHERE mutex = $1 AND owner_id = $2 RETURNING waiting_until >= " SIMBA_PG_NOW;
 
+// simba-bench's baseline (RawProbe): a bare one-row UPDATE. $1 mutex.
+constexpr const char* kRawUpdate = "UPDATE simba_mutex SET version = version + 1 WHERE mutex = $1";
+constexpr const char* kRawRow = "INSERT INTO simba_mutex (mutex) VALUES ($1) ON CONFLICT DO NOTHING";
+
 // Wakes the waiters of every process. $1 mutex.
 constexpr const char* kNotify = "SELECT pg_notify('simba_mutex', 'released@@' || $1)";
 
@@ -101,7 +106,7 @@ OwnerSnapshot snapshot_of(const PGresult* result) {
   return internal::snapshot_of_row(std::move(row), integer(result, 5));
 }
 
-class PostgresBackend final : public Backend {
+class PostgresBackend final : public Backend, public internal::RawProbe {
  public:
   PostgresBackend(const PostgresOptions& options, std::string where)
       : options_(options),
@@ -157,7 +162,22 @@ class PostgresBackend final : public Backend {
 
   std::string describe() const override { return where_; }
 
+  double raw_once() override {
+    return pool_.with([&](Connection& connection) {
+      const std::vector<std::string> params = {kRawMutex};
+      connection.execute("raw_row", params);
+      auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < 2; ++i) {
+        auto updated = connection.execute("raw_update", params);
+        if (std::string_view(PQcmdTuples(updated.get())) != "1") connection.fail("the raw UPDATE", updated.get());
+      }
+      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    });
+  }
+
  private:
+  static constexpr const char* kRawMutex = "simba-bench/raw";
+
   std::unique_ptr<Connection> open() {
     auto connection = std::make_unique<Connection>(options_, where_);
     prepare(*connection);
@@ -170,6 +190,8 @@ class PostgresBackend final : public Backend {
     connection.prepare("read", kRead);
     connection.prepare("release", kRelease);
     connection.prepare("notify", kNotify);
+    connection.prepare("raw_update", kRawUpdate);
+    connection.prepare("raw_row", kRawRow);
   }
 
   // Two processes creating the table at once can collide in the catalog: the loser retries.

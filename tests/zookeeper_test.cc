@@ -8,6 +8,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -151,6 +152,35 @@ TEST(ZookeeperSessionTest, ServerRestartRevokesAtOnceAndTheSurvivingSessionOwnsA
       &token_before, &token_after);
   EXPECT_GT(token_before, 0u);
   EXPECT_EQ(token_after, token_before);  // the session survived: the same node, the same token
+}
+
+TEST(ZookeeperSessionTest, AnOwnerWhoseSessionExpiredContendsAgainOnANewSession) {
+  // A server restarted on an empty data folder has forgotten every session: the client's
+  // reconnect is answered "expired".
+  const auto folder = std::filesystem::path(env("SIMBA_TEST_ZK_START")).parent_path() / "data";
+  auto client = Client(open_backend(uri("session_timeout=2s&connect_timeout=2s")), tck::fast_options(),
+                       std::make_shared<Runtime>());
+  const std::string mutex = tck::unique_mutex();
+  auto owner = std::make_shared<tck::Recorder>(mutex);
+  auto service = client.contend_service(owner);
+  service->start();
+  ASSERT_TRUE(wait_until([&] { return owner->acquired_count() == 1; }, 5s));
+  std::ifstream pid_file(env("SIMBA_TEST_ZK_PIDFILE"));
+  pid_t pid = 0;
+  pid_file >> pid;
+  ASSERT_GT(pid, 0);
+  ::kill(pid, SIGKILL);
+  ASSERT_TRUE(wait_until([&] { return ::kill(pid, 0) != 0; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return owner->released_count() == 1; }, 2s));  // revoked at once
+  std::filesystem::remove_all(folder / "version-2");
+  ASSERT_EQ(std::system(env("SIMBA_TEST_ZK_START").c_str()), 0);
+  ASSERT_TRUE(wait_until([&] { return owner->acquired_count() == 2; }, 20s));  // a new node, a new session
+  EXPECT_TRUE(service->is_owner());
+  RawSession raw;
+  EXPECT_EQ(raw.children(zookeeper::latch_path(mutex)), 1);
+  EXPECT_EQ(client.owner(mutex).owner_id, owner->contender_id());
+  service->stop();
+  EXPECT_EQ(raw.children(zookeeper::latch_path(mutex)), 0);
 }
 
 TEST(ZookeeperSessionTest, AKilledOwnersNodeGoesWhenItsSessionExpires) {

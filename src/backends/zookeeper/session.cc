@@ -140,40 +140,47 @@ zhandle_t* Session::open_locked() {
 
 std::uint64_t Session::ensure() {
   zhandle_t* stale = nullptr;
-  std::uint64_t generation;
+  bool given_up = false;
   {
     std::unique_lock lock(mutex_);
+    // Disconnected for longer than the session timeout, the session is over whatever the
+    // client hears (a server that lost its data even refuses our reconnect for good): treat
+    // it as expired, as Curator does, and start a new one.
+    if (!connected_ && !expired_ && connected_before_ &&
+        std::chrono::steady_clock::now() - disconnected_since_ > granted_) {
+      expired_ = given_up = true;
+    }
     if (expired_ && !auth_failed_) {
       // Replace the expired session. Its handle is closed below, outside every lock: closing
       // waits for its completion thread, which may be waiting for mutex_.
       lock.unlock();
-      {
-        std::unique_lock handle(handle_mutex_);
-        lock.lock();
-        if (expired_) {
-          stale = zh_;
-          zh_ = nullptr;
-          zh_ = open_locked();
-          internal::log_info("zookeeper session for " + where_ + " expired; opened a new one");
-        }
+      std::unique_lock handle(handle_mutex_);
+      lock.lock();
+      if (expired_) {
+        stale = zh_;
+        zh_ = nullptr;
+        zh_ = open_locked();
       }
     }
-    changed_.wait_for(lock, options_.connect_timeout, [&] { return connected_ || auth_failed_ || expired_; });
-    generation = generation_;
-    if (auth_failed_) {
-      lock.unlock();
-      if (stale) zookeeper_close(stale);
-      throw Error(errc::permission_denied, "ZooKeeper at " + where_ + " refused the digest credentials of '" + options_.user + "'");
-    }
-    if (!connected_) {
-      lock.unlock();
-      if (stale) zookeeper_close(stale);
-      throw Error(errc::unavailable, "no connection to ZooKeeper at " + where_ + " within " +
-                                         std::to_string(options_.connect_timeout.count()) + " ms");
-    }
+  }
+  if (given_up) {
+    internal::log_warn("no connection to ZooKeeper at " + where_ + " for longer than the session timeout; "
+                       "its nodes are gone: opened a new session");
+    events_.on_state(ZOO_EXPIRED_SESSION_STATE, false);
+  } else if (stale) {
+    internal::log_info("zookeeper session for " + where_ + " expired; opened a new one");
   }
   if (stale) zookeeper_close(stale);
-  return generation;
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, options_.connect_timeout, [&] { return connected_ || auth_failed_ || expired_; });
+  if (auth_failed_) {
+    throw Error(errc::permission_denied, "ZooKeeper at " + where_ + " refused the digest credentials of '" + options_.user + "'");
+  }
+  if (!connected_) {
+    throw Error(errc::unavailable, "no connection to ZooKeeper at " + where_ + " within " +
+                                       std::to_string(options_.connect_timeout.count()) + " ms");
+  }
+  return generation_;
 }
 
 std::chrono::milliseconds Session::session_timeout() const {
@@ -213,6 +220,7 @@ void Session::on_session_event(zhandle_t* zh, int type, int state, const char*, 
       self->connected_ = false;
       self->auth_failed_ = true;
     } else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) {
+      if (self->connected_) self->disconnected_since_ = std::chrono::steady_clock::now();
       self->connected_ = false;
     } else {
       return;

@@ -61,7 +61,8 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   // The generation (1, 2, ... one per session opened) of the connected session, waiting up to
-  // connect_timeout; after an expiry it opens a new session first. Throws Error:
+  // connect_timeout; after an expiry, or a disconnection longer than the session timeout, it
+  // opens a new session first (the latter also reported as ZOO_EXPIRED_SESSION_STATE). Throws Error:
   // errc::unavailable (no connection), errc::permission_denied (digest refused).
   std::uint64_t ensure();
   // The session timeout the server granted (what was asked, before the first connection).
@@ -109,6 +110,7 @@ class Session {
   std::uint64_t generation_ = 0;
   bool connected_ = false;
   bool connected_before_ = false;  // this session was connected at least once
+  std::chrono::steady_clock::time_point disconnected_since_{};
   bool expired_ = false;
   bool auth_failed_ = false;
   std::chrono::milliseconds granted_{0};

@@ -27,7 +27,7 @@ using std::chrono::milliseconds;
 
 // How often one call re-reads a latch that changed under it before giving up for this round.
 constexpr int kRounds = 8;
-// Bound on the per-mutex hints a backend keeps (see seen_ and led_sequence_).
+// Bound on the per-mutex hints a backend keeps (see seen_ and emptied_at_).
 constexpr std::size_t kMaxRemembered = 10000;
 
 std::string key_of(const std::string& mutex, const std::string& contender) { return mutex + '\0' + contender; }
@@ -100,15 +100,16 @@ class ZookeeperBackend final : public Backend {
         fresh.guid = zookeeper::new_guid();
         fresh.lease = zookeeper::capped_lease(ttl, transition, session_.session_timeout() * 9 / 10);
         remember(key, fresh);  // so a create whose answer is lost can be found again by its guid
-        // Sequence numbers rise with every create under a folder. If the last node this
-        // process released here led, and ours comes right after it, nobody joined since that
-        // node led: we lead, and need no listing (a free lock then costs what a bare create
-        // does). Otherwise list, in the same trip.
-        const std::int64_t led = take_led_sequence(mutex);
+        // If our last release here left the folder empty in transaction P, and our create is
+        // transaction P + 1 of the ensemble (zxids count every write, one by one), nothing at
+        // all happened in between: the folder holds only our node, we lead, and no listing is
+        // needed (a free lock then costs what a bare create does). Otherwise list, in the
+        // same trip.
+        const std::int64_t emptied = take_emptied_at(mutex);
         Call create = session_.create(folder + "/" + zookeeper::node_prefix(fresh.guid, fresh.lease), id,
                                       ZOO_EPHEMERAL_SEQUENTIAL, session_.node_acl());
         std::optional<Call> list;
-        if (led < 0) list = session_.children(folder);  // runs after the create: a session is FIFO
+        if (emptied < 0) list = session_.children(folder);  // runs after the create: a session is FIFO
         if (list) listing = list->wait();  // answered after the create: one wake-up, not two
         Reply created = create.wait();
         if (created.rc == ZNONODE) {
@@ -122,7 +123,7 @@ class ZookeeperBackend final : public Backend {
         }
         fresh.path = created.value;
         fresh.token = static_cast<std::uint64_t>(created.stat.czxid);
-        if (led >= 0 && zookeeper::sequence_of(fresh.path) == led + 1) {
+        if (emptied >= 0 && created.stat.czxid == emptied + 1) {
           fresh.claimed = true;
           remember(key, fresh);
           return own_snapshot(fresh, id);
@@ -205,11 +206,11 @@ class ZookeeperBackend final : public Backend {
     {
       std::lock_guard lock(mutex_);
       seen_.erase(mutex);
-      if (removed.rc == ZOK && entry->claimed) {
+      if (removed.rc == ZOK && entry->claimed && removed.stat.numChildren == 0) {
         // Only a hint: forgetting it costs a listing. Bounded for processes that touch
-        // endless distinct mutexes.
-        if (led_sequence_.size() >= kMaxRemembered) led_sequence_.clear();
-        led_sequence_[mutex] = zookeeper::sequence_of(entry->path);
+        // endless distinct mutexes. (The folder's pzxid is the zxid of our release.)
+        if (emptied_at_.size() >= kMaxRemembered) emptied_at_.clear();
+        emptied_at_[mutex] = removed.stat.pzxid;
       }
     }
     return removed.rc == ZOK && entry->claimed;
@@ -408,14 +409,14 @@ class ZookeeperBackend final : public Backend {
     }
   }
 
-  // The sequence of the leading node this process last released on `mutex`, once; or -1.
-  std::int64_t take_led_sequence(const std::string& mutex) {
+  // The zxid at which our last release on `mutex` left its folder empty, once; or -1.
+  std::int64_t take_emptied_at(const std::string& mutex) {
     std::lock_guard lock(mutex_);
-    auto it = led_sequence_.find(mutex);
-    if (it == led_sequence_.end()) return -1;
-    auto sequence = it->second;
-    led_sequence_.erase(it);
-    return sequence;
+    auto it = emptied_at_.find(mutex);
+    if (it == emptied_at_.end()) return -1;
+    auto zxid = it->second;
+    emptied_at_.erase(it);
+    return zxid;
   }
 
   static bool maybe_sent(int rc) { return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT; }
@@ -556,7 +557,7 @@ class ZookeeperBackend final : public Backend {
   std::map<std::string, Entry> entries_;                   // by key_of(mutex, contender)
   std::map<std::string, std::set<std::string>> waiting_;   // predecessor path -> keys behind it
   std::map<std::string, Seen> seen_;                       // by mutex
-  std::map<std::string, std::int64_t> led_sequence_;       // by mutex: see take_led_sequence()
+  std::map<std::string, std::int64_t> emptied_at_;         // by mutex: see take_emptied_at()
   Watchers contenders_;                                    // by key_of(mutex, contender)
   Watchers observers_;                                     // by latch folder
 

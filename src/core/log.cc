@@ -24,6 +24,7 @@ spdlog::logger& logger() {
 
 }  // namespace
 
+bool log_debug_enabled() { return logger().should_log(spdlog::level::debug); }
 void log_debug(const std::string& message) { logger().debug(message); }
 void log_info(const std::string& message) { logger().info(message); }
 void log_warn(const std::string& message) { logger().warn(message); }

@@ -5,6 +5,7 @@
 
 namespace simba::internal {
 
+bool log_debug_enabled();
 void log_debug(const std::string& message);
 void log_info(const std::string& message);
 void log_warn(const std::string& message);

@@ -88,6 +88,17 @@ void on_strings_stat(int rc, const String_vector* strings, const Stat* stat, con
 
 void log_client(const char* message) { internal::log_debug(std::string("zookeeper client: ") + message); }
 
+// The C client formats some log lines in a static buffer that every session's threads share
+// (a data race ThreadSanitizer sees as soon as two sessions reconnect at once), so its
+// logging stays off unless simba logs at debug level. What matters reaches simba's log anyway:
+// connection loss, expiry and every failed call.
+void quiet_client() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (!internal::log_debug_enabled()) zoo_set_debug_level(static_cast<ZooLogLevel>(0));
+  });
+}
+
 char kAuth[] = "auth", kWorld[] = "world", kAnyone[] = "anyone", kEmpty[] = "";
 ACL kNodeAcl[] = {{ZOO_PERM_ALL, {kAuth, kEmpty}}, {ZOO_PERM_READ, {kWorld, kAnyone}}};
 ACL kRootAcl[] = {{ZOO_PERM_ALL, {kAuth, kEmpty}}, {ZOO_PERM_READ | ZOO_PERM_CREATE, {kWorld, kAnyone}}};
@@ -127,6 +138,7 @@ Session::~Session() {
 }
 
 zhandle_t* Session::open_locked() {
+  quiet_client();
   ++generation_;
   connected_ = connected_before_ = expired_ = false;
   granted_ = options_.session_timeout;
@@ -150,27 +162,29 @@ std::uint64_t Session::ensure() {
         std::chrono::steady_clock::now() - disconnected_since_ > granted_) {
       expired_ = given_up = true;
     }
-    if (expired_ && !auth_failed_) {
-      // Replace the expired session. Its handle is closed below, outside every lock: closing
-      // waits for its completion thread, which may be waiting for mutex_.
-      lock.unlock();
-      std::unique_lock handle(handle_mutex_);
-      lock.lock();
-      if (expired_) {
-        stale = zh_;
-        zh_ = nullptr;
-        zh_ = open_locked();
-      }
-    }
   }
   if (given_up) {
     internal::log_warn("no connection to ZooKeeper at " + where_ + " for longer than the session timeout; "
-                       "its nodes are gone: opened a new session");
+                       "its nodes are gone: opening a new session");
     events_.on_state(ZOO_EXPIRED_SESSION_STATE, false);
-  } else if (stale) {
-    internal::log_info("zookeeper session for " + where_ + " expired; opened a new one");
+  }
+  // Replace an expired session: close its handle first, holding no lock (closing waits for its
+  // completion thread, which may be in a callback that needs one), then open the new one.
+  // Calls in between fail with ZINVALIDSTATE (unavailable) and are retried.
+  {
+    std::unique_lock handle(handle_mutex_);
+    std::lock_guard lock(mutex_);
+    if (expired_ && !auth_failed_) std::swap(stale, zh_);
   }
   if (stale) zookeeper_close(stale);
+  {
+    std::unique_lock handle(handle_mutex_);
+    std::lock_guard lock(mutex_);
+    if (!zh_ && expired_ && !auth_failed_) {
+      zh_ = open_locked();
+      internal::log_info("opened a new zookeeper session for " + where_);
+    }
+  }
   std::unique_lock lock(mutex_);
   changed_.wait_for(lock, options_.connect_timeout, [&] { return connected_ || auth_failed_ || expired_; });
   if (auth_failed_) {
@@ -194,12 +208,13 @@ const ACL_vector* Session::root_acl() const { return options_.user.empty() ? &ZO
 void Session::on_session_event(zhandle_t* zh, int type, int state, const char*, void* context) {
   if (type != ZOO_SESSION_EVENT) return;
   auto* self = static_cast<Session*>(context);
-  bool fresh = false;
+  bool fresh = false, dropped = false, resumed = false;
   {
     std::lock_guard lock(self->mutex_);
     if (zh != self->zh_) return;  // a replaced or closing session's last words
     if (state == ZOO_CONNECTED_STATE) {
       fresh = !self->connected_before_;
+      resumed = !fresh && !self->connected_;
       if (fresh && !self->options_.user.empty()) {
         // Before anyone may send a request (ensure() waits for connected_). The client
         // repeats it on every reconnect of this session. Digest authentication itself never
@@ -220,7 +235,10 @@ void Session::on_session_event(zhandle_t* zh, int type, int state, const char*, 
       self->connected_ = false;
       self->auth_failed_ = true;
     } else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) {
-      if (self->connected_) self->disconnected_since_ = std::chrono::steady_clock::now();
+      if (self->connected_) {
+        self->disconnected_since_ = std::chrono::steady_clock::now();
+        dropped = true;
+      }
       self->connected_ = false;
     } else {
       return;
@@ -228,7 +246,11 @@ void Session::on_session_event(zhandle_t* zh, int type, int state, const char*, 
   }
   self->changed_.notify_all();
   if (state == ZOO_ASSOCIATING_STATE) return;
-  if (state == ZOO_EXPIRED_SESSION_STATE) {
+  if (dropped) {
+    internal::log_warn("lost the connection to ZooKeeper at " + self->where_ + "; reconnecting");
+  } else if (resumed) {
+    internal::log_info("connected to ZooKeeper at " + self->where_ + " again; the session survived");
+  } else if (state == ZOO_EXPIRED_SESSION_STATE) {
     internal::log_warn("zookeeper session for " + self->where_ + " expired; its nodes are gone");
   } else if (state == ZOO_AUTH_FAILED_STATE) {
     internal::log_error("ZooKeeper at " + self->where_ + " refused the digest credentials of '" + self->options_.user + "'");

@@ -8,8 +8,10 @@
 // an existing table if missing. Acquire = renew = one conditional upsert; every time comes from
 // the database clock in UTC milliseconds (never the session time zone). MySQL has no push
 // channel: waiters poll with a cheap read (only waiters poll); a monitor connection parked in
-// SELECT SLEEP() tells owners at once when the server goes away. Needs MariaDB 10.5+
-// (INSERT ... RETURNING). Thread-safe: a small pool of connections serves concurrent calls.
+// SELECT SLEEP() tells owners at once when the server goes away. MariaDB 10.5+ answers an
+// acquire in one statement (INSERT ... RETURNING); MySQL 8.0+ and older MariaDB (10.2+) take
+// the same upsert plus a primary-key read. Thread-safe: a small pool of connections serves
+// concurrent calls.
 #pragma once
 
 #include <chrono>
@@ -33,11 +35,15 @@ struct MysqlOptions {
   // How often a waiting contender looks again (a primary-key read). Default: 25ms.
   std::chrono::milliseconds poll_interval{25};
   unsigned pool_size = 4;  // Connections kept for statements. Default: 4.
+  // Use INSERT ... RETURNING where the server has it (MariaDB 10.5+); false: the upsert plus a
+  // read that MySQL gets. Default: true.
+  bool returning = true;
 };
 
 // Connects once to check the server and create or extend the table. Throws Error with
 // errc::unavailable (unreachable), errc::permission_denied (access denied),
-// errc::invalid_argument (bad options, unknown database) or errc::unsupported (not MariaDB 10.5+).
+// errc::invalid_argument (bad options, unknown database) or errc::unsupported (MySQL before
+// 8.0, MariaDB before 10.2).
 std::shared_ptr<Backend> make_mysql_backend(const MysqlOptions& options);
 
 }  // namespace simba

@@ -127,7 +127,15 @@ std::shared_ptr<Backend> open_mysql(const Uri& uri, std::map<std::string, std::s
   MysqlOptions options;
   take_server_basics(uri, query, options);
   if (query.erase("poll") && timing.poll_interval.count() > 0) options.poll_interval = timing.poll_interval;
-  internal::reject_unknown_options(uri, query, std::string(kTimingOptions) + ", connect_timeout, command_timeout");
+  if (auto it = query.find("returning"); it != query.end()) {
+    if (it->second != "on" && it->second != "off") {
+      throw Error(errc::invalid_argument, "option 'returning' is 'on' or 'off', not '" + it->second + "'");
+    }
+    options.returning = it->second == "on";
+    query.erase(it);
+  }
+  internal::reject_unknown_options(uri, query,
+                                   std::string(kTimingOptions) + ", connect_timeout, command_timeout, returning");
   return make_mysql_backend(options);
 }
 

@@ -32,17 +32,19 @@ using mysql::Connection;
 
 // Simba's table (on InnoDB), plus the fencing token with a default so Simba's inserts work.
 // Names and ids compare exactly: the server's default collation would make "a", "A" and "a "
-// one lease.
-constexpr const char* kSchema = R"sql(
-CREATE TABLE IF NOT EXISTS simba_mutex (
-  mutex         varchar(66)  CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL PRIMARY KEY,
-  acquired_at   bigint unsigned NOT NULL DEFAULT 0,
-  ttl_at        bigint unsigned NOT NULL DEFAULT 0,
-  transition_at bigint unsigned NOT NULL DEFAULT 0,
-  owner_id      varchar(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL DEFAULT '',
-  version       int unsigned    NOT NULL DEFAULT 0,
-  fencing_token bigint unsigned NOT NULL DEFAULT 0
-) ENGINE=InnoDB)sql";
+// one lease. The exact collation is utf8mb4_nopad_bin on MariaDB, utf8mb4_0900_bin on MySQL 8.
+std::string schema(const char* collation) {
+  const std::string text = std::string("CHARACTER SET utf8mb4 COLLATE ") + collation;
+  return "CREATE TABLE IF NOT EXISTS simba_mutex ("
+         "  mutex         varchar(66)  " + text + " NOT NULL PRIMARY KEY,"
+         "  acquired_at   bigint unsigned NOT NULL DEFAULT 0,"
+         "  ttl_at        bigint unsigned NOT NULL DEFAULT 0,"
+         "  transition_at bigint unsigned NOT NULL DEFAULT 0,"
+         "  owner_id      varchar(128) " + text + " NOT NULL DEFAULT '',"
+         "  version       int unsigned    NOT NULL DEFAULT 0,"
+         "  fencing_token bigint unsigned NOT NULL DEFAULT 0"
+         ") ENGINE=InnoDB";
+}
 
 // A JVM Simba deployment created the table: add our column to it.
 constexpr const char* kHasFencing =
@@ -50,7 +52,8 @@ constexpr const char* kHasFencing =
     "AND table_name = 'simba_mutex' AND column_name = 'fencing_token'";
 constexpr const char* kMutexCollation =
     "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
-    "AND table_name = 'simba_mutex' AND column_name = 'mutex' AND collation_name NOT LIKE '%nopad_bin'";
+    "AND table_name = 'simba_mutex' AND column_name = 'mutex' "
+    "AND collation_name NOT IN ('utf8mb4_nopad_bin', 'utf8mb4_0900_bin')";
 constexpr const char* kAddFencing =
     "ALTER TABLE simba_mutex ADD COLUMN fencing_token bigint unsigned NOT NULL DEFAULT 0";
 
@@ -63,18 +66,21 @@ constexpr const char* kAddFencing =
 // gives the row after the call whichever happened. Assignments run left to right and see the
 // columns already assigned, so the ones the condition reads (owner_id, transition_at) come
 // last (with owner_id changed, the condition still holds exactly when it held before).
-// Params: mutex, ttl, ttl, transition, contender id.
+// Params: mutex, ttl, ttl, transition, contender id. Without RETURNING (MySQL) the same upsert
+// is followed by kRead: the row read then is the owner after the call (or a later one).
+#define SIMBA_MY_UPSERT \
+  "INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token) " \
+  "VALUES (?, " SIMBA_MY_NOW ", " SIMBA_MY_NOW " + ?, " SIMBA_MY_NOW " + ? + ?, ?, 1, 1) " \
+  "ON DUPLICATE KEY UPDATE " \
+  "fencing_token = IF(" SIMBA_MY_MAY_TAKE ", fencing_token + (owner_id <> VALUES(owner_id)), fencing_token), " \
+  "version = IF(" SIMBA_MY_MAY_TAKE ", version + 1, version), " \
+  "acquired_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(acquired_at), acquired_at), " \
+  "ttl_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(ttl_at), ttl_at), " \
+  "owner_id = IF(" SIMBA_MY_MAY_TAKE ", VALUES(owner_id), owner_id), " \
+  "transition_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(transition_at), transition_at) "
 constexpr const char* kAcquire =
-    "INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token) "
-    "VALUES (?, " SIMBA_MY_NOW ", " SIMBA_MY_NOW " + ?, " SIMBA_MY_NOW " + ? + ?, ?, 1, 1) "
-    "ON DUPLICATE KEY UPDATE "
-    "fencing_token = IF(" SIMBA_MY_MAY_TAKE ", fencing_token + (owner_id <> VALUES(owner_id)), fencing_token), "
-    "version = IF(" SIMBA_MY_MAY_TAKE ", version + 1, version), "
-    "acquired_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(acquired_at), acquired_at), "
-    "ttl_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(ttl_at), ttl_at), "
-    "owner_id = IF(" SIMBA_MY_MAY_TAKE ", VALUES(owner_id), owner_id), "
-    "transition_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(transition_at), transition_at) "
-    "RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, " SIMBA_MY_NOW;
+    SIMBA_MY_UPSERT "RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, " SIMBA_MY_NOW;
+constexpr const char* kUpsert = SIMBA_MY_UPSERT;
 
 // The row (or none) and the database clock. Params: mutex.
 constexpr const char* kRead =
@@ -180,11 +186,14 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
         monitor_(options, where_) {
     auto connection = std::make_unique<Connection>(options_, where_, options_.command_timeout);
     const std::string server = connection->server_info();
-    if (server.find("MariaDB") == std::string::npos || connection->server_version() < 100500) {
+    const bool mariadb = server.find("MariaDB") != std::string::npos;
+    const unsigned long version = connection->server_version();
+    if (mariadb ? version < 100200 : version < 80000) {
       throw Error(errc::unsupported, where_ + ": the server is '" + server +
-                                         "'; this backend needs MariaDB 10.5 or later (INSERT ... RETURNING)");
+                                         "'; this backend needs MariaDB 10.2+ or MySQL 8.0+ (exact, no-pad collations)");
     }
-    connection->run(kSchema);
+    returning_ = options_.returning && mariadb && version >= 100500;  // INSERT ... RETURNING
+    connection->run(schema(mariadb ? "utf8mb4_nopad_bin" : "utf8mb4_0900_bin"));
     if (connection->scalar(kHasFencing) == 0) connection->run(kAddFencing);
     if (connection->scalar(kMutexCollation) != 0) {
       internal::log_warn(where_ + ": table simba_mutex (made elsewhere) compares mutex names without case and "
@@ -208,8 +217,14 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
       // Creating the same new row from many contenders at once can deadlock in InnoDB: retry.
       for (int attempt = 0;; ++attempt) {
         try {
-          auto row = connection.query_lease(
-              "acquire", {mutex, ttl.count(), ttl.count(), transition.count(), contender_id});
+          const std::vector<mysql::Param> params = {mutex, ttl.count(), ttl.count(), transition.count(), contender_id};
+          std::optional<mysql::LeaseRow> row;
+          if (returning_) {
+            row = connection.query_lease("acquire", params);
+          } else {
+            connection.execute("upsert", params);
+            row = connection.query_lease("read", {mutex});
+          }
           if (!row) throw Error(errc::internal, where_ + ": acquire returned no row");
           auto result = internal::snapshot_of_row(row->owner, row->now);
           set_waiting(waiter, result.owner.owner_id != contender_id);
@@ -276,8 +291,8 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
     return connection;
   }
 
-  static void prepare(Connection& connection) {
-    connection.prepare("acquire", kAcquire);
+  void prepare(Connection& connection) const {
+    connection.prepare(returning_ ? "acquire" : "upsert", returning_ ? kAcquire : kUpsert);
     connection.prepare("read", kRead);
     connection.prepare("release", kRelease);
     // simba-bench's baseline (RawProbe): a bare one-row UPDATE of a private row.
@@ -300,6 +315,7 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
 
   const MysqlOptions options_;
   const std::string where_;
+  bool returning_ = true;  // set once, before the pool opens a connection
   internal::Pool<Connection> pool_;
   Monitor monitor_;
   std::mutex waiting_mutex_;

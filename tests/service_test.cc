@@ -1,6 +1,8 @@
 // Unit tests of the contention service: lifecycle, generations, ordering, revocation, threads.
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include "core/service_core.h"
 #include "kit.h"
 
@@ -220,6 +222,36 @@ TEST(RuntimeTest, TimersFireInDeadlineOrderAndCancelledOnesNever) {
   std::this_thread::sleep_for(50ms);
   std::lock_guard lock(mutex);
   EXPECT_EQ(fired, (std::vector<int>{1, 2, 3}));
+}
+
+TEST(RuntimeTest, UrgentTasksAndDueTimersGoBeforeWaitingNormalTasks) {
+  Runtime runtime(Runtime::Options{1, 1});
+  std::mutex mutex;
+  std::vector<int> ran;
+  auto record = [&](int n) {
+    std::lock_guard lock(mutex);
+    ran.push_back(n);
+  };
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  std::atomic<bool> busy{false};
+  runtime.post_io([&, released] {  // holds the only I/O thread
+    busy = true;
+    released.wait();
+  });
+  ASSERT_TRUE(wait_until([&] { return busy.load(); }, kSoon));
+  runtime.post_io([&] { record(3); });
+  runtime.post_io([&] { record(4); });
+  runtime.post_io([&] { record(1); }, Runtime::Priority::urgent);
+  runtime.schedule_after(0ms, [&] { record(2); });  // a due timer: urgent too
+  std::this_thread::sleep_for(50ms);  // the timer thread hands the timer over
+  release.set_value();
+  ASSERT_TRUE(wait_until([&] {
+    std::lock_guard lock(mutex);
+    return ran.size() == 4;
+  }, kSoon));
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(ran, (std::vector<int>{1, 2, 3, 4}));
 }
 
 }  // namespace

@@ -48,12 +48,16 @@ class Runtime {
   // The process-wide runtime, created on first use.
   static std::shared_ptr<Runtime> shared();
 
-  // Runs `task` on the I/O pool once `delay` has passed. Returns an id for cancel().
+  // Runs `task` on the I/O pool once `delay` has passed, ahead of normal tasks (keep it
+  // short). Returns an id for cancel().
   TimerId schedule_after(std::chrono::steady_clock::duration delay, std::function<void()> task);
   // Cancels a timer that has not fired. Returns false if it fired or was cancelled already.
   bool cancel(TimerId id);
-  // Runs `task` on the I/O pool as soon as a thread is free.
-  void post_io(std::function<void()> task);
+  // Runs `task` on the I/O pool as soon as a thread is free. Urgent tasks (an owner's lease
+  // renewal) go before every normal one still waiting: under a flood of first acquisitions
+  // on a slow engine, leases already held are kept.
+  enum class Priority { normal, urgent };
+  void post_io(std::function<void()> task, Priority priority = Priority::normal);
   // A new strand on the callback pool.
   Strand make_strand();
 

@@ -206,6 +206,7 @@ void ServiceCore::on_watch(std::uint64_t generation, WatchEvent event) {
 }
 
 void ServiceCore::trigger(std::uint64_t generation, bool from_timer) {
+  bool renewal;  // a held lease goes before first acquisitions waiting for a thread
   {
     std::lock_guard lock(mutex_);
     if (!current_locked(generation) || dormant_) return;
@@ -217,8 +218,10 @@ void ServiceCore::trigger(std::uint64_t generation, bool from_timer) {
     if (timer_) runtime_->cancel(*timer_);
     timer_.reset();
     in_flight_ = true;
+    renewal = owned_;
   }
-  runtime_->post_io([self = shared_from_this(), generation] { self->run_round(generation); });
+  runtime_->post_io([self = shared_from_this(), generation] { self->run_round(generation); },
+                    renewal ? Runtime::Priority::urgent : Runtime::Priority::normal);
 }
 
 void ServiceCore::run_round(std::uint64_t generation) {

@@ -41,22 +41,24 @@ void run_logged(const std::function<void()>& task, const char* where) noexcept {
 struct PoolState {
   explicit PoolState(const char* pool_name) : name(pool_name) {}
 
-  // Queues `task`; once stopped, drops it (destroyed outside the lock).
-  void post(std::function<void()> task) {
+  // Queues `task` (an urgent one before every normal one); once stopped, drops it
+  // (destroyed outside the lock).
+  void post(std::function<void()> task, bool urgent = false) {
     {
       std::lock_guard lock(mutex);
       if (stopped) return;
-      tasks.push_back(std::move(task));
+      (urgent ? urgent_tasks : tasks).push_back(std::move(task));
     }
     cv.notify_one();
   }
 
   void stop() {
-    std::deque<std::function<void()>> dropped;
+    std::deque<std::function<void()>> dropped, dropped_urgent;
     {
       std::lock_guard lock(mutex);
       stopped = true;
       dropped.swap(tasks);
+      dropped_urgent.swap(urgent_tasks);
     }
     cv.notify_all();
   }
@@ -66,10 +68,11 @@ struct PoolState {
       std::function<void()> task;
       {
         std::unique_lock lock(state->mutex);
-        state->cv.wait(lock, [&] { return state->stopped || !state->tasks.empty(); });
+        state->cv.wait(lock, [&] { return state->stopped || !state->tasks.empty() || !state->urgent_tasks.empty(); });
         if (state->stopped) return;
-        task = std::move(state->tasks.front());
-        state->tasks.pop_front();
+        auto& queue = state->urgent_tasks.empty() ? state->tasks : state->urgent_tasks;
+        task = std::move(queue.front());
+        queue.pop_front();
       }
       run_logged(task, state->name);
     }
@@ -79,6 +82,7 @@ struct PoolState {
   std::mutex mutex;
   std::condition_variable cv;
   std::deque<std::function<void()>> tasks;
+  std::deque<std::function<void()>> urgent_tasks;
   bool stopped = false;
 };
 
@@ -112,7 +116,7 @@ class TaskPool {
   }
 
   const std::shared_ptr<PoolState>& state() const { return state_; }
-  void post(std::function<void()> task) { state_->post(std::move(task)); }
+  void post(std::function<void()> task, bool urgent = false) { state_->post(std::move(task), urgent); }
 
  private:
   std::shared_ptr<PoolState> state_;
@@ -206,7 +210,9 @@ struct TimerState {
       state->deadlines.erase(first->first.id);
       state->timers.erase(first);
       lock.unlock();
-      state->io->post(std::move(task));
+      // Ahead of normal work: a timer task is short (it decides and posts the real work with
+      // its own priority) and may be a lease that is due.
+      state->io->post(std::move(task), /*urgent=*/true);
       lock.lock();
     }
   }
@@ -310,7 +316,9 @@ Runtime::TimerId Runtime::schedule_after(std::chrono::steady_clock::duration del
   return impl_->schedule_after(delay, std::move(task));
 }
 bool Runtime::cancel(TimerId id) { return impl_->cancel(id); }
-void Runtime::post_io(std::function<void()> task) { impl_->io_.post(std::move(task)); }
+void Runtime::post_io(std::function<void()> task, Priority priority) {
+  impl_->io_.post(std::move(task), priority == Priority::urgent);
+}
 Strand Runtime::make_strand() {
   return Strand(std::make_shared<internal::StrandImpl>(impl_->callbacks_.state()));
 }

@@ -55,6 +55,7 @@ struct Entry {
   std::uint64_t token = 0;  // the node's czxid
   Lease lease;
   bool claimed = false;  // owns and renews, rather than waits
+  Steady::time_point joined;  // when its create was answered (the node existed by then)
   std::string watching;  // the predecessor whose deletion wakes it
 };
 
@@ -84,10 +85,7 @@ class ZookeeperBackend final : public Backend {
     for (int round = 0; round < kRounds; ++round) {
       std::optional<Entry> entry = entry_of(key, generation);
       if (entry && entry->claimed) {
-        // Renew: rewrite our node (its version rises; waiters restart their clocks).
-        Reply renewed = session_.set(entry->path, id, -1).wait();
-        if (renewed.rc == ZOK) return own_snapshot(*entry, id);
-        if (renewed.rc != ZNONODE) session_.fail(renewed.rc, "renewing the lease of '" + id + "' on mutex '" + mutex + "'");
+        if (renew(*entry, mutex, id, folder)) return own_snapshot(*entry, id);
         internal::log_warn("mutex '" + mutex + "': the node of " + id + " is gone (its lease was taken over); joining the latch again");
         forget(key);
         continue;
@@ -123,6 +121,7 @@ class ZookeeperBackend final : public Backend {
         }
         fresh.path = created.value;
         fresh.token = static_cast<std::uint64_t>(created.stat.czxid);
+        fresh.joined = Steady::now();
         if (emptied >= 0 && created.stat.czxid == emptied + 1) {
           fresh.claimed = true;
           remember(key, fresh);
@@ -235,13 +234,8 @@ class ZookeeperBackend final : public Backend {
       Reply leader = session_.get(folder + "/" + nodes[0].name).wait();
       if (leader.rc == ZNONODE) continue;
       if (leader.rc != ZOK) session_.fail(leader.rc, "reading the owner of mutex '" + mutex + "'");
-      auto [snapshot, expired] = leader_snapshot(mutex, folder + "/" + nodes[0].name, nodes[0], leader);
-      if (expired) {
-        MutexOwner none;
-        none.fencing_token = snapshot.owner.fencing_token;
-        return {none, snapshot.now};
-      }
-      return snapshot;
+      // The node is the owner until a waiter removes it (only waiters judge leases).
+      return leader_snapshot(mutex, folder + "/" + nodes[0].name, nodes[0], leader).first;
     }
     throw Error(errc::unavailable, "ZooKeeper at " + where_ + ": the latch of mutex '" + mutex +
                                        "' kept changing while it was read; try again");
@@ -290,6 +284,25 @@ class ZookeeperBackend final : public Backend {
  private:
   using Watchers = std::multimap<std::string, std::shared_ptr<Watcher>>;
 
+  // Renews our leading node; false if it is gone. Only waiters judge (and end) an unrenewed
+  // lease, so the node is rewritten (its version rises, and their clocks restart) only while
+  // someone waits: a lone owner renews with one read. A waiter that joins after that read
+  // first sees our node then, later than the read was sent, and the next renewal, within
+  // ttl, sees it and writes: before its clock, started after ours, can run out.
+  bool renew(const Entry& entry, const std::string& mutex, const std::string& id, const std::string& folder) {
+    Reply listing = session_.children(folder).wait();
+    if (listing.rc == ZNONODE) return false;
+    if (listing.rc != ZOK) session_.fail(listing.rc, "renewing the lease of '" + id + "' on mutex '" + mutex + "'");
+    const auto nodes = zookeeper::latch_nodes(listing.children);
+    const std::string name = base_name(entry.path);
+    if (nodes.empty() || nodes.front().name != name) return false;
+    if (nodes.size() == 1) return true;
+    Reply renewed = session_.set(entry.path, id, -1).wait();
+    if (renewed.rc == ZNONODE) return false;
+    if (renewed.rc != ZOK) session_.fail(renewed.rc, "renewing the lease of '" + id + "' on mutex '" + mutex + "'");
+    return true;
+  }
+
   // Waiting behind `predecessor`: watch it (once per predecessor), read the leader, and take
   // over a leader whose lease ran out unrenewed. Returns the owner, or nothing to look again.
   std::optional<OwnerSnapshot> wait_behind(const std::string& key, const std::string& mutex, const std::string& folder,
@@ -318,7 +331,7 @@ class ZookeeperBackend final : public Backend {
     Reply owner = read_leader.wait();
     if (owner.rc == ZNONODE) return std::nullopt;
     if (owner.rc != ZOK) session_.fail(owner.rc, "reading the owner of mutex '" + mutex + "'");
-    auto [snapshot, expired] = leader_snapshot(mutex, leader_path, leader, owner);
+    auto [snapshot, expired] = leader_snapshot(mutex, leader_path, leader, owner, entry.joined);
     if (!expired) return snapshot;
     // Seen unchanged for a whole lease: its owner has stopped believing it owns. Delete it at
     // the version seen (a renewal since makes this fail) and record its token.
@@ -345,12 +358,16 @@ class ZookeeperBackend final : public Backend {
     return {owner, now};
   }
 
-  // The record of another owner, read just now, and whether its lease ran out: it has looked
-  // unchanged here for longer than its lease. Times are this host's clock, counted from when
-  // its current version was first seen. A node without a lease (another latch client's)
-  // owns until its session ends, at most a session timeout after its owner dies.
+  // The record of another owner, read just now, and whether its lease ran out for a waiter
+  // that joined at `joined`: the node looked unchanged here for longer than its lease, counted
+  // from when this version was first seen or from `joined`, whichever is later. (A lone owner
+  // renews without rewriting its node, see renew(): what this process saw before it joined
+  // proves nothing.) Times are this host's clock; an owner past its lease shows one lease from
+  // now (that is when it would go if it died now). A node without a lease (another latch
+  // client's) owns until its session ends, at most a session timeout after its owner dies.
   std::pair<OwnerSnapshot, bool> leader_snapshot(const std::string& mutex, const std::string& path,
-                                                 const LatchNode& node, const Reply& reply) {
+                                                 const LatchNode& node, const Reply& reply,
+                                                 Steady::time_point joined = Steady::time_point::min()) {
     const auto now = Steady::now();
     const EpochMillis wall = epoch_millis_now();
     Steady::time_point since;
@@ -361,19 +378,20 @@ class ZookeeperBackend final : public Backend {
       if (seen_.size() >= kMaxRemembered && !seen_.count(mutex)) seen_.clear();
       Seen& seen = seen_[mutex];
       if (seen.path != path || seen.version != reply.stat.version) seen = Seen{path, reply.stat.version, now};
-      since = seen.since;
+      since = std::max(seen.since, joined);
     }
     const auto age = std::chrono::duration_cast<milliseconds>(now - since);
     MutexOwner owner;
     owner.owner_id = reply.value;
     owner.fencing_token = static_cast<std::uint64_t>(reply.stat.czxid);
-    owner.acquired_at = wall - age.count();
     bool expired = false;
     if (node.lease) {
+      expired = age > node.lease->total();
+      owner.acquired_at = expired ? wall : wall - age.count();
       owner.ttl_at = owner.acquired_at + node.lease->ttl.count();
       owner.transition_at = owner.ttl_at + node.lease->transition.count();
-      expired = age > node.lease->total();
     } else {
+      owner.acquired_at = wall - age.count();
       owner.ttl_at = owner.transition_at = wall + session_.session_timeout().count();
     }
     return {{owner, wall}, expired};
@@ -387,6 +405,7 @@ class ZookeeperBackend final : public Backend {
       if (stat.rc != ZOK) break;
       entry.path = folder + "/" + node.name;
       entry.token = static_cast<std::uint64_t>(stat.stat.czxid);
+      entry.joined = Steady::now();
       remember(key, entry);
       return true;
     }

@@ -8,6 +8,9 @@ uri=${SIMBA_TEST_MYSQL_URI:?run me through with_mariadb.sh}
 sql() { mariadb --no-defaults -h 127.0.0.1 -P "$SIMBA_TEST_MYSQL_PORT" -u simba -psimba-pw simba -N -e "$1"; }
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+work=$(mktemp -d)  # its own files: CLI tests run in parallel
+trap 'rm -rf "$work"' EXIT
+cd "$work"
 
 "$simba" status --backend "$uri" --json setup >/dev/null || fail "simba could not create its table"
 now="(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
@@ -26,6 +29,5 @@ grep -q '"owner":"7:4242@jvm-host"' status.json || fail "status does not show th
 [ "$(cat token.txt 2>/dev/null)" = 1 ] || fail "the first simba owner of a JVM row should get token 1, got $(cat token.txt)"
 "$simba" status --backend "mysql://simba:hunter2@127.0.0.1:$SIMBA_TEST_MYSQL_PORT/simba" jvm-job > out.txt 2>&1
 ! grep -q hunter2 out.txt || fail "the password appeared: $(cat out.txt)"
-rm -f err.txt status.json token.txt out.txt
 echo "$((6 - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

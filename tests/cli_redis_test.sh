@@ -7,6 +7,9 @@ uri=${SIMBA_TEST_REDIS_URI:?run me through with_redis.sh}
 port=${SIMBA_TEST_REDIS_PORT:?}
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+work=$(mktemp -d)  # its own files: CLI tests run in parallel
+trap 'rm -rf "$work"' EXIT
+cd "$work"
 
 redis-cli -p "$port" SET 'simba:{jvm-job}' '7:4242@jvm-host' NX PX 1500 >/dev/null
 "$simba" lock --backend "$uri" --timeout 300ms jvm-job -- true 2>err.txt
@@ -22,6 +25,5 @@ grep -q '"owner":"7:4242@jvm-host"' status.json || fail "status does not show th
 # A password never shows, whatever happens.
 "$simba" status --backend "redis://:hunter2@127.0.0.1:$port" jvm-job > out.txt 2>&1
 ! grep -q hunter2 out.txt || fail "the password appeared: $(cat out.txt)"
-rm -f err.txt status.json token.txt out.txt
 echo "$((4 - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -6,6 +6,9 @@ simba=${1:?usage: cli_zookeeper_test.sh path/to/simba}
 uri="${SIMBA_TEST_ZK_URI:?run me through with_zookeeper.sh}?session_timeout=1s"
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+work=$(mktemp -d)  # its own files: CLI tests run in parallel
+trap 'rm -rf "$work"' EXIT
+cd "$work"
 mutex="cli/zk-$$-$RANDOM"
 
 set -m  # background jobs get process groups of their own: the kill below takes the holder's child too
@@ -31,6 +34,5 @@ first=$(grep -o '"fencing_token":[0-9]*' status.json | cut -d: -f2)
 [ -s token.txt ] && [ "$(cat token.txt)" -gt "${first:-0}" ] || fail "token $(cat token.txt) not above the killed holder's ${first:-?}"
 "$simba" status --backend "$uri" --json "$mutex" > status.json || fail "simba status of a free mutex failed"
 grep -q '"owner":""\|"owner":null' status.json || fail "a free mutex shows an owner: $(cat status.json)"
-rm -f err.txt status.json token.txt
 echo "$((6 - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -19,13 +19,14 @@
 //   mutex's parent node were ever deleted and re-created; the zxid never goes back.
 //   A release records the last token in the parent node, so a free mutex reads as no owner
 //   with that token (after a session expiry, the last token recorded by a release).
-// * Leases with real times. The owner renews by rewriting its node (the version rises) every
-//   ttl; the lease (ttl + transition, from the node's name) is capped at 9/10 of the
-//   negotiated session timeout, so an owner that stalls past its session has stopped
-//   believing it owns before the server can expire the session. A waiter that has seen the
-//   leader's node unchanged for a whole lease on its own monotonic clock deletes it, with the
-//   version it saw (a renewal in between makes that delete fail): an owner whose process
-//   lives but stopped renewing is replaced like any expired lease. Nodes of other latch
+// * Leases with real times. Every ttl the owner renews: one read shows its node still leads,
+//   and while anyone waits it also rewrites the node (the version rises). The lease (ttl +
+//   transition, from the node's name) is capped at 9/10 of the negotiated session timeout, so
+//   an owner that stalls past its session has stopped believing it owns before the server
+//   can expire the session. A waiter that has seen the leader's node unchanged for a whole
+//   lease on its own monotonic clock (counted from its own joining at the earliest) deletes
+//   it, with the version it saw (a renewal in between makes that delete fail): an owner whose
+//   process lives but stopped renewing is replaced like any expired lease. Nodes of other latch
 //   clients (Curator's "_c_<uuid>-latch-N") have no lease: they own until their session ends.
 //   Times in owner records are on this host's wall clock; each is at least as late as the
 //   server-side event it stands for, so the lease a record shows never ends early.

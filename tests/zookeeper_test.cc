@@ -102,6 +102,16 @@ class LockProcess {
 
 bool have_cli() { return !env("SIMBA_CLI").empty(); }
 
+// A `simba lock` process holding a fresh mutex on a 1 s session, and a client of ours.
+struct ProcessOwnerScene {
+  const std::string mutex = tck::unique_mutex();
+  Client client = connect(uri("session_timeout=1s"));
+  LockProcess owner{uri("session_timeout=1s"), mutex};
+
+  // Whether the process came to own the mutex.
+  bool owns() { return wait_until([&] { return !client.owner(mutex).empty(); }, 10s); }
+};
+
 TEST(ZookeeperNamesTest, ForbiddenCharactersAreEncodedAndNoTwoNamesShareAPath) {
   using zookeeper::encode_component;
   EXPECT_EQ(encode_component("my-job"), "my-job");  // Simba's path for ordinary names
@@ -227,39 +237,35 @@ TEST(ZookeeperSessionTest, AnOwnerWhoseSessionExpiredContendsAgainOnANewSession)
 
 TEST(ZookeeperSessionTest, AKilledOwnersNodeGoesWhenItsSessionExpires) {
   if (!have_cli()) GTEST_SKIP() << "needs the simba CLI ($SIMBA_CLI)";
-  const std::string mutex = tck::unique_mutex();
-  auto client = connect(uri("session_timeout=1s"));
-  LockProcess owner(uri("session_timeout=1s"), mutex);
-  ASSERT_TRUE(wait_until([&] { return !client.owner(mutex).empty(); }, 10s));
+  ProcessOwnerScene scene;
+  ASSERT_TRUE(scene.owns());
   RawSession raw;
-  const std::string folder = zookeeper::latch_path(mutex);
+  const std::string folder = zookeeper::latch_path(scene.mutex);
   ASSERT_EQ(raw.children(folder), 1);
-  owner.signal(SIGKILL);
+  scene.owner.signal(SIGKILL);
   auto killed = std::chrono::steady_clock::now();
   ASSERT_TRUE(wait_until([&] { return raw.children(folder) == 0; }, 5s));
   EXPECT_LE(std::chrono::steady_clock::now() - killed, 1500ms);  // session timeout + 0.5 s
-  Locker next(mutex, client);
+  Locker next(scene.mutex, scene.client);
   EXPECT_TRUE(next.try_lock_for(1s));
 }
 
 TEST(ZookeeperSessionTest, AnOwnerStalledPastItsSessionFindsOnWakingThatItHasLost) {
   if (!have_cli()) GTEST_SKIP() << "needs the simba CLI ($SIMBA_CLI)";
-  const std::string mutex = tck::unique_mutex();
-  auto client = connect(uri("session_timeout=1s"));
-  LockProcess owner(uri("session_timeout=1s"), mutex);
-  ASSERT_TRUE(wait_until([&] { return !client.owner(mutex).empty(); }, 10s));
-  auto successor = std::make_shared<tck::Recorder>(mutex);
-  auto waiter = client.contend_service(successor);
+  ProcessOwnerScene scene;
+  ASSERT_TRUE(scene.owns());
+  auto successor = std::make_shared<tck::Recorder>(scene.mutex);
+  auto waiter = scene.client.contend_service(successor);
   waiter->start();
   ASSERT_TRUE(wait_until([&] { return !waiter->after_owner().empty(); }, 5s));
   ASSERT_EQ(successor->acquired_count(), 0);
-  owner.signal(SIGSTOP);
+  scene.owner.signal(SIGSTOP);
   auto stopped = std::chrono::steady_clock::now();
   ASSERT_TRUE(wait_until([&] { return successor->acquired_count() == 1; }, 5s));
   EXPECT_LE(std::chrono::steady_clock::now() - stopped, 1500ms);
   std::this_thread::sleep_until(stopped + 2500ms);  // well past the 1 s session
-  owner.signal(SIGCONT);
-  EXPECT_EQ(owner.exit_status(10s), 75);  // "lease lost": it stopped its command and said so
+  scene.owner.signal(SIGCONT);
+  EXPECT_EQ(scene.owner.exit_status(10s), 75);  // "lease lost": it stopped its command and said so
   EXPECT_TRUE(waiter->is_owner());
   EXPECT_EQ(successor->released_count(), 0);
   waiter->stop();

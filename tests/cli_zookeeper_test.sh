@@ -4,11 +4,7 @@
 set -uo pipefail
 simba=${1:?usage: cli_zookeeper_test.sh path/to/simba}
 uri="${SIMBA_TEST_ZK_URI:?run me through with_zookeeper.sh}?session_timeout=1s"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-work=$(mktemp -d)  # its own files: CLI tests run in parallel
-trap 'rm -rf "$work"' EXIT
-cd "$work"
+source "$(dirname "$0")/cli_lib.sh"
 mutex="cli/zk-$$-$RANDOM"
 
 set -m  # background jobs get process groups of their own: the kill below takes the holder's child too
@@ -19,12 +15,8 @@ for _ in $(seq 100); do
   "$simba" status --backend "$uri" --json "$mutex" > status.json 2>/dev/null && grep -q "\"owner\":\"[^\"]*:$holder@" status.json && break
   sleep 0.1
 done
-grep -q "\"owner\":\"[^\"]*:$holder@" status.json || fail "status does not show the holder (pid $holder): $(cat status.json)"
+expect_held_by "$uri" "$mutex" "[^\"]*:$holder@"
 grep -q '"fencing_token":[1-9]' status.json || fail "status shows no fencing token: $(cat status.json)"
-"$simba" lock --backend "$uri" --timeout 300ms "$mutex" -- true 2>err.txt
-rc=$?
-[ "$rc" -eq 124 ] || fail "simba lock while another process holds: exit $rc, want 124"
-grep -q ":$holder@" err.txt || fail "the timeout message does not name the holder: $(cat err.txt)"
 kill -9 -- "-$holder"
 wait "$holder" 2>/dev/null
 # The holder's session ends within 1 s; the next lock gets a larger token.
@@ -34,5 +26,4 @@ first=$(grep -o '"fencing_token":[0-9]*' status.json | cut -d: -f2)
 [ -s token.txt ] && [ "$(cat token.txt)" -gt "${first:-0}" ] || fail "token $(cat token.txt) not above the killed holder's ${first:-?}"
 "$simba" status --backend "$uri" --json "$mutex" > status.json || fail "simba status of a free mutex failed"
 grep -q '"owner":""\|"owner":null' status.json || fail "a free mutex shows an owner: $(cat status.json)"
-echo "$((6 - failures)) passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

@@ -102,6 +102,17 @@ class LockProcess {
 
 bool have_cli() { return !env("SIMBA_CLI").empty(); }
 
+// The wrapper's server, SIGKILLed (it keeps its data), and started again on the same port.
+void kill_server() {
+  std::ifstream file(env("SIMBA_TEST_ZK_PIDFILE"));
+  pid_t pid = 0;
+  file >> pid;
+  ASSERT_GT(pid, 0);
+  ::kill(pid, SIGKILL);
+  ASSERT_TRUE(wait_until([&] { return ::kill(pid, 0) != 0; }, 10s));
+}
+void start_server() { ASSERT_EQ(std::system(env("SIMBA_TEST_ZK_START").c_str()), 0); }
+
 // A `simba lock` process holding a fresh mutex on a 1 s session, and a client of ours.
 struct ProcessOwnerScene {
   const std::string mutex = tck::unique_mutex();
@@ -186,22 +197,8 @@ TEST(ZookeeperLatchTest, AReleaseWakesOnlyTheNextWaiter) {
 
 TEST(ZookeeperSessionTest, ServerRestartRevokesAtOnceAndTheSurvivingSessionOwnsAgainWithItsToken) {
   std::uint64_t token_before = 0, token_after = 0;
-  auto pid_of_server = [] {
-    std::ifstream file(env("SIMBA_TEST_ZK_PIDFILE"));
-    pid_t pid = 0;
-    file >> pid;
-    return pid;
-  };
-  test::expect_restart_revokes_and_resumes(
-      uri("session_timeout=20s&connect_timeout=2s"),
-      [&] {
-        pid_t pid = pid_of_server();
-        ASSERT_GT(pid, 0);
-        ::kill(pid, SIGKILL);
-        ASSERT_TRUE(wait_until([&] { return ::kill(pid, 0) != 0; }, 10s));
-      },
-      [&] { ASSERT_EQ(std::system(env("SIMBA_TEST_ZK_START").c_str()), 0); },
-      &token_before, &token_after);
+  test::expect_restart_revokes_and_resumes(uri("session_timeout=20s&connect_timeout=2s"), kill_server,
+                                           start_server, &token_before, &token_after);
   EXPECT_GT(token_before, 0u);
   EXPECT_EQ(token_after, token_before);  // the session survived: the same node, the same token
 }
@@ -217,15 +214,10 @@ TEST(ZookeeperSessionTest, AnOwnerWhoseSessionExpiredContendsAgainOnANewSession)
   auto service = client.contend_service(owner);
   service->start();
   ASSERT_TRUE(wait_until([&] { return owner->acquired_count() == 1; }, 5s));
-  std::ifstream pid_file(env("SIMBA_TEST_ZK_PIDFILE"));
-  pid_t pid = 0;
-  pid_file >> pid;
-  ASSERT_GT(pid, 0);
-  ::kill(pid, SIGKILL);
-  ASSERT_TRUE(wait_until([&] { return ::kill(pid, 0) != 0; }, 10s));
+  ASSERT_NO_FATAL_FAILURE(kill_server());
   ASSERT_TRUE(wait_until([&] { return owner->released_count() == 1; }, 2s));  // revoked at once
   std::filesystem::remove_all(folder / "version-2");
-  ASSERT_EQ(std::system(env("SIMBA_TEST_ZK_START").c_str()), 0);
+  ASSERT_NO_FATAL_FAILURE(start_server());
   ASSERT_TRUE(wait_until([&] { return owner->acquired_count() == 2; }, 20s));  // a new node, a new session
   EXPECT_TRUE(service->is_owner());
   RawSession raw;

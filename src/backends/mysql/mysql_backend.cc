@@ -271,7 +271,7 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
 
   double raw_once() override {
     return pool_.with([&](Connection& connection) {
-      connection.execute("raw_row", {std::string(kRawMutex)});
+      std::call_once(raw_row_made_, [&] { connection.execute("raw_row", {std::string(kRawMutex)}); });
       auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < 2; ++i) {
         if (connection.execute("raw_update", {std::string(kRawMutex)}) != 1) {
@@ -284,6 +284,7 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
 
  private:
   static constexpr const char* kRawMutex = "simba-bench/raw";
+  std::once_flag raw_row_made_;  // the baseline's row, made by its first run
 
   std::unique_ptr<Connection> open() {
     auto connection = std::make_unique<Connection>(options_, where_, options_.command_timeout);

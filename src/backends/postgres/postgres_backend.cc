@@ -3,6 +3,7 @@
 #include "simba/postgres_backend.h"
 
 #include <cstdlib>
+#include <mutex>
 #include <string_view>
 
 #include "backends/common/lease_row.h"
@@ -165,7 +166,7 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
   double raw_once() override {
     return pool_.with([&](Connection& connection) {
       const std::vector<std::string> params = {kRawMutex};
-      connection.execute("raw_row", params);
+      std::call_once(raw_row_made_, [&] { connection.execute("raw_row", params); });
       auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < 2; ++i) {
         auto updated = connection.execute("raw_update", params);
@@ -177,6 +178,7 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
 
  private:
   static constexpr const char* kRawMutex = "simba-bench/raw";
+  std::once_flag raw_row_made_;  // the baseline's row, made by its first run
 
   std::unique_ptr<Connection> open() {
     auto connection = std::make_unique<Connection>(options_, where_);

@@ -268,6 +268,16 @@ void Session::on_node_event(zhandle_t* zh, int type, int, const char* path, void
   self->events_.on_node(type, path);
 }
 
+namespace {
+// The state of a call about `path`; `then`, if any, runs with its answer.
+std::shared_ptr<State> call_about(const std::string& path, std::function<void(const Reply&)> then = {}) {
+  auto state = std::make_shared<State>();
+  state->path = path;
+  state->then = std::move(then);
+  return state;
+}
+}  // namespace
+
 template <class Submit>
 Call Session::submit(std::shared_ptr<State> state, Submit submit) {
   auto* holder = new std::shared_ptr<State>(state);
@@ -284,8 +294,7 @@ Call Session::submit(std::shared_ptr<State> state, Submit submit) {
 }
 
 Call Session::create(const std::string& path, const std::string& data, int mode, const ACL_vector* acl) {
-  auto state = std::make_shared<State>();
-  state->path = path;
+  auto state = call_about(path);
   state->data = data;
   return submit(state, [&](zhandle_t* zh, const void* holder) {
     return zoo_acreate2(zh, state->path.c_str(), state->data.data(), static_cast<int>(state->data.size()), acl, mode,
@@ -294,42 +303,35 @@ Call Session::create(const std::string& path, const std::string& data, int mode,
 }
 
 Call Session::children(const std::string& path) {
-  auto state = std::make_shared<State>();
-  state->path = path;
+  auto state = call_about(path);
   return submit(state, [&](zhandle_t* zh, const void* holder) {
     return zoo_aget_children2(zh, state->path.c_str(), 0, on_strings_stat, holder);
   });
 }
 
 Call Session::watch_children(const std::string& path, std::function<void(const Reply&)> then) {
-  auto state = std::make_shared<State>();
-  state->path = path;
-  state->then = std::move(then);
+  auto state = call_about(path, std::move(then));
   return submit(state, [&](zhandle_t* zh, const void* holder) {
     return zoo_awget_children2(zh, state->path.c_str(), &Session::on_node_event, this, on_strings_stat, holder);
   });
 }
 
 Call Session::get(const std::string& path) {
-  auto state = std::make_shared<State>();
-  state->path = path;
+  auto state = call_about(path);
   return submit(state, [&](zhandle_t* zh, const void* holder) {
     return zoo_aget(zh, state->path.c_str(), 0, on_data, holder);
   });
 }
 
 Call Session::watch_exists(const std::string& path, std::function<void(const Reply&)> then) {
-  auto state = std::make_shared<State>();
-  state->path = path;
-  state->then = std::move(then);
+  auto state = call_about(path, std::move(then));
   return submit(state, [&](zhandle_t* zh, const void* holder) {
     return zoo_awexists(zh, state->path.c_str(), &Session::on_node_event, this, on_stat, holder);
   });
 }
 
 Call Session::set(const std::string& path, const std::string& data, int version) {
-  auto state = std::make_shared<State>();
-  state->path = path;
+  auto state = call_about(path);
   state->data = data;
   return submit(state, [&](zhandle_t* zh, const void* holder) {
     return zoo_aset(zh, state->path.c_str(), state->data.data(), static_cast<int>(state->data.size()), version,
@@ -338,16 +340,14 @@ Call Session::set(const std::string& path, const std::string& data, int version)
 }
 
 Call Session::remove(const std::string& path, int version) {
-  auto state = std::make_shared<State>();
-  state->path = path;
+  auto state = call_about(path);
   return submit(state, [&](zhandle_t* zh, const void* holder) {
     return zoo_adelete(zh, state->path.c_str(), version, on_void, holder);
   });
 }
 
 Call Session::remove_and_set(const std::string& path, int version, const std::string& parent, const std::string& data) {
-  auto state = std::make_shared<State>();
-  state->path = path;
+  auto state = call_about(path);
   state->parent = parent;
   state->parent_data = data;
   zoo_delete_op_init(&state->ops[0], state->path.c_str(), version);

@@ -219,14 +219,15 @@ class ZookeeperBackend final : public Backend {
     session_.ensure();
     const std::string folder = zookeeper::latch_path(mutex);
     for (int round = 0; round < kRounds; ++round) {
-      Call list = session_.children(folder);
-      Call meta = session_.get(folder);
-      Reply listing = list.wait();
-      Reply folder_data = meta.wait();
+      Reply listing = session_.children(folder).wait();
       if (listing.rc == ZNONODE) return {MutexOwner::none(), epoch_millis_now()};
       if (listing.rc != ZOK) session_.fail(listing.rc, "listing the latch of mutex '" + mutex + "'");
       const auto nodes = zookeeper::latch_nodes(listing.children);
-      if (nodes.empty()) {
+      if (nodes.empty()) {  // free: its folder keeps the last token
+        Reply folder_data = session_.get(folder).wait();
+        if (folder_data.rc != ZOK && folder_data.rc != ZNONODE) {
+          session_.fail(folder_data.rc, "reading the last token of mutex '" + mutex + "'");
+        }
         MutexOwner none;
         none.fencing_token = parse_token(folder_data.value);
         return {none, epoch_millis_now()};

@@ -235,7 +235,10 @@ class RawMysql final : public Raw {
 class RawZookeeper final : public Raw {
  public:
   explicit RawZookeeper(const internal::Uri& uri) {
-    std::string hosts = uri.host + ":" + std::to_string(uri.port ? uri.port : 2181) + (uri.path.size() > 1 ? uri.path : "");
+    // One host (default port 2181) or a list "h1:2181,h2:2181" kept whole by the URI parser.
+    std::string hosts = uri.host;
+    if (hosts.find(',') == std::string::npos) hosts += ":" + std::to_string(uri.port ? uri.port : 2181);
+    if (uri.path.size() > 1) hosts += uri.path;
     zh_ = zookeeper_init(hosts.c_str(), nullptr, 10000, nullptr, nullptr, 0);
     auto deadline = Clock::now() + 5s;
     while (zh_ && zoo_state(zh_) != ZOO_CONNECTED_STATE && Clock::now() < deadline) std::this_thread::sleep_for(1ms);

@@ -229,6 +229,7 @@ TEST(ConnectTest, BadUrisSayWhatIsWrongAndWhatIsAccepted) {
   EXPECT_NE(no_zookeeper_what.find("127.0.0.1:1,127.0.0.1:2181/chroot"), std::string::npos) << no_zookeeper_what;
   EXPECT_EQ(code_of("zookeeper://127.0.0.1:1/chroot/").first, errc::invalid_argument);
   EXPECT_EQ(code_of("zookeeper://127.0.0.1:1?session_timeout=soon").first, errc::invalid_argument);
+  EXPECT_EQ(code_of("zookeeper://127.0.0.1:0,127.0.0.1:2181").first, errc::invalid_argument);  // port 0 in a list
   EXPECT_EQ(code_of("zookeeper://u@127.0.0.1:1").first, errc::invalid_argument);  // user without password
   auto [unreachable, unreachable_what] = code_of("redis://u:hunter2@127.0.0.1:1?connect_timeout=200ms");
   EXPECT_EQ(unreachable, errc::unavailable);

@@ -142,15 +142,25 @@ std::shared_ptr<Backend> open_mysql(const Uri& uri, std::map<std::string, std::s
 std::shared_ptr<Backend> open_zookeeper(const Uri& uri, std::map<std::string, std::string>& query) {
   ZookeeperOptions options;
   if (uri.host.empty()) throw Error(errc::invalid_argument, "zookeeper URI needs host:port: " + uri.redacted());
-  // "h1:2181,h2:2181,h3" arrives as host "h1:2181,h2" and port of the last host: every host
-  // without a port gets 2181.
-  std::string hosts = uri.host + (uri.port != 0 ? ":" + std::to_string(uri.port) : "");
+  // One host (its port parsed) or a list "h1:2181,h2" kept whole: every host without a port
+  // gets 2181.
+  const std::string hosts = uri.host + (uri.port != 0 ? ":" + std::to_string(uri.port) : "");
   options.hosts.clear();
   for (std::size_t start = 0; start <= hosts.size();) {
     auto comma = hosts.find(',', start);
     std::string host = hosts.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (host.empty() || host.front() == ':') throw Error(errc::invalid_argument, "zookeeper URI has an empty host: " + uri.redacted());
-    if (host.find(':') == std::string::npos) host += ":2181";
+    auto colon = host.find(':');
+    if (colon == 0 || host.empty()) throw Error(errc::invalid_argument, "zookeeper URI has an empty host: " + uri.redacted());
+    if (colon == std::string::npos) {
+      host += ":2181";
+    } else {
+      const std::string port = host.substr(colon + 1);
+      if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+          std::stoi(port) < 1 || std::stoi(port) > 65535) {
+        throw Error(errc::invalid_argument, "zookeeper URI: port '" + port + "' of '" + host.substr(0, colon) +
+                                                "' is not a number from 1 to 65535");
+      }
+    }
     options.hosts += (options.hosts.empty() ? "" : ",") + host;
     if (comma == std::string::npos) break;
     start = comma + 1;

@@ -85,9 +85,8 @@ Uri parse_uri(std::string_view text) {
       host = host.substr(1, close - 1);
       if (!port.empty() && port.front() != ':') throw bad("junk after ']' in host");
       if (!port.empty()) port = port.substr(1);
-    } else if (auto c = host.rfind(':'); c != std::string_view::npos &&
-                                         (host.rfind(',') == std::string_view::npos || c > host.rfind(','))) {
-      // With a host list (ZooKeeper's "h1:2181,h2:2181"), the port is the last host's.
+    } else if (auto c = host.rfind(':'); c != std::string_view::npos && host.find(',') == std::string_view::npos) {
+      // (A host list, ZooKeeper's "h1:2181,h2:2181", stays whole, ports and all.)
       port = host.substr(c + 1);
       host = host.substr(0, c);
     }
@@ -112,7 +111,8 @@ std::string Uri::redacted() const {
   if (has_authority) {
     out += "//";
     if (!user.empty() || has_password) out += user + (has_password ? ":***" : "") + "@";
-    out += host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    const bool ipv6 = host.find(':') != std::string::npos && host.find(',') == std::string::npos;
+    out += ipv6 ? "[" + host + "]" : host;
     if (port != 0) out += ":" + std::to_string(port);
   }
   out += path;

@@ -1,5 +1,5 @@
 // Backend URIs: scheme://[user[:password]@]host[:port][/path][?key=value&...]; "host" may be
-// a list "h1:2181,h2" (ZooKeeper), whose last entry's port is `port`.
+// a list "h1:2181,h2" (ZooKeeper), kept whole with its ports (`port` is then 0).
 // Internal to simba. Every part is percent-decoded; the password never appears in redacted().
 #pragma once
 

@@ -7,8 +7,8 @@
 int main() {
   simba::Client client = simba::connect("sqlite:///tmp/simba-example.db");
 
-  simba::ScheduleConfig config;
-  config.strategy = simba::ScheduleConfig::Strategy::fixed_rate;
+  simba::ScheduleOptions config;
+  config.strategy = simba::ScheduleOptions::Strategy::fixed_rate;
   config.initial_delay = std::chrono::milliseconds(0);
   config.period = std::chrono::milliseconds(200);
   config.worker = "report";

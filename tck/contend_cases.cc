@@ -24,7 +24,7 @@ std::unique_ptr<MutexContendService> start_contender(const Client& client, std::
 struct FaultyOwnerScene {
   Client client = make_client();
   std::string mutex = unique_mutex();
-  std::shared_ptr<FaultInjectingBackend> faulty = std::make_shared<FaultInjectingBackend>(client.backend());
+  std::shared_ptr<simba::testing::FaultInjectingBackend> faulty = std::make_shared<simba::testing::FaultInjectingBackend>(client.backend());
   std::shared_ptr<Recorder> a = std::make_shared<Recorder>(mutex);
   std::shared_ptr<Recorder> b = std::make_shared<Recorder>(mutex);
   std::unique_ptr<MutexContendService> owner;
@@ -47,7 +47,7 @@ TEST(ContendTest, StartAcquiresAndStopReleasesBeforeReturning) {
   auto service = start_contender(client, recorder);
   ASSERT_TRUE(wait_until([&] { return service->is_owner(); }, kSoon));
   ASSERT_TRUE(wait_until([&] { return recorder->acquired_count() == 1; }, kSoon));
-  EXPECT_EQ(service->status(), Status::running);
+  EXPECT_EQ(service->status(), ServiceStatus::running);
   EXPECT_GT(service->fencing_token(), 0u);
   EXPECT_EQ(client.owner(mutex).owner_id, recorder->contender_id());
   // Callbacks run on the callback executor, never on the thread that talks to the backend.
@@ -55,7 +55,7 @@ TEST(ContendTest, StartAcquiresAndStopReleasesBeforeReturning) {
 
   service->stop();
   EXPECT_EQ(recorder->released_count(), 1);  // delivered before stop() returned
-  EXPECT_EQ(service->status(), Status::initial);
+  EXPECT_EQ(service->status(), ServiceStatus::initial);
   EXPECT_FALSE(service->is_owner());
   EXPECT_TRUE(client.owner(mutex).empty());
 }

@@ -11,7 +11,11 @@
 #include <thread>
 #include <vector>
 
+#include "simba/backend.h"
+#include "simba/memory_backend.h"
 #include "simba/simba.h"
+#include "simba/testing/fault_injection.h"
+#include "simba/testing/simulated_clock.h"
 
 namespace simba::tck {
 

@@ -71,7 +71,7 @@ TEST(LockerTest, WorksWithStandardLockGuards) {
 
 TEST(LockerTest, SignalsLostLeaseWhenBackendBecomesUnreachable) {
   auto client = make_client();
-  auto faulty = std::make_shared<FaultInjectingBackend>(client.backend());
+  auto faulty = std::make_shared<simba::testing::FaultInjectingBackend>(client.backend());
   Client flaky(faulty, client.options(), client.runtime());
   auto mutex = unique_mutex();
   Locker locker(mutex, flaky);
@@ -98,7 +98,7 @@ TEST(SchedulerTest, WorkRunsOnlyOnTheLeader) {
   auto client = make_client();
   auto mutex = unique_mutex();
   std::atomic<int> runs_a{0}, runs_b{0};
-  ScheduleConfig config;
+  ScheduleOptions config;
   config.period = 50ms;
   config.worker = "tck-sched";
   Scheduler a(mutex, client, config, [&](std::stop_token) { runs_a.fetch_add(1); });

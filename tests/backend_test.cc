@@ -1,5 +1,5 @@
-// Unit tests of the memory backend's lease boundaries on a simulated clock, and of SQLite's
-// file handling.
+// Unit tests of the memory backend's lease boundaries on a simulated clock, and of the
+// Scheduler on it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,7 +12,7 @@ namespace {
 using namespace std::chrono_literals;
 
 struct Simulated {
-  std::shared_ptr<SimulatedClock> clock = std::make_shared<SimulatedClock>(10'000);
+  std::shared_ptr<simba::testing::SimulatedClock> clock = std::make_shared<simba::testing::SimulatedClock>(10'000);
   std::shared_ptr<Backend> backend = make_memory_backend(clock);
 };
 
@@ -73,44 +73,10 @@ TEST(MemoryBackendTest, WatchersHearReleasesAndAcquisitionsUntilUnsubscribed) {
   EXPECT_EQ(events, (std::vector<WatchEvent>{WatchEvent::acquired, WatchEvent::released}));
 }
 
-TEST(SqliteBackendTest, TwoConnectionsToOneFileShareTheLease) {
-  auto path = std::filesystem::temp_directory_path() / ("simba-unit-" + std::to_string(getpid()) + ".db");
-  std::filesystem::remove(path);
-  SqliteOptions options;
-  options.path = path.string();
-  auto first = make_sqlite_backend(options);
-  auto second = make_sqlite_backend(options);
-  EXPECT_FALSE(first->capabilities().push);
-  EXPECT_TRUE(first->capabilities().multi_process);
-  EXPECT_EQ(first->acquire("m", "a", 10s, 0ms).owner.owner_id, "a");
-  EXPECT_EQ(second->acquire("m", "b", 10s, 0ms).owner.owner_id, "a");
-  EXPECT_FALSE(second->release("m", "b"));
-  EXPECT_TRUE(first->release("m", "a"));
-  auto taken = second->acquire("m", "b", 10s, 0ms).owner;
-  EXPECT_EQ(taken.owner_id, "b");
-  EXPECT_EQ(taken.fencing_token, 2u);
-  EXPECT_EQ(second->watch("m", "", [](WatchEvent) {}), nullptr);
-  first.reset();
-  second.reset();
-  for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
-}
-
-TEST(SqliteBackendTest, UnopenablePathIsUnavailableAndNamesThePath) {
-  SqliteOptions options;
-  options.path = "/nonexistent-simba-dir/sub/x.db";
-  try {
-    make_sqlite_backend(options);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), errc::unavailable);
-    EXPECT_NE(std::string(e.what()).find(options.path), std::string::npos) << e.what();
-  }
-}
-
 TEST(SchedulerUnitTest, NoThreadLeaksAcrossStartStopCycles) {
   Client client(make_memory_backend(), tck::fast_options(), std::make_shared<Runtime>());
   std::atomic<int> runs{0};
-  ScheduleConfig config;
+  ScheduleOptions config;
   config.period = 10ms;
   Scheduler scheduler("leak", client, config, [&](std::stop_token) { runs.fetch_add(1); });
   const int baseline = tck::thread_count();  // before any worker exists
@@ -133,9 +99,9 @@ TEST(SchedulerUnitTest, NoThreadLeaksAcrossStartStopCycles) {
 TEST(SchedulerUnitTest, ThrowingWorkIsLoggedAndTheScheduleGoesOn) {
   Client client(make_memory_backend(), tck::fast_options(), std::make_shared<Runtime>());
   std::atomic<int> runs{0};
-  ScheduleConfig config;
+  ScheduleOptions config;
   config.period = 10ms;
-  config.strategy = ScheduleConfig::Strategy::fixed_rate;
+  config.strategy = ScheduleOptions::Strategy::fixed_rate;
   Scheduler scheduler("throws", client, config, [&](std::stop_token) {
     runs.fetch_add(1);
     throw std::runtime_error("work failed");
@@ -146,10 +112,10 @@ TEST(SchedulerUnitTest, ThrowingWorkIsLoggedAndTheScheduleGoesOn) {
 }
 
 TEST(SchedulerUnitTest, LosingLeadershipRequestsStopOfRunningWork) {
-  auto faulty = std::make_shared<FaultInjectingBackend>(make_memory_backend());
+  auto faulty = std::make_shared<simba::testing::FaultInjectingBackend>(make_memory_backend());
   Client client(faulty, tck::fast_options(), std::make_shared<Runtime>());
   std::atomic<bool> running{false}, stopped{false};
-  ScheduleConfig config;
+  ScheduleOptions config;
   config.initial_delay = 10ms;
   Scheduler scheduler("lose", client, config, [&](std::stop_token token) {
     running = true;

@@ -47,12 +47,12 @@ TEST(ServiceTest, StartAndStopFromTheWrongStateAreFailedPreconditions) {
     }
   };
   expect_precondition([&] { q.core->stop(); });
-  EXPECT_EQ(q.core->status(), Status::initial);
+  EXPECT_EQ(q.core->status(), ServiceStatus::initial);
   q.core->start();
-  EXPECT_EQ(q.core->status(), Status::running);
+  EXPECT_EQ(q.core->status(), ServiceStatus::running);
   expect_precondition([&] { q.core->start(); });
   q.core->stop();
-  EXPECT_EQ(q.core->status(), Status::initial);
+  EXPECT_EQ(q.core->status(), ServiceStatus::initial);
   expect_precondition([&] { q.core->stop(); });
   q.core->close();  // not running: a no-op, never throws
 }
@@ -138,7 +138,7 @@ TEST(ServiceTest, NotificationsArriveInOrderOneAtATime) {
 
 TEST(ServiceTest, BackendErrorRevokesTheOwnerAtOnceAndBacksOff) {
   auto runtime = std::make_shared<Runtime>();
-  auto faulty = std::make_shared<FaultInjectingBackend>(make_memory_backend());
+  auto faulty = std::make_shared<simba::testing::FaultInjectingBackend>(make_memory_backend());
   Client client(faulty, fast(), runtime);
   auto recorder = std::make_shared<Recorder>("revoke");
   auto service = client.contend_service(recorder);

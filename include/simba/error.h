@@ -16,7 +16,6 @@ enum class errc {
   failed_precondition,   // Wrong state (start() while running...): fix the state first.
   unavailable,           // Backend unreachable or transiently failing: retry the call.
   timeout,               // A wait ran out before the mutex was acquired.
-  lease_lost,            // The holder's lease ended while it was held.
   unsupported,           // This build or this backend lacks the feature.
   permission_denied,     // The backend refused our credentials.
   internal,              // A bug in simba or a corrupt backend record.

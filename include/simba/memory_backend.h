@@ -1,7 +1,7 @@
 // simba/memory_backend.h: the in-process reference backend ("memory:").
 //
 // The oracle of the conformance kit: the protocol with nothing else in the way. Pushes owner
-// changes to watchers at once. Can judge leases by a SimulatedClock. Thread-safe.
+// changes to watchers at once. Can judge leases by any Clock (simba::testing::SimulatedClock in tests). Thread-safe.
 #pragma once
 
 #include <memory>

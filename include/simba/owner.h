@@ -35,8 +35,6 @@ struct MutexOwner {
   bool is_in_ttl(EpochMillis now) const noexcept { return ttl_at > now; }            // strict
   bool is_in_transition(EpochMillis now) const noexcept { return transition_at >= now; }  // inclusive
   bool has_owner(EpochMillis now) const noexcept { return transition_at >= now; }    // inclusive
-  bool is_in_ttl() const noexcept { return is_in_ttl(epoch_millis_now()); }
-  bool has_owner() const noexcept { return has_owner(epoch_millis_now()); }
   bool empty() const noexcept { return owner_id.empty(); }
 
   friend bool operator==(const MutexOwner&, const MutexOwner&) = default;
@@ -59,13 +57,5 @@ struct MutexState {
 
   friend bool operator==(const MutexState&, const MutexState&) = default;
 };
-
-// Lifecycle of a service: INITIAL -> STARTING -> RUNNING -> STOPPING -> INITIAL.
-enum class Status { initial, starting, running, stopping };
-
-const char* to_string(Status status) noexcept;
-inline bool is_active(Status status) noexcept {
-  return status == Status::starting || status == Status::running;
-}
 
 }  // namespace simba

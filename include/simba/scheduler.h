@@ -21,7 +21,7 @@
 
 namespace simba {
 
-struct ScheduleConfig {
+struct ScheduleOptions {
   enum class Strategy { fixed_rate, fixed_delay };
   Strategy strategy = Strategy::fixed_delay;       // Default: fixed delay.
   std::chrono::milliseconds initial_delay{0};      // After winning, before the first run. Default: 0.
@@ -39,7 +39,7 @@ class Scheduler {
 
   // Throws Error(errc::invalid_argument) for a blank mutex, a period <= 0, a negative
   // initial delay or an empty work function.
-  Scheduler(std::string mutex, Client client, ScheduleConfig config, Work work);
+  Scheduler(std::string mutex, Client client, ScheduleOptions config, Work work);
   ~Scheduler();  // stop() if running; never throws.
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;

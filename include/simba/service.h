@@ -23,11 +23,19 @@
 
 namespace simba {
 
+// Lifecycle of a service: INITIAL -> STARTING -> RUNNING -> STOPPING -> INITIAL.
+enum class ServiceStatus { initial, starting, running, stopping };
+
+const char* to_string(ServiceStatus status) noexcept;
+inline bool is_active(ServiceStatus status) noexcept {
+  return status == ServiceStatus::starting || status == ServiceStatus::running;
+}
+
 class MutexRetrievalService {
  public:
   virtual ~MutexRetrievalService() = default;
 
-  virtual Status status() const = 0;
+  virtual ServiceStatus status() const = 0;
   bool running() const { return is_active(status()); }
   virtual const std::string& mutex() const = 0;
   // The last change delivered (or being delivered) to the retriever.

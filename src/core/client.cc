@@ -15,7 +15,7 @@ class ServiceAdapter : public Interface {
  public:
   explicit ServiceAdapter(std::shared_ptr<ServiceCore> core) : core_(std::move(core)) {}
   ~ServiceAdapter() override { internal::release_core(core_); }
-  Status status() const override { return core_->status(); }
+  ServiceStatus status() const override { return core_->status(); }
   const std::string& mutex() const override { return core_->mutex(); }
   MutexState mutex_state() const override { return core_->mutex_state(); }
   void start() override { core_->start(); }
@@ -44,6 +44,16 @@ const std::shared_ptr<T>& require(const std::shared_ptr<T>& p, const char* what)
 }
 
 }  // namespace
+
+const char* to_string(ServiceStatus status) noexcept {
+  switch (status) {
+    case ServiceStatus::initial: return "INITIAL";
+    case ServiceStatus::starting: return "STARTING";
+    case ServiceStatus::running: return "RUNNING";
+    case ServiceStatus::stopping: return "STOPPING";
+  }
+  return "UNKNOWN";
+}
 
 Client::Client(std::shared_ptr<Backend> backend, ContendOptions options,
                std::shared_ptr<Runtime> runtime)

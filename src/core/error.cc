@@ -13,7 +13,6 @@ class Category final : public std::error_category {
       case errc::failed_precondition: return "failed precondition";
       case errc::unavailable: return "backend unavailable";
       case errc::timeout: return "timed out";
-      case errc::lease_lost: return "lease lost";
       case errc::unsupported: return "unsupported";
       case errc::permission_denied: return "permission denied";
       case errc::internal: return "internal error";

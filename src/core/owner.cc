@@ -1,4 +1,4 @@
-// Owner records and service status names.
+// Owner records.
 #include "simba/owner.h"
 
 namespace simba {
@@ -12,16 +12,6 @@ EpochMillis epoch_millis_now() noexcept {
 const MutexOwner& MutexOwner::none() noexcept {
   static const MutexOwner kNone{};
   return kNone;
-}
-
-const char* to_string(Status status) noexcept {
-  switch (status) {
-    case Status::initial: return "INITIAL";
-    case Status::starting: return "STARTING";
-    case Status::running: return "RUNNING";
-    case Status::stopping: return "STOPPING";
-  }
-  return "UNKNOWN";
 }
 
 }  // namespace simba

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <thread>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "core/service_core.h"
 #include "simba/error.h"
 
@@ -16,7 +16,7 @@ namespace internal {
 
 class SchedulerImpl {
  public:
-  SchedulerImpl(std::string mutex, const Client& client, ScheduleConfig config, Scheduler::Work work)
+  SchedulerImpl(std::string mutex, const Client& client, ScheduleOptions config, Scheduler::Work work)
       : config_(std::move(config)), work_(std::move(work)) {
     if (!work_) throw Error(errc::invalid_argument, "Scheduler needs a work function");
     if (config_.period.count() <= 0) {
@@ -126,7 +126,7 @@ class SchedulerImpl {
         if (core_->is_owner()) run_once(token);
         lock.lock();
         auto now = Clock::now();
-        next = config_.strategy == ScheduleConfig::Strategy::fixed_rate ? std::max(next + config_.period, now)
+        next = config_.strategy == ScheduleOptions::Strategy::fixed_rate ? std::max(next + config_.period, now)
                                                                         : now + config_.period;
       }
     }
@@ -142,7 +142,7 @@ class SchedulerImpl {
     }
   }
 
-  const ScheduleConfig config_;
+  const ScheduleOptions config_;
   const Scheduler::Work work_;
   std::shared_ptr<ServiceCore> core_;
 
@@ -159,7 +159,7 @@ class SchedulerImpl {
 
 }  // namespace internal
 
-Scheduler::Scheduler(std::string mutex, Client client, ScheduleConfig config, Work work)
+Scheduler::Scheduler(std::string mutex, Client client, ScheduleOptions config, Work work)
     : impl_(std::make_unique<internal::SchedulerImpl>(std::move(mutex), client, std::move(config),
                                                       std::move(work))) {}
 Scheduler::~Scheduler() = default;

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "core/contend_period.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "runtime/runtime_internal.h"
 #include "simba/duration.h"
 #include "simba/error.h"
@@ -66,8 +66,8 @@ bool ServiceCore::current_locked(std::uint64_t generation) const {
 }
 
 void ServiceCore::start(bool first_round_inline) {
-  Status expected = Status::initial;
-  if (!status_.compare_exchange_strong(expected, Status::starting)) {
+  ServiceStatus expected = ServiceStatus::initial;
+  if (!status_.compare_exchange_strong(expected, ServiceStatus::starting)) {
     throw Error(errc::failed_precondition, "start() of the service for mutex '" + mutex() +
                                                "' needs status INITIAL, it is " + to_string(expected));
   }
@@ -105,13 +105,13 @@ void ServiceCore::start(bool first_round_inline) {
       arm_timer_locked(generation, options_.initial_delay);
     }
   }
-  status_.store(Status::running);
+  status_.store(ServiceStatus::running);
   if (inline_round) run_round(generation);
 }
 
 void ServiceCore::stop() {
-  Status expected = Status::running;
-  if (!status_.compare_exchange_strong(expected, Status::stopping)) {
+  ServiceStatus expected = ServiceStatus::running;
+  if (!status_.compare_exchange_strong(expected, ServiceStatus::stopping)) {
     throw Error(errc::failed_precondition, "stop() of the service for mutex '" + mutex() +
                                                "' needs status RUNNING, it is " + to_string(expected));
   }
@@ -133,12 +133,12 @@ void ServiceCore::stop() {
   // this generation is no longer running.
   post_apply(generation, MutexOwner::none());
   if (hooks_.deliver_notifications) flush();
-  status_.store(Status::initial);
+  status_.store(ServiceStatus::initial);
 }
 
 void ServiceCore::close() noexcept {
   try {
-    if (status_.load() == Status::running) stop();
+    if (status_.load() == ServiceStatus::running) stop();
   } catch (const std::exception& e) {
     log_warn("closing the service for mutex '" + mutex() + "': " + e.what());
   }

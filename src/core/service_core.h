@@ -54,7 +54,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void stop();
   void close() noexcept;
 
-  Status status() const { return status_.load(); }
+  ServiceStatus status() const { return status_.load(); }
   const std::string& mutex() const { return retriever_->mutex(); }
   const std::string& contender_id() const;
   MutexState mutex_state() const;
@@ -98,7 +98,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   const std::chrono::milliseconds poll_;
   const Strand strand_;
 
-  std::atomic<Status> status_{Status::initial};
+  std::atomic<ServiceStatus> status_{ServiceStatus::initial};
 
   mutable std::mutex mutex_;
   std::uint64_t generation_ = 0;

@@ -119,10 +119,4 @@ std::string Uri::redacted() const {
   return out;
 }
 
-void reject_unknown_options(const Uri& uri, const std::map<std::string, std::string>& query,
-                            const std::string& accepted) {
-  if (query.empty()) return;
-  throw bad("unknown option '" + query.begin()->first + "' for " + uri.scheme + ": (accepted: " + accepted + ")");
-}
-
 }  // namespace simba::internal

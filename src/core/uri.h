@@ -27,8 +27,4 @@ struct Uri {
 // Throws Error(errc::invalid_argument) naming what is malformed (never echoing a password).
 Uri parse_uri(std::string_view text);
 
-// Throws Error(errc::invalid_argument) naming the first key left in `query` and `accepted`.
-void reject_unknown_options(const Uri& uri, const std::map<std::string, std::string>& query,
-                            const std::string& accepted);
-
 }  // namespace simba::internal

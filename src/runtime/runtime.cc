@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "runtime/runtime_internal.h"
 
 namespace simba {

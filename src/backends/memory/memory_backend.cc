@@ -1,6 +1,7 @@
 // The in-process reference backend: the protocol with nothing in the way.
 #include "simba/memory_backend.h"
 
+#include "backends/common/raw_probe.h"
 #include "backends/common/watcher.h"
 
 #include <mutex>
@@ -13,7 +14,7 @@ namespace {
 using internal::Watcher;
 using internal::WatchHandle;
 
-class MemoryBackend final : public Backend {
+class MemoryBackend final : public Backend, public internal::RawProbe {
  public:
   explicit MemoryBackend(std::shared_ptr<const Clock> clock) : clock_(std::move(clock)) {}
 
@@ -76,6 +77,14 @@ class MemoryBackend final : public Backend {
     return std::make_unique<WatchHandle>(watcher);
   }
 
+  // The engine's bare primitive: a std::mutex lock + unlock.
+  double raw_once() override {
+    const auto start = std::chrono::steady_clock::now();
+    raw_mutex_.lock();
+    raw_mutex_.unlock();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  }
+
   Capabilities capabilities() const override {
     Capabilities caps;
     caps.engine = "memory";
@@ -106,6 +115,7 @@ class MemoryBackend final : public Backend {
   }
 
   const std::shared_ptr<const Clock> clock_;
+  std::mutex raw_mutex_;  // simba-bench's baseline: a std::mutex lock + unlock
   std::mutex mutex_;
   std::unordered_map<std::string, Entry> entries_;
   std::mutex watch_mutex_;

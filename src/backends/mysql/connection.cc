@@ -130,9 +130,18 @@ void Connection::run(const std::string& sql) {
 }
 
 std::int64_t Connection::scalar(const std::string& sql) {
-  if (mysql_real_query(mysql_.get(), sql.data(), sql.size()) != 0) {
+  send(sql);
+  return read_scalar();
+}
+
+void Connection::send(const std::string& sql) {
+  if (mysql_send_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0) {
     fail("a query", mysql_errno(mysql_.get()), mysql_error(mysql_.get()));
   }
+}
+
+std::int64_t Connection::read_scalar() {
+  if (mysql_read_query_result(mysql_.get()) != 0) fail("a query", mysql_errno(mysql_.get()), mysql_error(mysql_.get()));
   std::unique_ptr<MYSQL_RES, void (*)(MYSQL_RES*)> result(mysql_store_result(mysql_.get()), mysql_free_result);
   if (!result) fail("a query", mysql_errno(mysql_.get()), mysql_error(mysql_.get()));
   MYSQL_ROW row = mysql_fetch_row(result.get());

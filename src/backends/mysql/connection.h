@@ -39,6 +39,10 @@ class Connection {
   void run(const std::string& sql);
   // One integer from plain SQL without parameters.
   std::int64_t scalar(const std::string& sql);
+  // scalar() in two halves: send the query now, read its one integer later (when the socket
+  // is readable, for a query that waits on the server).
+  void send(const std::string& sql);
+  std::int64_t read_scalar();
 
   bool broken() const { return broken_; }
   // The socket, so another thread can shut it down to end a blocking read.

@@ -2,22 +2,16 @@
 // clock in UTC milliseconds, cheap polls by waiters only, a monitor connection for loss.
 #include "simba/mysql_backend.h"
 
-#include <pthread.h>
-#include <sys/socket.h>
-
-#include <condition_variable>
 #include <mutex>
-#include <random>
-#include <thread>
 #include <unordered_set>
 
 #include "backends/common/lease_row.h"
 #include "backends/common/pool.h"
 #include "backends/common/raw_probe.h"
 #include "backends/common/server.h"
-#include "backends/common/watcher.h"
 #include "backends/mysql/connection.h"
-#include "core/log.h"
+#include "backends/mysql/monitor.h"
+#include "base/log.h"
 #include "simba/error.h"
 
 namespace simba {
@@ -92,98 +86,13 @@ constexpr const char* kRelease =
     "UPDATE simba_mutex SET acquired_at = 0, ttl_at = 0, transition_at = 0, owner_id = '', version = version + 1 "
     "WHERE mutex = ? AND owner_id = ?";
 
-// A connection parked in SELECT SLEEP(): when the server goes away the read fails at once,
-// which tells owners to stop believing (there is no push channel to tell them).
-class Monitor {
- public:
-  Monitor(MysqlOptions options, std::string where) : options_(std::move(options)), where_(std::move(where)) {}
-  ~Monitor() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-      if (socket_ >= 0) ::shutdown(socket_, SHUT_RDWR);  // ends the SLEEP's blocking read
-    }
-    wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-
-  std::unique_ptr<Subscription> watch(std::function<void(WatchEvent)> on_event) {
-    auto watcher = std::make_shared<internal::Watcher>(std::move(on_event));
-    std::lock_guard lock(mutex_);
-    watchers_.push_back(watcher);
-    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
-    return std::make_unique<internal::WatchHandle>(watcher, [this, watcher] {
-      std::lock_guard inner(mutex_);
-      std::erase(watchers_, watcher);
-    });
-  }
-
- private:
-  static constexpr int kSleepSeconds = 30;
-
-  void notify_all(WatchEvent event) {
-    std::vector<std::shared_ptr<internal::Watcher>> everyone;
-    {
-      std::lock_guard lock(mutex_);
-      everyone = watchers_;
-    }
-    for (auto& watcher : everyone) watcher->call(event);
-  }
-
-  void run() {
-    pthread_setname_np(pthread_self(), "simba-my-watch");
-    std::mt19937_64 rng{std::random_device{}()};
-    std::chrono::milliseconds backoff{50};
-    bool was_connected = false;
-    for (;;) {
-      std::unique_ptr<Connection> connection;
-      try {
-        connection = std::make_unique<Connection>(options_, where_, std::chrono::seconds(kSleepSeconds + 10));
-        {
-          std::lock_guard lock(mutex_);
-          if (stopping_) return;
-          socket_ = connection->socket();
-        }
-        if (was_connected) notify_all(WatchEvent::released);  // changes may have passed unseen
-        was_connected = true;
-        backoff = std::chrono::milliseconds(50);
-        for (;;) connection->scalar("SELECT SLEEP(" + std::to_string(kSleepSeconds) + ")");
-      } catch (const std::exception& e) {
-        {
-          std::lock_guard lock(mutex_);
-          socket_ = -1;
-          if (stopping_) return;
-        }
-        if (connection) {
-          internal::log_warn(where_ + ": monitor connection lost (" + e.what() + "); reconnecting");
-          notify_all(WatchEvent::lost);
-        }
-      }
-      std::unique_lock lock(mutex_);
-      std::uniform_int_distribution<long> jitter(backoff.count() / 2, backoff.count());
-      wake_.wait_for(lock, std::chrono::milliseconds(jitter(rng)), [&] { return stopping_; });
-      if (stopping_) return;
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
-    }
-  }
-
-  const MysqlOptions options_;
-  const std::string where_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  int socket_ = -1;
-  std::thread thread_;
-  std::vector<std::shared_ptr<internal::Watcher>> watchers_;
-};
-
 class MysqlBackend final : public Backend, public internal::RawProbe {
  public:
   MysqlBackend(const MysqlOptions& options, std::string where)
       : options_(options),
         where_(std::move(where)),
         pool_(options.pool_size, [this] { return open(); }),
-        monitor_(options, where_) {
+        monitor_(mysql::make_monitor(options, where_)) {
     auto connection = std::make_unique<Connection>(options_, where_, options_.command_timeout);
     const std::string server = connection->server_info();
     const bool mariadb = server.find("MariaDB") != std::string::npos;
@@ -252,7 +161,7 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
 
   std::unique_ptr<Subscription> watch(const std::string&, const std::string&,
                                       std::function<void(WatchEvent)> on_change) override {
-    return monitor_.watch(std::move(on_change));
+    return monitor_->watch({}, std::move(on_change));
   }
 
   Capabilities capabilities() const override {
@@ -318,7 +227,7 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
   const std::string where_;
   bool returning_ = true;  // set once, before the pool opens a connection
   internal::Pool<Connection> pool_;
-  Monitor monitor_;
+  std::unique_ptr<internal::PushChannel> monitor_;
   std::mutex waiting_mutex_;
   std::unordered_set<std::string> waiting_;  // contenders of this process that last saw another owner
 };

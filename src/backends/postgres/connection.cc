@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "simba/error.h"
 
 namespace simba::postgres {

@@ -113,7 +113,7 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
       : options_(options),
         where_(std::move(where)),
         pool_(options.pool_size, [this] { return open(); }),
-        listener_(options, where_) {
+        listener_(postgres::make_listener(options, where_)) {
     auto connection = std::make_unique<Connection>(options_, where_);
     create_table(*connection);
     prepare(*connection);
@@ -146,7 +146,7 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
 
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& /*contender_id*/,
                                       std::function<void(WatchEvent)> on_change) override {
-    return listener_.watch(mutex, std::move(on_change));
+    return listener_->watch({mutex}, std::move(on_change));
   }
 
   Capabilities capabilities() const override {
@@ -211,7 +211,7 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
   const PostgresOptions options_;
   const std::string where_;
   internal::Pool<Connection> pool_;
-  postgres::Listener listener_;
+  std::unique_ptr<internal::PushChannel> listener_;
 };
 
 }  // namespace

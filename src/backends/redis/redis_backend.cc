@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "backends/common/pool.h"
+#include "backends/common/raw_probe.h"
 #include "backends/redis/connection.h"
 #include "backends/redis/subscriber.h"
+#include "simba/contender.h"
 #include "simba/error.h"
 
 namespace simba {
@@ -82,13 +84,13 @@ struct Script {
   std::string sha;  // from SCRIPT LOAD; guarded by the backend's pool mutex
 };
 
-class RedisBackend final : public Backend {
+class RedisBackend final : public Backend, public internal::RawProbe {
  public:
   RedisBackend(const RedisOptions& options, std::string where)
       : options_(options),
         where_(std::move(where)),
         pool_(options.pool_size, [this] { return std::make_unique<Connection>(options_, where_); }),
-        subscriber_(options, where_) {
+        subscriber_(redis::make_subscriber(options, where_)) {
     // Connect now: a wrong password or a port that is not Redis fails here, not later.
     auto connection = std::make_unique<Connection>(options_, where_);
     for (Script* script : {&acquire_, &release_, &read_}) load(*connection, *script);
@@ -124,8 +126,8 @@ class RedisBackend final : public Backend {
   // channel every release also goes to. Nobody hears their own acquisitions or releases.
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override {
-    if (contender_id.empty()) return subscriber_.watch({lock_key(mutex), lock_key(mutex) + ":"}, std::move(on_change));
-    return subscriber_.watch({lock_key(mutex) + ":" + contender_id}, std::move(on_change));
+    if (contender_id.empty()) return subscriber_->watch({lock_key(mutex), lock_key(mutex) + ":"}, std::move(on_change));
+    return subscriber_->watch({lock_key(mutex) + ":" + contender_id}, std::move(on_change));
   }
 
   Capabilities capabilities() const override {
@@ -140,6 +142,17 @@ class RedisBackend final : public Backend {
   }
 
   std::string describe() const override { return where_; }
+
+  // SET NX PX + DEL on one pooled connection: the fewest round trips a Redis lock can take.
+  double raw_once() override {
+    const std::string key = options_.prefix + ":bench-raw:" + raw_id_;
+    return pool_.with([&](Connection& connection) {
+      const auto start = std::chrono::steady_clock::now();
+      connection.checked({"SET", key, "owner", "NX", "PX", "10000"});
+      connection.checked({"DEL", key});
+      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    });
+  }
 
  private:
   // Which contenders of this process the queue may hold, so the winning acquire skips the
@@ -228,7 +241,8 @@ class RedisBackend final : public Backend {
   std::mutex queued_mutex_;
   std::unordered_set<std::string> queued_;
   Script acquire_{kAcquire, {}}, release_{kRelease, {}}, read_{kRead, {}};
-  redis::Subscriber subscriber_;
+  std::unique_ptr<internal::PushChannel> subscriber_;
+  const std::string raw_id_ = contender_id::uuid();  // simba-bench's baseline key
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "backends/common/lease_row.h"
+#include "backends/common/raw_probe.h"
 #include "simba/error.h"
 
 namespace simba {
@@ -74,7 +75,7 @@ class Use {
   sqlite3_stmt* stmt_;
 };
 
-class SqliteBackend final : public Backend {
+class SqliteBackend final : public Backend, public internal::RawProbe {
  public:
   explicit SqliteBackend(const SqliteOptions& options) : options_(options) {
     int rc = sqlite3_open_v2(options.path.c_str(), &connection_.db,
@@ -158,6 +159,20 @@ class SqliteBackend final : public Backend {
 
   std::string describe() const override { return "sqlite://" + options_.path; }
 
+  // One write transaction updating one row (a private row of simba_mutex), on this
+  // backend's connection.
+  double raw_once() override {
+    std::lock_guard lock(mutex_);
+    if (!raw_.get()) {
+      exec("INSERT OR IGNORE INTO simba_mutex (mutex) VALUES ('simba-bench/raw')", "making the raw row");
+      prepare(raw_, "UPDATE simba_mutex SET version = version + 1 WHERE mutex = 'simba-bench/raw'");
+    }
+    const auto start = std::chrono::steady_clock::now();
+    Use use(raw_);
+    check(sqlite3_step(*use), SQLITE_DONE, "the raw UPDATE");
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  }
+
  private:
   // The one place SQLite result codes become simba errors.
   void check(int rc, int expected, const char* what) {
@@ -240,6 +255,7 @@ class SqliteBackend final : public Backend {
   Connection connection_;
   sqlite3* db_ = nullptr;
   Statement acquire_, select_, release_;
+  Statement raw_;  // simba-bench's baseline, prepared on first use
 };
 
 }  // namespace

@@ -6,10 +6,11 @@
 #include <optional>
 #include <set>
 
+#include "backends/common/raw_probe.h"
 #include "backends/common/watcher.h"
 #include "backends/zookeeper/latch_names.h"
 #include "backends/zookeeper/session.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "simba/error.h"
 
 namespace simba {
@@ -66,7 +67,7 @@ struct Seen {
   Steady::time_point since;  // when this version was first seen (after it was written)
 };
 
-class ZookeeperBackend final : public Backend {
+class ZookeeperBackend final : public Backend, public internal::RawProbe {
  public:
   explicit ZookeeperBackend(const ZookeeperOptions& options)
       : options_(options),
@@ -281,6 +282,18 @@ class ZookeeperBackend final : public Backend {
   }
 
   std::string describe() const override { return where_; }
+
+  // The latch's bare join and leave: an ephemeral sequential node created and deleted, on this
+  // backend's session (at the top of its chroot, so nothing is left behind).
+  double raw_once() override {
+    session_.ensure();
+    const auto start = Steady::now();
+    Reply created = session_.create("/simba-bench-raw-", "owner", ZOO_EPHEMERAL_SEQUENTIAL, session_.node_acl()).wait();
+    if (created.rc != ZOK) session_.fail(created.rc, "the raw create");
+    Reply removed = session_.remove(created.value, -1).wait();
+    if (removed.rc != ZOK) session_.fail(removed.rc, "the raw delete");
+    return std::chrono::duration<double, std::micro>(Steady::now() - start).count();
+  }
 
  private:
   using Watchers = std::multimap<std::string, std::shared_ptr<Watcher>>;

@@ -1,5 +1,5 @@
 // Logging through spdlog; the level comes from $SIMBA_LOG (debug, info, warn, error, off).
-#include "core/log.h"
+#include "base/log.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>

@@ -1,4 +1,5 @@
-// simba/fault_injection.h: a backend that fails on command, for tests of failure handling.
+// simba/testing/fault_injection.h: a backend that fails on command, for tests of failure
+// handling. Part of the simba::testing library (link simba::testing).
 //
 // Wraps any backend. Faults apply to acquire, release and read; watch and capabilities pass
 // through (an unreachable engine's push channel is simply silent: no changes are forwarded).
@@ -11,7 +12,7 @@
 
 #include "simba/backend.h"
 
-namespace simba {
+namespace simba::testing {
 
 class FaultInjectingBackend : public ForwardingBackend {
  public:
@@ -43,4 +44,4 @@ class FaultInjectingBackend : public ForwardingBackend {
   std::atomic<long> calls_{0};
 };
 
-}  // namespace simba
+}  // namespace simba::testing

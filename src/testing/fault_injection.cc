@@ -1,11 +1,11 @@
 // The fault-injecting backend of the tests.
-#include "simba/fault_injection.h"
+#include "simba/testing/fault_injection.h"
 
 #include <thread>
 
 #include "simba/error.h"
 
-namespace simba {
+namespace simba::testing {
 
 void FaultInjectingBackend::before_call(const char* what) {
   calls_.fetch_add(1);
@@ -46,4 +46,4 @@ std::unique_ptr<Subscription> FaultInjectingBackend::watch(const std::string& mu
   });
 }
 
-}  // namespace simba
+}  // namespace simba::testing

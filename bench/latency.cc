@@ -1,0 +1,115 @@
+// Workloads within one process: a lock cycle against the engine's bare primitive, handover
+// from a release, takeover after an owner vanished.
+#include "backends/common/raw_probe.h"
+#include "report.h"
+#include "simba/testing/fault_injection.h"
+#include "workloads.h"
+
+namespace simba::bench {
+
+using namespace std::chrono_literals;
+
+// Locker acquire + release, interleaved in blocks with the raw primitive so both see the
+// same machine conditions. // The baseline is the engine's own (internal::RawProbe, which every engine offers), run on
+// the backend's own connection: on a small VM which core a server process wakes on moves a
+// round trip by tens of microseconds, and that differs from one connection to the next.
+nlohmann::json cycle(const Client& client, const std::string& engine, std::size_t n) {
+  Locker locker("bench/cycle/" + contender_id::uuid(), client);
+  auto* raw = dynamic_cast<internal::RawProbe*>(client.backend().get());
+  for (int i = 0; i < 50; ++i) {  // warm up
+    locker.acquire();
+    locker.unlock();
+    if (raw) raw->raw_once();
+  }
+  std::vector<double> samples, raw_samples;
+  samples.reserve(n);
+  // Blocks of each, the order swapped every block: whatever runs right after the other
+  // (e.g. a database backend process that has been idle) pays a cost the other does not.
+  constexpr std::size_t kBlock = 100;
+  auto run_cycles = [&] {
+    for (std::size_t i = 0; i < kBlock && samples.size() < n; ++i) {
+      auto start = Clock::now();
+      locker.acquire();
+      locker.unlock();
+      samples.push_back(micros(Clock::now() - start));
+    }
+  };
+  auto run_raw = [&] {
+    for (std::size_t i = 0; raw && i < kBlock && raw_samples.size() < n; ++i) raw_samples.push_back(raw->raw_once());
+  };
+  for (bool cycle_first = true; samples.size() < n; cycle_first = !cycle_first) {
+    if (cycle_first) {
+      run_cycles();
+      run_raw();
+    } else {
+      run_raw();
+      run_cycles();
+    }
+  }
+  auto out = line(engine, "cycle", n, stats_of(samples));
+  if (raw) {
+    auto raw_stats = stats_of(raw_samples);
+    out["raw_p50_us"] = round2(raw_stats.p50);
+    out["raw_p99_us"] = round2(raw_stats.p99);
+    out["ratio_p50"] = round2(out["p50_us"].get<double>() / raw_stats.p50);
+  }
+  return out;
+}
+
+// Release by the owner to the next owner's on_acquired.
+nlohmann::json handover(const Client& client, const std::string& engine, std::size_t n) {
+  auto mutex = "bench/handover/" + contender_id::uuid();
+  auto a = std::make_shared<Stamp>(mutex), b = std::make_shared<Stamp>(mutex);
+  auto first = client.contend_service(a), second = client.contend_service(b);
+  std::vector<double> samples;
+  for (std::size_t i = 0; i < n; ++i) {
+    a->reset();
+    b->reset();
+    first->start();
+    await([&] { return first->is_owner(); }, "the first owner");
+    second->start();
+    await([&] { return second->after_owner().owner_id == a->contender_id(); }, "the waiter to see the owner");
+    auto released = Clock::now();
+    first->stop();
+    await([&] { return b->acquired_at().has_value(); }, "the handover");
+    samples.push_back(micros(*b->acquired_at() - released));
+    second->stop();
+  }
+  return line(engine, "handover", n, stats_of(samples));
+}
+
+// The owner vanishes without releasing (its backend goes unreachable); the waiter takes over
+// once the lease runs out. Reported with the lease (ttl + transition) it cannot beat.
+nlohmann::json takeover(const Client& client, const std::string& engine, std::size_t n) {
+  ContendOptions options = client.options();
+  options.ttl = 200ms;
+  options.transition = 100ms;
+  Client fast(client.backend(), options, client.runtime());
+  std::vector<double> samples;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto mutex = "bench/takeover/" + contender_id::uuid();
+    auto faulty = std::make_shared<simba::testing::FaultInjectingBackend>(client.backend());
+    Client doomed(faulty, options, client.runtime());
+    auto a = std::make_shared<Stamp>(mutex), b = std::make_shared<Stamp>(mutex);
+    auto owner = doomed.contend_service(a);
+    owner->start();
+    await([&] { return owner->is_owner(); }, "the owner");
+    auto waiter = fast.contend_service(b);
+    waiter->start();
+    await([&] { return waiter->after_owner().owner_id == a->contender_id(); }, "the waiter to see the owner");
+    auto last_renewal = owner->after_owner().acquired_at;
+    faulty->set_unreachable(true);
+    await([&] { return b->acquired_at().has_value(); }, "the takeover");
+    // From the owner's last renewal, as judged by the backend's clock, to the new owner.
+    auto taken = waiter->after_owner().acquired_at;
+    samples.push_back(static_cast<double>(taken - last_renewal) * 1000.0);
+    waiter->stop();
+    faulty->set_unreachable(false);
+    owner->stop();
+  }
+  auto out = line(engine, "takeover", n, stats_of(samples));
+  out["lease_us"] = (options.ttl + options.transition).count() * 1000;
+  return out;
+}
+
+}  // namespace simba::bench

@@ -1,0 +1,137 @@
+// Workloads about processes: a `simba lock` process killed while it holds the mutex, and one
+// process holding many mutexes.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "report.h"
+#include "workloads.h"
+
+namespace simba::bench {
+namespace {
+
+long resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+int thread_count() {
+  int n = 0;
+  for ([[maybe_unused]] auto& entry : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+}  // namespace
+
+using namespace std::chrono_literals;
+
+// The owner is a `simba lock` process (the CLI beside this binary) that gets SIGKILLed while
+// it holds the mutex; measured from the kill to the waiter's on_acquired. Its bound is the
+// lease the engine granted (`lease_us`: ttl 200ms + transition 100ms here; on ZooKeeper the
+// holder asks for 16 s, which the session caps at 9/10 of the session timeout).
+nlohmann::json kill(const Client& client, const std::string& uri, const std::string& engine, std::size_t n) {
+  const auto cli = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "simba";
+  if (!std::filesystem::exists(cli)) throw Error(errc::unavailable, "kill workload needs " + cli.string());
+  // On ZooKeeper a lease longer than the session, so that the session timeout (which caps
+  // it) is what the takeover waits for.
+  const bool session_bound = engine == "zookeeper";
+  ContendOptions options = client.options();
+  options.ttl = session_bound ? 10s : 200ms;
+  options.transition = session_bound ? 6s : 100ms;
+  Client fast(client.backend(), options, client.runtime());
+  std::vector<double> samples;
+  EpochMillis granted_lease_ms = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string mutex = "bench/kill/" + contender_id::uuid();
+    std::vector<std::string> args = {cli.string(), "lock", "--backend", uri, "--ttl", format_duration(options.ttl),
+                                     "--transition", format_duration(options.transition), mutex, "--", "sleep", "600"};
+    std::vector<char*> argv;
+    for (auto& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);  // its own group: the kill takes its child too
+    posix_spawnattr_setpgroup(&attr, 0);
+    pid_t pid;
+    int rc = posix_spawn(&pid, argv[0], nullptr, &attr, argv.data(), environ);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) throw Error(errc::unavailable, "cannot start " + cli.string());
+    auto deadline = Clock::now() + 30s;
+    while (fast.owner(mutex).empty()) {
+      if (Clock::now() > deadline) throw Error(errc::timeout, "benchmark stuck waiting for the simba lock process to own");
+      std::this_thread::sleep_for(5ms);
+    }
+    // The lease the engine granted the process (ZooKeeper caps it by the session timeout).
+    const MutexOwner held = fast.owner(mutex);
+    granted_lease_ms = held.transition_at - held.acquired_at;
+    auto b = std::make_shared<Stamp>(mutex);
+    auto waiter = fast.contend_service(b);
+    waiter->start();
+    await([&] { return !waiter->after_owner().empty(); }, "the waiter to see the owner");
+    if (b->acquired_at()) throw Error(errc::internal, "the waiter owned while the simba lock process held the mutex");
+    ::kill(-pid, SIGKILL);
+    auto killed = Clock::now();
+    waitpid(pid, nullptr, 0);
+    deadline = Clock::now() + 60s;
+    while (!b->acquired_at() && Clock::now() < deadline) std::this_thread::sleep_for(100us);
+    if (!b->acquired_at()) throw Error(errc::timeout, "benchmark stuck waiting for the takeover after a kill");
+    samples.push_back(micros(*b->acquired_at() - killed));
+    waiter->stop();
+  }
+  auto out = line(engine, "kill", n, stats_of(samples));
+  out["lease_us"] = granted_lease_ms * 1000;
+  return out;
+}
+
+// One process holds `n` mutexes (ttl 2s, transition 1s) for `duration`: the threads it needs,
+// resident memory per held mutex, and renewals missed (an owner that lost its lease).
+nlohmann::json scale(const Client& client, const std::string& engine, std::size_t n, std::chrono::seconds duration) {
+  ContendOptions options = client.options();
+  options.ttl = 2s;
+  options.transition = 1s;
+  Client held(client.backend(), options, client.runtime());
+  const long rss_before = resident_bytes();
+  std::atomic<long> acquired{0}, lost{0};
+  std::mutex latency_mutex;
+  std::vector<double> latencies;
+  std::vector<std::unique_ptr<MutexContendService>> services;
+  services.reserve(n);
+  const std::string prefix = "bench/scale/" + contender_id::uuid() + "/";
+  for (std::size_t i = 0; i < n; ++i) {
+    auto started = Clock::now();
+    auto contender = make_contender(
+        prefix + std::to_string(i),
+        [&, started](const MutexState&) {
+          acquired.fetch_add(1);
+          std::lock_guard lock(latency_mutex);
+          latencies.push_back(micros(Clock::now() - started));
+        },
+        [&](const MutexState&) { lost.fetch_add(1); });
+    services.push_back(held.contend_service(contender));
+    services.back()->start();
+  }
+  await([&] { return acquired.load() == static_cast<long>(n); }, "every mutex to be held");
+  const long rss_held = resident_bytes();
+  const int threads = thread_count();
+  std::this_thread::sleep_for(duration);
+  const long missed = lost.load();
+  std::size_t owners = 0;
+  for (auto& service : services) owners += service->is_owner();
+  for (auto& service : services) service->stop();
+  auto out = line(engine, "scale", n, stats_of(latencies));
+  out["duration_s"] = duration.count();
+  out["threads"] = threads;
+  out["rss_per_mutex_bytes"] = (rss_held - rss_before) / static_cast<long>(n);
+  out["missed_renewals"] = missed;
+  out["owners_at_end"] = owners;
+  return out;
+}
+
+}  // namespace simba::bench

@@ -1,0 +1,23 @@
+// simba-bench's workloads: each returns one JSON line.
+#pragma once
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "simba/simba.h"
+
+namespace simba::bench {
+
+// Locker acquire + release, interleaved in blocks with the engine's bare primitive.
+nlohmann::json cycle(const Client& client, const std::string& engine, std::size_t n);
+// Release by the owner to the next owner's on_acquired.
+nlohmann::json handover(const Client& client, const std::string& engine, std::size_t n);
+// The owner vanishes without releasing; the waiter takes over once the lease runs out.
+nlohmann::json takeover(const Client& client, const std::string& engine, std::size_t n);
+// A `simba lock` process (the CLI beside this binary, on `uri`) SIGKILLed while it holds.
+nlohmann::json kill(const Client& client, const std::string& uri, const std::string& engine, std::size_t n);
+// One process holds `n` mutexes for `duration`.
+nlohmann::json scale(const Client& client, const std::string& engine, std::size_t n, std::chrono::seconds duration);
+
+}  // namespace simba::bench

@@ -1,0 +1,221 @@
+// The reconnecting push channel's thread.
+#include "backends/common/push_channel.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+
+#include "base/log.h"
+#include "simba/error.h"
+
+namespace simba::internal {
+
+PushChannel::PushChannel(PushChannelOptions options, Connect connect)
+    : options_(std::move(options)), connect_(std::move(connect)), wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+  if (wake_fd_ < 0) throw Error(errc::internal, options_.where + ": eventfd failed");
+}
+
+PushChannel::~PushChannel() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  ready_changed_.notify_all();
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof one);
+  if (thread_.joinable()) thread_.join();
+  close(wake_fd_);
+}
+
+std::unique_ptr<Subscription> PushChannel::watch(std::vector<std::string> keys,
+                                                 std::function<void(WatchEvent)> on_event) {
+  auto watcher = std::make_shared<Watcher>(std::move(on_event), std::move(keys));
+  bool requested = false;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& key : watcher->keys) {
+      auto& list = by_key_[key];
+      // Still subscribed if it only lingers idle; else ask the thread to subscribe.
+      if (list.empty() && idle_.erase(key) == 0) {
+        requests_.emplace_back(true, key);
+        requested = true;
+      }
+      list.push_back(watcher);
+    }
+    watchers_.insert(watcher);
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  }
+  if (requested) {
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof one);
+  }
+  auto handle = std::make_unique<WatchHandle>(watcher, [this, watcher] { remove(watcher); });
+  if (options_.ready_timeout.count() > 0) {
+    std::unique_lock lock(mutex_);
+    ready_changed_.wait_for(lock, options_.ready_timeout, [&] {
+      return connect_failed_ || stopping_ ||
+             (connected_ && std::all_of(watcher->keys.begin(), watcher->keys.end(),
+                                        [&](const std::string& key) { return confirmed_.count(key) > 0; }));
+    });
+  }
+  return handle;
+}
+
+void PushChannel::remove(const std::shared_ptr<Watcher>& watcher) {
+  std::lock_guard lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& key : watcher->keys) {
+    auto it = by_key_.find(key);
+    if (it == by_key_.end()) continue;
+    std::erase(it->second, watcher);
+    if (it->second.empty()) {
+      by_key_.erase(it);
+      idle_[key] = now;  // unsubscribed by the thread once it has lingered
+    }
+  }
+  watchers_.erase(watcher);
+}
+
+void PushChannel::notify_all(WatchEvent event) {
+  std::vector<std::shared_ptr<Watcher>> everyone;
+  {
+    std::lock_guard lock(mutex_);
+    everyone.assign(watchers_.begin(), watchers_.end());
+  }
+  for (auto& watcher : everyone) watcher->call(event);
+}
+
+void PushChannel::deliver(const std::string& key, WatchEvent event) {
+  std::vector<std::shared_ptr<Watcher>> targets;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = by_key_.find(key); it != by_key_.end()) targets = it->second;
+  }
+  for (auto& watcher : targets) watcher->call(event);
+}
+
+void PushChannel::confirmed(const std::string& key) {
+  {
+    std::lock_guard lock(mutex_);
+    confirmed_.insert(key);
+  }
+  ready_changed_.notify_all();
+}
+
+// Everything below runs on the channel's thread only, which alone touches `link_`.
+
+void PushChannel::wait_for_wake(std::chrono::milliseconds timeout) {
+  pollfd wake_only{wake_fd_, POLLIN, 0};
+  poll(&wake_only, 1, static_cast<int>(timeout.count()));
+  std::uint64_t drained;
+  [[maybe_unused]] auto n = read(wake_fd_, &drained, sizeof drained);
+}
+
+bool PushChannel::connect_and_resubscribe() {
+  try {
+    link_ = connect_();
+  } catch (const std::exception& e) {
+    link_.reset();
+    log_debug(options_.where + ": " + options_.what + ": " + e.what());
+    {
+      std::lock_guard lock(mutex_);
+      connect_failed_ = true;
+    }
+    ready_changed_.notify_all();
+    return false;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    connect_failed_ = false;
+    connected_ = true;
+    confirmed_.clear();
+    idle_.clear();      // a new connection subscribes only what is watched
+    requests_.clear();  // everything current is subscribed here
+    for (auto& [key, _] : by_key_) requests_.emplace_back(true, key);
+  }
+  ready_changed_.notify_all();
+  return true;
+}
+
+void PushChannel::unsubscribe_idle() {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mutex_);
+  for (auto it = idle_.begin(); it != idle_.end();) {
+    if (now - it->second >= options_.linger) {
+      requests_.emplace_back(false, it->first);
+      it = idle_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void PushChannel::drain_requests() {
+  std::vector<std::pair<bool, std::string>> requests;
+  {
+    std::lock_guard lock(mutex_);
+    requests.swap(requests_);
+  }
+  for (auto& [subscribe, key] : requests) {
+    if (!subscribe) {
+      {
+        std::lock_guard lock(mutex_);
+        confirmed_.erase(key);
+      }
+      link_->unsubscribe(key);
+    } else if (link_->subscribe(key)) {
+      confirmed(key);
+    }
+  }
+}
+
+void PushChannel::run() {
+  pthread_setname_np(pthread_self(), options_.thread_name.c_str());
+  std::mt19937_64 rng{std::random_device{}()};
+  std::chrono::milliseconds backoff{50};
+  bool was_connected = false;
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) break;
+    }
+    if (!link_) {
+      if (!connect_and_resubscribe()) {
+        std::uniform_int_distribution<long> jitter(backoff.count() / 2, backoff.count());
+        wait_for_wake(std::chrono::milliseconds(jitter(rng)));
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+        continue;
+      }
+      backoff = std::chrono::milliseconds(50);
+      if (was_connected) notify_all(WatchEvent::released);  // changes may have passed unseen
+      was_connected = true;
+    }
+    try {
+      unsubscribe_idle();
+      drain_requests();
+      pollfd fds[2] = {{link_->socket(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+      if (poll(fds, 2, 1000) < 0) continue;
+      if (fds[1].revents & POLLIN) {
+        std::uint64_t drained;
+        [[maybe_unused]] auto n = read(wake_fd_, &drained, sizeof drained);
+      }
+      if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) link_->read(*this);
+    } catch (const std::exception& e) {
+      log_warn(options_.where + ": " + options_.what + " connection lost (" + e.what() + "); reconnecting");
+      link_.reset();
+      {
+        std::lock_guard lock(mutex_);
+        connected_ = false;
+        confirmed_.clear();
+      }
+      notify_all(WatchEvent::lost);
+    }
+  }
+  link_.reset();
+}
+
+}  // namespace simba::internal

@@ -1,0 +1,112 @@
+// One reconnecting push channel: the loop that Redis pub/sub, PostgreSQL LISTEN and the
+// MariaDB/MySQL liveness monitor share. Internal to the backends.
+//
+// A thread owns the connection (a PushLink the engine supplies). It subscribes the keys that
+// have watchers (requests from other threads wake it through an eventfd), waits on the socket
+// and the wake-up fd, and hands what arrives to the watchers of each key. When the connection
+// drops it tells every watcher WatchEvent::lost, reconnects with backoff (50 ms doubling to
+// 500 ms, with jitter: while it is down owners cannot hear of a server restart), subscribes
+// again and tells every watcher `released` (changes may have passed unseen). The thread
+// starts with the first watch and ends with the channel.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "backends/common/watcher.h"
+#include "simba/backend.h"
+
+namespace simba::internal {
+
+// Where a link reports what it read.
+class PushSink {
+ public:
+  virtual ~PushSink() = default;
+  // A message for the watchers of `key`.
+  virtual void deliver(const std::string& key, WatchEvent event) = 0;
+  // The server confirmed the subscription to `key` (for links whose subscribe() returned false).
+  virtual void confirmed(const std::string& key) = 0;
+};
+
+// One connection of a push channel, made by the engine's connect function (which throws
+// Error when it cannot connect). Used by the channel's thread only.
+class PushLink {
+ public:
+  virtual ~PushLink() = default;
+  // The socket the thread waits on for reading.
+  virtual int socket() const = 0;
+  // Starts listening to `key`: true if that holds at once, false if the server confirms it
+  // later (PushSink::confirmed). Throws Error on a broken connection.
+  virtual bool subscribe(const std::string& key) = 0;
+  virtual void unsubscribe(const std::string& key) = 0;
+  // The socket is readable: reads what arrived and reports it. Throws Error when the
+  // connection is lost.
+  virtual void read(PushSink& sink) = 0;
+};
+
+struct PushChannelOptions {
+  std::string thread_name;  // at most 15 bytes
+  std::string what;         // "pub/sub", "LISTEN", "monitor": for log lines
+  std::string where;        // the backend's description: for log lines
+  // How long watch() waits for the connection and its keys' subscriptions; 0: no wait.
+  std::chrono::milliseconds ready_timeout{0};
+  // How long a key without watchers stays subscribed (a mutex locked again and again keeps
+  // its subscription); 0: unsubscribed at once.
+  std::chrono::milliseconds linger{0};
+};
+
+class PushChannel final : private PushSink {
+ public:
+  using Connect = std::function<std::unique_ptr<PushLink>()>;
+
+  PushChannel(PushChannelOptions options, Connect connect);
+  ~PushChannel() override;
+  PushChannel(const PushChannel&) = delete;
+  PushChannel& operator=(const PushChannel&) = delete;
+
+  // Calls `on_event` for messages on any of `keys`, with `lost` when the connection drops and
+  // `released` once it is back. No keys: only those two (a liveness watch). Returns once the
+  // keys are subscribed, or after ready_timeout, or at once while the server cannot be
+  // reached (the reconnect then makes every watcher look again).
+  std::unique_ptr<Subscription> watch(std::vector<std::string> keys, std::function<void(WatchEvent)> on_event);
+
+ private:
+  void run();
+  bool connect_and_resubscribe();
+  void unsubscribe_idle();
+  void drain_requests();
+  void wait_for_wake(std::chrono::milliseconds timeout);
+  void remove(const std::shared_ptr<Watcher>& watcher);
+  void notify_all(WatchEvent event);
+  void deliver(const std::string& key, WatchEvent event) override;
+  void confirmed(const std::string& key) override;
+
+  const PushChannelOptions options_;
+  const Connect connect_;
+  const int wake_fd_;
+  std::unique_ptr<PushLink> link_;  // touched only by the thread
+
+  std::mutex mutex_;  // guards everything below
+  std::condition_variable ready_changed_;
+  bool stopping_ = false;
+  bool connected_ = false;
+  bool connect_failed_ = false;  // the last connection attempt failed
+  std::thread thread_;
+  std::set<std::shared_ptr<Watcher>> watchers_;
+  std::map<std::string, std::vector<std::shared_ptr<Watcher>>> by_key_;
+  // Keys with no watcher left, and since when: unsubscribed once they have lingered.
+  std::map<std::string, std::chrono::steady_clock::time_point> idle_;
+  std::vector<std::pair<bool, std::string>> requests_;  // {subscribe (else unsubscribe), key}
+  std::set<std::string> confirmed_;  // keys subscribed on the current connection
+};
+
+}  // namespace simba::internal

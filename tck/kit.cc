@@ -4,19 +4,65 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 
+#include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <random>
 
 namespace simba::tck {
 namespace {
-std::string& uri_storage() {
-  static std::string uri = "memory:";
-  return uri;
+
+struct UnderTest {
+  std::string uri = "memory:";
+  BackendFactory factory;
+};
+UnderTest& under_test() {
+  static UnderTest instance;
+  return instance;
 }
+
 }  // namespace
 
-const std::string& backend_uri() { return uri_storage(); }
-void set_backend_uri(std::string uri) { uri_storage() = std::move(uri); }
+const std::string& backend_uri() { return under_test().uri; }
+void set_backend_uri(std::string uri) {
+  under_test().uri = std::move(uri);
+  under_test().factory = nullptr;
+}
+void set_backend_factory(BackendFactory factory) {
+  under_test().factory = std::move(factory);
+  under_test().uri.clear();
+}
+std::shared_ptr<Backend> make_backend() {
+  if (under_test().factory) return under_test().factory();
+  return open_backend(under_test().uri);
+}
+
+int run_kit(int argc, char** argv) {
+  std::vector<char*> rest;
+  std::string uri = under_test().factory ? "" : backend_uri();
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {
+      uri = argv[++i];
+    } else if (std::strncmp(argv[i], "--backend=", 10) == 0) {
+      uri = argv[i] + 10;
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  int rest_argc = static_cast<int>(rest.size());
+  rest.push_back(nullptr);  // argv[argc] must be null: GoogleTest reads it when it drops its flags
+  ::testing::InitGoogleTest(&rest_argc, rest.data());
+  if (!uri.empty()) set_backend_uri(uri);
+  std::string what;
+  try {
+    what = make_backend()->describe();
+  } catch (const std::exception& e) {
+    std::cerr << "simba-tck: " << e.what() << "\n";
+    return 2;
+  }
+  std::cout << "simba-tck: backend " << what << "\n";
+  return RUN_ALL_TESTS();
+}
 
 ContendOptions fast_options() {
   ContendOptions options;
@@ -32,7 +78,7 @@ Client make_client(const ContendOptions& options) {
   Runtime::Options threads;
   threads.io_threads = 4;
   threads.callback_threads = 2;
-  return Client(open_backend(backend_uri()), options, std::make_shared<Runtime>(threads));
+  return Client(make_backend(), options, std::make_shared<Runtime>(threads));
 }
 
 std::string unique_mutex(const std::string& hint) {

@@ -19,9 +19,26 @@
 
 namespace simba::tck {
 
-// The URI under test (set by simba-tck's --backend; default "memory:").
+// The backend under test. By default open_backend(backend_uri()); a backend that has no URI
+// (your own Backend implementation) runs the kit through a factory instead:
+//
+//   simba::tck::set_backend_factory([] { return std::make_shared<MyBackend>(...); });
+//
+// Every call must return a backend on the same store (several clients of a case contend
+// through it), e.g. one shared instance, or a new connection to the same server.
+using BackendFactory = std::function<std::shared_ptr<Backend>()>;
+void set_backend_factory(BackendFactory factory);
+std::shared_ptr<Backend> make_backend();
+
+// The URI under test (set by simba-tck's --backend; default "memory:"); empty while a
+// factory is set.
 const std::string& backend_uri();
 void set_backend_uri(std::string uri);
+
+// Runs every case of the kit (linked in from simba_tck_cases) on the backend under test:
+// parses GoogleTest's flags and --backend URI from the command line unless a factory is set.
+// Returns the exit code. simba-tck's main() is this; a user's test binary can call it too.
+int run_kit(int argc, char** argv);
 
 // Timing the kit runs with: short, so the suite stays fast.
 ContendOptions fast_options();

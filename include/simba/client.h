@@ -5,6 +5,10 @@
 //   service->start();
 //
 // A Client is a cheap, copyable handle; copies share the backend. Thread-safe.
+//
+// Lifespan and ownership: the backend and the runtime live as long as the last Client,
+// service, Locker or Scheduler that uses them; services and Lockers may outlive the Client
+// they were made from.
 #pragma once
 
 #include <memory>
@@ -35,7 +39,18 @@ class Client {
       std::shared_ptr<MutexRetriever> retriever) const;
 
   // The current owner, read once (no owner: MutexOwner::none() with the last fencing token).
+  // Throws Error(errc::invalid_argument) for a blank name, errc::unavailable if the backend
+  // cannot be reached.
   MutexOwner owner(const std::string& mutex) const;
+  // The same, with the backend clock's reading when it was judged: lease times compare with
+  // `now`, never with this host's clock.
+  OwnerSnapshot snapshot(const std::string& mutex) const;
+  // Releases `contender_id`'s lease on `mutex` if it still holds it (a late release never
+  // touches a successor's lease); true if it did. For a process that must give a lease back
+  // outside its service or Locker, e.g. from a signal handler thread. Throws like owner().
+  bool release(const std::string& mutex, const std::string& contender_id) const;
+  // The backend, for messages: scheme, host, path; never a password.
+  std::string describe() const;
 
   const std::shared_ptr<Backend>& backend() const { return backend_; }
   const std::shared_ptr<Runtime>& runtime() const { return runtime_; }

@@ -24,6 +24,7 @@ constexpr int usage = 64;         // bad usage or input
 constexpr int unavailable = 69;   // backend unreachable
 constexpr int internal = 70;      // a bug
 constexpr int lease_lost = 75;    // lease lost while the command ran; it was terminated
+constexpr int no_engine = 78;     // this build of simba lacks the backend's engine
 constexpr int timeout = 124;      // waiting for the mutex timed out
 constexpr int cannot_run = 126;   // command found but not executable
 constexpr int not_found = 127;    // command not found
@@ -35,7 +36,8 @@ int fail(int exit_code, const std::string& message) {
 }
 
 int exit_for(const std::system_error& e) {
-  if (e.code() == errc::invalid_argument || e.code() == errc::unsupported) return fail(code::usage, e.what());
+  if (e.code() == errc::invalid_argument) return fail(code::usage, e.what());
+  if (e.code() == errc::unsupported) return fail(code::no_engine, e.what());
   if (e.code() == errc::unavailable || e.code() == errc::permission_denied) return fail(code::unavailable, e.what());
   if (e.code() == errc::timeout) return fail(code::timeout, e.what());
   return fail(code::internal, e.what());
@@ -111,7 +113,7 @@ int run_lock(const Common& common, const std::string& mutex, const std::string& 
         continue;
       }
       try {
-        client.backend()->release(locker.mutex(), locker.contender_id());
+        client.release(locker.mutex(), locker.contender_id());
       } catch (const std::exception& e) {
         std::cerr << "simba: " << e.what() << "\n";
       }
@@ -189,8 +191,7 @@ int run_lock(const Common& common, const std::string& mutex, const std::string& 
 
 int run_status(const Common& common, const std::string& mutex, bool json) {
   Client client = common.connect_client();
-  validate_mutex_name(mutex);
-  auto snapshot = client.backend()->read(mutex);
+  auto snapshot = client.snapshot(mutex);
   const auto& owner = snapshot.owner;
   if (json) {
     nlohmann::json out = {
@@ -201,7 +202,7 @@ int run_status(const Common& common, const std::string& mutex, bool json) {
         {"ttl_at", owner.ttl_at},
         {"transition_at", owner.transition_at},
         {"now", snapshot.now},
-        {"backend", client.backend()->describe()},
+        {"backend", client.describe()},
     };
     std::cout << out.dump() << "\n";
     return 0;
@@ -215,14 +216,14 @@ int run_status(const Common& common, const std::string& mutex, bool json) {
             << "acquired at:    " << iso_time(owner.acquired_at) << "\n"
             << "ttl at:         " << iso_time(owner.ttl_at) << in(owner.ttl_at) << "\n"
             << "transition at:  " << iso_time(owner.transition_at) << in(owner.transition_at) << "\n"
-            << "backend:        " << client.backend()->describe() << "\n";
+            << "backend:        " << client.describe() << "\n";
   return 0;
 }
 
 int main_impl(int argc, char** argv) {
   CLI::App app{"simba: distributed mutual exclusion and leader election"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "simba 0.1.0");
+  app.set_version_flag("--version", std::string("simba ") + kVersion);
   app.footer(
       "Exit codes of lock: the command's own status; 64 bad usage; 69 backend unreachable;\n"
       "75 lease lost while the command ran (it was sent SIGTERM); 124 timed out waiting;\n"

@@ -82,9 +82,19 @@ std::unique_ptr<MutexRetrievalService> Client::retrieval_service(
   return std::make_unique<RetrievalServiceImpl>(std::move(core));
 }
 
-MutexOwner Client::owner(const std::string& mutex) const {
+MutexOwner Client::owner(const std::string& mutex) const { return snapshot(mutex).owner; }
+
+OwnerSnapshot Client::snapshot(const std::string& mutex) const {
   validate_mutex_name(mutex);
-  return backend_->read(mutex).owner;
+  return backend_->read(mutex);
 }
+
+bool Client::release(const std::string& mutex, const std::string& contender_id) const {
+  validate_mutex_name(mutex);
+  validate_contender_id(contender_id);
+  return backend_->release(mutex, contender_id);
+}
+
+std::string Client::describe() const { return backend_->describe(); }
 
 }  // namespace simba

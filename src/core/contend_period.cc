@@ -32,4 +32,20 @@ std::chrono::milliseconds backoff_delay(int failures, std::chrono::milliseconds 
   return std::chrono::milliseconds(jitter(rng));
 }
 
+std::chrono::milliseconds next_round_delay(const MutexOwner& owner, EpochMillis now, std::string_view contender_id,
+                                           const RoundPolicy& policy, std::mt19937_64& rng) {
+  using std::chrono::milliseconds;
+  if (policy.observer) {
+    milliseconds delay = owner.empty() ? (policy.push ? policy.ttl : policy.poll)
+                                       : milliseconds(std::max<EpochMillis>(owner.transition_at - now + 1, 0));
+    if (!policy.push || !policy.push_acquisitions) delay = std::min(delay, policy.poll);
+    return delay;
+  }
+  milliseconds delay = next_delay(owner, contender_id, now, rng);
+  if (!policy.ours && !owner.empty()) delay = std::min(delay, expiry_probe_delay(owner, now, rng));
+  if (!policy.ours && (!policy.push || owner.empty())) delay = std::min(delay, policy.poll);
+  if (policy.again && !policy.ours) delay = milliseconds(0);
+  return delay;
+}
+
 }  // namespace simba::internal

@@ -26,4 +26,24 @@ std::chrono::milliseconds expiry_probe_delay(const MutexOwner& owner, EpochMilli
 std::chrono::milliseconds backoff_delay(int failures, std::chrono::milliseconds initial,
                                         std::chrono::milliseconds cap, std::mt19937_64& rng);
 
+// What decides when a service's next round runs, besides the owner it just read.
+struct RoundPolicy {
+  bool observer = false;           // no contender: the service only watches
+  bool ours = false;               // the round left this contender owning the mutex
+  bool again = false;              // a claim came back after its lease ran out: retry at once
+  bool push = false;               // the backend pushes releases (Capabilities::push)
+  bool push_acquisitions = false;  // ... and acquisitions (Capabilities::push_acquisitions)
+  std::chrono::milliseconds ttl{0};
+  std::chrono::milliseconds poll{0};  // the poll interval in force
+};
+
+// The delay before the next round after one that read `owner` at backend time `now`:
+//   observer: when the lease could expire (expiry is never pushed; a free mutex: ttl with
+//             push, else poll), at most poll without pushed acquisitions;
+//   owner:    next_delay() (renew at the soft expiry);
+//   waiter:   the earlier of next_delay() and expiry_probe_delay(), at most poll without push
+//             or when the mutex is free; 0 after a claim that came back too late.
+std::chrono::milliseconds next_round_delay(const MutexOwner& owner, EpochMillis now, std::string_view contender_id,
+                                           const RoundPolicy& policy, std::mt19937_64& rng);
+
 }  // namespace simba::internal

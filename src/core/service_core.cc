@@ -292,19 +292,16 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       }
       post_apply(generation, snapshot.owner);
     }
-    std::chrono::milliseconds delay;
-    if (!contender_) {
-      // Observer: look again when the lease could expire (expiry is never pushed), or poll.
-      delay = snapshot.owner.empty()
-                  ? (push_ ? options_.ttl : poll_)
-                  : std::chrono::milliseconds(std::max<EpochMillis>(snapshot.owner.transition_at - snapshot.now + 1, 0));
-      if (!push_ || !push_acquisitions_) delay = std::min(delay, poll_);
-    } else {
-      delay = next_delay(snapshot.owner, contender_->contender_id(), snapshot.now, rng());
-      if (!ours && !snapshot.owner.empty()) delay = std::min(delay, expiry_probe_delay(snapshot.owner, snapshot.now, rng()));
-      if (!ours && (!push_ || snapshot.owner.empty())) delay = std::min(delay, poll_);
-      if (again_ && !ours) delay = std::chrono::milliseconds(0);
-    }
+    RoundPolicy policy;
+    policy.observer = !contender_;
+    policy.ours = ours;
+    policy.again = again_;
+    policy.push = push_;
+    policy.push_acquisitions = push_acquisitions_;
+    policy.ttl = options_.ttl;
+    policy.poll = poll_;
+    const auto delay = next_round_delay(snapshot.owner, snapshot.now,
+                                        contender_ ? contender_->contender_id() : std::string_view(), policy, rng());
     again_ = false;
     if (!dormant_) arm_timer_locked(generation, delay);
   }

@@ -1,0 +1,232 @@
+// The ZooKeeper latch's acquire path: join (create our node), claim the lead, or wait behind
+// the predecessor and take over a leader whose lease ran out unrenewed.
+#include <algorithm>
+
+#include "backends/zookeeper/latch_backend.h"
+#include "base/log.h"
+#include "simba/error.h"
+
+namespace simba::zookeeper {
+namespace {
+
+std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+bool maybe_sent(int rc) { return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT; }
+
+}  // namespace
+
+OwnerSnapshot LatchBackend::acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,
+                                    std::chrono::milliseconds transition) {
+  const auto generation = session_.ensure();
+  const std::string key = key_of(mutex, id);
+  const std::string folder = latch_path(mutex);
+  for (int round = 0; round < kRounds; ++round) {
+    std::optional<Entry> entry = book_.entry(key, generation);
+    if (entry && entry->claimed) {
+      if (renew(*entry, mutex, id, folder)) return own_snapshot(*entry, id);
+      internal::log_warn("mutex '" + mutex + "': the node of " + id + " is gone (its lease was taken over); joining the latch again");
+      book_.forget(key);
+      continue;
+    }
+    std::optional<OwnerSnapshot> owner;
+    if (!entry) {
+      Joined joined = join(key, mutex, id, folder, generation, ttl, transition);
+      if (joined.status == Joined::Status::again) continue;
+      if (joined.status == Joined::Status::leading) return own_snapshot(joined.entry, id);
+      owner = take_place(key, mutex, id, folder, joined.entry, joined.listing, /*created_now=*/true);
+    } else {
+      owner = take_place(key, mutex, id, folder, *entry, session_.children(folder).wait(), /*created_now=*/false);
+    }
+    if (owner) return *owner;
+  }
+  throw Error(errc::unavailable, "ZooKeeper at " + where_ + ": the latch of mutex '" + mutex +
+                                     "' kept changing while it was read; try again");
+}
+
+LatchBackend::Joined LatchBackend::join(const std::string& key, const std::string& mutex, const std::string& id,
+                                        const std::string& folder, std::uint64_t generation,
+                                        std::chrono::milliseconds ttl, std::chrono::milliseconds transition) {
+  Joined out;
+  Entry& fresh = out.entry;
+  fresh.generation = generation;
+  fresh.guid = new_guid();
+  fresh.lease = capped_lease(ttl, transition, session_.session_timeout() * 9 / 10);
+  book_.remember(key, fresh);  // so a create whose answer is lost can be found again by its guid
+  // If our last release here left the folder empty in transaction P, and our create is
+  // transaction P + 1 of the ensemble (zxids count every write, one by one), nothing at all
+  // happened in between: the folder holds only our node, we lead, and no listing is needed (a
+  // free lock then costs what a bare create does). Otherwise list, in the same trip.
+  const std::int64_t emptied = book_.take_emptied_at(mutex);
+  Call create = session_.create(folder + "/" + node_prefix(fresh.guid, fresh.lease), id, ZOO_EPHEMERAL_SEQUENTIAL,
+                                session_.node_acl());
+  std::optional<Call> list;
+  if (emptied < 0) list = session_.children(folder);  // runs after the create: a session is FIFO
+  if (list) out.listing = list->wait();  // answered after the create: one wake-up, not two
+  Reply created = create.wait();
+  if (created.rc == ZNONODE) {
+    book_.forget(key);
+    create_folder(mutex, folder);
+    return out;  // again
+  }
+  if (created.rc != ZOK) {
+    if (!maybe_sent(created.rc)) book_.forget(key);
+    session_.fail(created.rc, "joining the latch of mutex '" + mutex + "'");
+  }
+  fresh.path = created.value;
+  fresh.token = static_cast<std::uint64_t>(created.stat.czxid);
+  fresh.joined = Steady::now();
+  if (emptied >= 0 && created.stat.czxid == emptied + 1) {
+    fresh.claimed = true;
+    book_.remember(key, fresh);
+    out.status = Joined::Status::leading;
+    return out;
+  }
+  book_.remember(key, fresh);
+  if (!list) out.listing = session_.children(folder).wait();
+  out.status = Joined::Status::queued;
+  return out;
+}
+
+// With our node in the latch as `listing` shows it: lead, or wait behind our predecessor.
+// Returns the owner, or nothing to start the round again.
+std::optional<OwnerSnapshot> LatchBackend::take_place(const std::string& key, const std::string& mutex,
+                                                      const std::string& id, const std::string& folder, Entry& entry,
+                                                      const Reply& listing, bool created_now) {
+  if (listing.rc == ZNONODE) {
+    book_.forget(key);
+    return std::nullopt;
+  }
+  if (listing.rc != ZOK) session_.fail(listing.rc, "listing the latch of mutex '" + mutex + "'");
+  const auto nodes = latch_nodes(listing.children);
+  if (entry.path.empty() && !recover(key, entry, folder, nodes)) return std::nullopt;
+  const std::string name = base_name(entry.path);
+  std::size_t position = 0;
+  while (position < nodes.size() && nodes[position].name != name) ++position;
+  if (position == nodes.size()) {  // our node is gone: taken over
+    book_.forget(key);
+    return std::nullopt;
+  }
+  if (position == 0) return claim(key, mutex, id, entry, created_now);
+  return wait_behind(key, mutex, folder, entry, nodes[position - 1], nodes[0]);
+}
+
+// Our node leads. The lease starts with a write after this call was sent: a claim (created as
+// the leader, the create itself was that write).
+std::optional<OwnerSnapshot> LatchBackend::claim(const std::string& key, const std::string& mutex,
+                                                 const std::string& id, Entry& entry, bool created_now) {
+  if (!created_now) {
+    Reply claimed = session_.set(entry.path, id, -1).wait();
+    if (claimed.rc == ZNONODE) {
+      book_.forget(key);
+      return std::nullopt;
+    }
+    if (claimed.rc != ZOK) session_.fail(claimed.rc, "claiming mutex '" + mutex + "' for '" + id + "'");
+  }
+  entry.claimed = true;
+  entry.watching.clear();
+  book_.remember(key, entry);
+  book_.forget_seen(mutex);  // we lead: what others looked like no longer matters
+  return own_snapshot(entry, id);
+}
+
+// Waiting behind `predecessor`: watch it (once per predecessor), read the leader, and take over
+// a leader whose lease ran out unrenewed. Returns the owner, or nothing to look again.
+std::optional<OwnerSnapshot> LatchBackend::wait_behind(const std::string& key, const std::string& mutex,
+                                                       const std::string& folder, Entry& entry,
+                                                       const LatchNode& predecessor, const LatchNode& leader) {
+  const std::string predecessor_path = folder + "/" + predecessor.name;
+  const std::string leader_path = folder + "/" + leader.name;
+  std::optional<Call> arm;
+  if (entry.watching != predecessor_path) {
+    book_.wait_behind(predecessor_path, key);
+    arm = session_.watch_exists(predecessor_path);
+  }
+  Call read_leader = session_.get(leader_path);
+  if (arm) {
+    Reply armed = arm->wait();
+    if (armed.rc != ZOK) {
+      book_.unwait(predecessor_path, key);
+      if (armed.rc == ZNONODE) return std::nullopt;  // it just went: look again
+      session_.fail(armed.rc, "watching the latch of mutex '" + mutex + "'");
+    }
+    entry.watching = predecessor_path;
+    book_.remember(key, entry);
+  }
+  Reply owner = read_leader.wait();
+  if (owner.rc == ZNONODE) return std::nullopt;
+  if (owner.rc != ZOK) session_.fail(owner.rc, "reading the owner of mutex '" + mutex + "'");
+  auto [snapshot, expired] = leader_view(mutex, leader_path, leader, owner, entry.joined);
+  if (!expired) return snapshot;
+  // Seen unchanged for a whole lease: its owner has stopped believing it owns. Delete it at the
+  // version seen (a renewal since makes this fail) and record its token.
+  Reply evicted = session_.remove_and_set(leader_path, owner.stat.version, folder,
+                                          std::to_string(snapshot.owner.fencing_token)).wait();
+  if (evicted.rc == ZOK) {
+    internal::log_warn("mutex '" + mutex + "': the lease of " + snapshot.owner.owner_id +
+                       " ran out unrenewed; removed its node");
+  } else if (evicted.rc != ZNONODE && evicted.rc != ZBADVERSION) {
+    session_.fail(evicted.rc, "removing the expired owner of mutex '" + mutex + "'");
+  }
+  return std::nullopt;
+}
+
+// Renews our leading node; false if it is gone. Only waiters judge (and end) an unrenewed
+// lease, so the node is rewritten (its version rises, and their clocks restart) only while
+// someone waits: a lone owner renews with one read. A waiter that joins after that read first
+// sees our node then, later than the read was sent, and the next renewal, within ttl, sees it
+// and writes: before its clock, started after ours, can run out.
+bool LatchBackend::renew(const Entry& entry, const std::string& mutex, const std::string& id,
+                         const std::string& folder) {
+  Reply listing = session_.children(folder).wait();
+  if (listing.rc == ZNONODE) return false;
+  if (listing.rc != ZOK) session_.fail(listing.rc, "renewing the lease of '" + id + "' on mutex '" + mutex + "'");
+  const auto nodes = latch_nodes(listing.children);
+  const std::string name = base_name(entry.path);
+  if (nodes.empty() || nodes.front().name != name) return false;
+  if (nodes.size() == 1) return true;
+  Reply renewed = session_.set(entry.path, id, -1).wait();
+  if (renewed.rc == ZNONODE) return false;
+  if (renewed.rc != ZOK) session_.fail(renewed.rc, "renewing the lease of '" + id + "' on mutex '" + mutex + "'");
+  return true;
+}
+
+// A create may have happened though its answer was lost: find the node by its guid.
+bool LatchBackend::recover(const std::string& key, Entry& entry, const std::string& folder,
+                           const std::vector<LatchNode>& nodes) {
+  for (const auto& node : nodes) {
+    if (node.name.find(entry.guid) == std::string::npos) continue;
+    Reply stat = session_.get(folder + "/" + node.name).wait();
+    if (stat.rc != ZOK) break;
+    entry.path = folder + "/" + node.name;
+    entry.token = static_cast<std::uint64_t>(stat.stat.czxid);
+    entry.joined = Steady::now();
+    book_.remember(key, entry);
+    return true;
+  }
+  book_.forget(key);
+  return false;
+}
+
+void LatchBackend::create_folder(const std::string& mutex, const std::string& folder) {
+  Call root = session_.create("/simba", "", ZOO_PERSISTENT, session_.root_acl());
+  Call latch = session_.create(folder, "", ZOO_PERSISTENT, session_.node_acl());
+  Reply made_root = root.wait();
+  Reply made_latch = latch.wait();
+  if (made_root.rc == ZNONODE && !options_.chroot.empty()) {
+    throw Error(errc::invalid_argument, "ZooKeeper at " + where_ + ": the chroot '" + options_.chroot +
+                                            "' does not exist; create it first");
+  }
+  if (made_root.rc != ZOK && made_root.rc != ZNODEEXISTS) session_.fail(made_root.rc, "creating /simba");
+  if (made_latch.rc != ZOK && made_latch.rc != ZNODEEXISTS) {
+    session_.fail(made_latch.rc, "creating the latch of mutex '" + mutex + "'");
+  }
+}
+
+LeaderView LatchBackend::leader_view(const std::string& mutex, const std::string& path, const LatchNode& node,
+                                     const Reply& reply, Steady::time_point joined) {
+  const auto now = Steady::now();
+  const auto since = std::max(book_.seen_since(mutex, path, reply.stat.version, now), joined);
+  const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - since);
+  return judge_leader(reply.value, reply.stat.czxid, node.lease, age, session_.session_timeout());
+}
+
+}  // namespace simba::zookeeper

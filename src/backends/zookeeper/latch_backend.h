@@ -1,0 +1,71 @@
+// The ZooKeeper backend's class, shared by its two files: zookeeper_backend.cc (release, read,
+// watch, session and node events) and acquire.cc (the acquire path: join, claim, wait behind).
+// Internal to the ZooKeeper backend; see simba/zookeeper_backend.h for the design.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/common/raw_probe.h"
+#include "backends/zookeeper/latch_book.h"
+#include "backends/zookeeper/lease_judge.h"
+#include "backends/zookeeper/session.h"
+#include "simba/zookeeper_backend.h"
+
+namespace simba::zookeeper {
+
+class LatchBackend final : public Backend, public internal::RawProbe {
+ public:
+  explicit LatchBackend(const ZookeeperOptions& options);
+
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override;
+  bool release(const std::string& mutex, const std::string& id) override;
+  OwnerSnapshot read(const std::string& mutex) override;
+  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
+                                      std::function<void(WatchEvent)> on_change) override;
+  Capabilities capabilities() const override;
+  std::string describe() const override { return where_; }
+  double raw_once() override;
+
+ private:
+  // How often one call re-reads a latch that changed under it before giving up for this round.
+  static constexpr int kRounds = 8;
+
+  // acquire.cc: one round of acquire() for a contender without a claimed node.
+  struct Joined {
+    enum class Status { again, leading, queued };
+    Status status = Status::again;
+    Entry entry;
+    Reply listing;  // the latch's children, read right after our create
+  };
+  Joined join(const std::string& key, const std::string& mutex, const std::string& id, const std::string& folder,
+              std::uint64_t generation, std::chrono::milliseconds ttl, std::chrono::milliseconds transition);
+  std::optional<OwnerSnapshot> take_place(const std::string& key, const std::string& mutex, const std::string& id,
+                                          const std::string& folder, Entry& entry, const Reply& listing,
+                                          bool created_now);
+  std::optional<OwnerSnapshot> claim(const std::string& key, const std::string& mutex, const std::string& id,
+                                     Entry& entry, bool created_now);
+  std::optional<OwnerSnapshot> wait_behind(const std::string& key, const std::string& mutex, const std::string& folder,
+                                           Entry& entry, const LatchNode& predecessor, const LatchNode& leader);
+  bool renew(const Entry& entry, const std::string& mutex, const std::string& id, const std::string& folder);
+  bool recover(const std::string& key, Entry& entry, const std::string& folder, const std::vector<LatchNode>& nodes);
+  void create_folder(const std::string& mutex, const std::string& folder);
+
+  // The leader of `mutex` read just now, judged by how long it has looked unchanged here.
+  LeaderView leader_view(const std::string& mutex, const std::string& path, const LatchNode& node, const Reply& reply,
+                         Steady::time_point joined = Steady::time_point::min());
+
+  // zookeeper_backend.cc: events, on the client's completion thread.
+  void on_state(int state, bool fresh);
+  void on_node(int type, const std::string& path);
+
+  const ZookeeperOptions options_;
+  const std::string where_;
+  LatchBook book_;
+  // Last: closed first when the backend goes, before anything its callbacks touch.
+  Session session_;
+};
+
+}  // namespace simba::zookeeper

@@ -1,0 +1,105 @@
+// What a ZooKeeper backend remembers of its latches, under its own lock: our nodes (one per
+// contender and mutex), who waits behind which predecessor, how long each leader has looked
+// unchanged, hints for a free lock's fast path, and the watchers to wake. Internal to the
+// ZooKeeper backend.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backends/common/watcher.h"
+#include "backends/zookeeper/latch_names.h"
+
+namespace simba::zookeeper {
+
+using Steady = std::chrono::steady_clock;
+using WatcherList = std::vector<std::shared_ptr<internal::Watcher>>;
+
+// Our node of one contender on one mutex.
+struct Entry {
+  std::uint64_t generation = 0;  // of the session that created it (the node dies with it)
+  std::string guid;
+  std::string path;  // empty while the answer to its create is unknown
+  std::uint64_t token = 0;  // the node's czxid
+  Lease lease;
+  bool claimed = false;  // owns and renews, rather than waits
+  Steady::time_point joined;  // when its create was answered (the node existed by then)
+  std::string watching;  // the predecessor whose deletion wakes it
+};
+
+// The key of one contender on one mutex.
+std::string key_of(const std::string& mutex, const std::string& contender);
+
+class LatchBook {
+ public:
+  // Our entry for `key`, if it belongs to session `generation` (an older one is dropped: its
+  // node went with its session).
+  std::optional<Entry> entry(const std::string& key, std::uint64_t generation);
+  // Our entry for `key` whatever its session.
+  std::optional<Entry> entry(const std::string& key);
+  void remember(const std::string& key, const Entry& entry);
+  void forget(const std::string& key);
+
+  // `key` waits behind the node at `path` (its deletion wakes it), or no longer does.
+  void wait_behind(const std::string& path, const std::string& key);
+  void unwait(const std::string& path, const std::string& key);
+  bool waited_on(const std::string& path);
+
+  // When the leader of `mutex`, seen now at `path` and `version`, was first seen unchanged.
+  Steady::time_point seen_since(const std::string& mutex, const std::string& path, std::int32_t version,
+                                Steady::time_point now);
+  // The node at `path` was rewritten to `version`: its lease's clock restarts.
+  void restart_seen(const std::string& path, std::int32_t version);
+  void forget_seen(const std::string& mutex);
+
+  // Our release at zxid `zxid` left the folder of `mutex` empty.
+  void note_emptied(const std::string& mutex, std::int64_t zxid);
+  // That zxid, once; or -1.
+  std::int64_t take_emptied_at(const std::string& mutex);
+
+  // Watchers: a contender's (woken when its predecessor goes) and an observer's (of a folder).
+  void add_contender(const std::string& key, std::shared_ptr<internal::Watcher> watcher);
+  void drop_contender(const std::string& key, const std::shared_ptr<internal::Watcher>& watcher);
+  void add_observer(const std::string& folder, std::shared_ptr<internal::Watcher> watcher);
+  void drop_observer(const std::string& folder, const std::shared_ptr<internal::Watcher>& watcher);
+  WatcherList observers_of(const std::string& folder);
+  // The contenders waiting behind the node at `path`, which was deleted; they no longer wait.
+  WatcherList woken_by_deletion(const std::string& path);
+
+  // Every watcher, and the folders observed; after a session expiry our entries are gone.
+  struct Everyone {
+    WatcherList watchers;
+    std::vector<std::string> folders;
+  };
+  Everyone session_changed(bool expired);
+
+ private:
+  using Watchers = std::multimap<std::string, std::shared_ptr<internal::Watcher>>;
+  void erase_locked(std::map<std::string, Entry>::iterator it);
+  void unwait_locked(const std::string& path, const std::string& key);
+  void drop(Watchers& watchers, const std::string& key, const std::shared_ptr<internal::Watcher>& watcher);
+
+  // The leader of a mutex as this process has seen it: since when it has looked unchanged.
+  struct Seen {
+    std::string path;
+    std::int32_t version = -1;
+    Steady::time_point since;  // when this version was first seen (after it was written)
+  };
+
+  std::mutex mutex_;
+  std::map<std::string, Entry> entries_;                  // by key_of(mutex, contender)
+  std::map<std::string, std::set<std::string>> waiting_;  // predecessor path -> keys behind it
+  std::map<std::string, Seen> seen_;                      // by mutex
+  std::map<std::string, std::int64_t> emptied_at_;        // by mutex: see take_emptied_at()
+  Watchers contenders_;                                   // by key_of(mutex, contender)
+  Watchers observers_;                                    // by latch folder
+};
+
+}  // namespace simba::zookeeper

@@ -1,13 +1,19 @@
 # Sourced by scripts/demo and scripts/test: installs the Debian packages simba builds with.
 # Runs apt-get only when something is missing, so a second run costs nothing.
-simba_packages=(cmake ninja-build g++ pkg-config libsqlite3-dev libspdlog-dev libfmt-dev
-                libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-                libhiredis-dev redis-server libpq-dev postgresql libmariadb-dev mariadb-server
-                libzookeeper-mt-dev zookeeper default-jre-headless)
 
-simba_install_deps() {
-  local missing=()
-  for package in "${simba_packages[@]}" "$@"; do
+# The CLI on the embedded SQLite engine: what ./scripts/demo needs.
+simba_sqlite_packages=(cmake ninja-build g++ pkg-config libsqlite3-dev libspdlog-dev libfmt-dev
+                       libcli11-dev nlohmann-json3-dev)
+# Everything ./scripts/test needs on top: GoogleTest, every engine's client library and server,
+# clang (the build is checked with it too) and dpkg-dev (cpack's dpkg-shlibdeps).
+simba_test_packages=(libgtest-dev libgmock-dev
+                     libhiredis-dev redis-server libpq-dev postgresql libmariadb-dev mariadb-server
+                     libzookeeper-mt-dev zookeeper default-jre-headless clang dpkg-dev file)
+
+# simba_install PACKAGE...: installs those that are missing.
+simba_install() {
+  local missing=() package
+  for package in "$@"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
   done
   if ((${#missing[@]})); then
@@ -18,3 +24,6 @@ simba_install_deps() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
 }
+
+simba_install_demo_deps() { simba_install "${simba_sqlite_packages[@]}"; }
+simba_install_deps() { simba_install "${simba_sqlite_packages[@]}" "${simba_test_packages[@]}"; }

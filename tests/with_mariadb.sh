@@ -7,12 +7,13 @@
 # The command also finds the server in $SIMBA_TEST_MYSQL_URI, $SIMBA_TEST_MYSQL_PORT and
 # $SIMBA_TEST_MYSQL_START (a command line that starts the server again, for restart tests).
 set -euo pipefail
-command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || { echo "with_mariadb.sh: mariadb-server is not installed (run ./scripts/test)"; exit 1; }
+source "$(dirname "$0")/server_lib.sh"
 mariadbd=$(command -v mariadbd || echo /usr/sbin/mariadbd)
+server_require with_mariadb.sh mariadb-server test -x "$mariadbd"
 dir=$(mktemp -d)
 server=
 stop() {
-  [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
+  server_stop "$server"
   pkill -f -- "--datadir=$dir/data" 2>/dev/null || true
   rm -rf "$dir"
 }
@@ -21,16 +22,15 @@ mariadb-install-db --no-defaults --datadir="$dir/data" --user="$(id -un)" --auth
   >"$dir/install.log" 2>&1 || { cat "$dir/install.log"; exit 1; }
 started=
 for attempt in $(seq 20); do
-  port=$((20000 + RANDOM % 40000))
+  port=$(server_random_port)
   start="$mariadbd --no-defaults --datadir=$dir/data --socket=$dir/mysqld.sock --port=$port --bind-address=127.0.0.1 --user=$(id -un) --skip-log-error --innodb-flush-log-at-trx-commit=2 --innodb-buffer-pool-size=64M"
   $start >"$dir/server.log" 2>&1 &
   server=$!
-  for _ in $(seq 200); do
-    kill -0 "$server" 2>/dev/null || break
-    mariadb-admin --no-defaults -S "$dir/mysqld.sock" -u root ping >/dev/null 2>&1 && { started=1; break 2; }
-    sleep 0.05
-  done
-  kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; server=
+  if server_poll 200 "$server" mariadb-admin --no-defaults -S "$dir/mysqld.sock" -u root ping; then
+    started=1
+    break
+  fi
+  server_stop "$server"; server=
 done
 [ -n "$started" ] || { echo "with_mariadb.sh: MariaDB did not start"; cat "$dir/server.log"; exit 1; }
 mariadb --no-defaults -S "$dir/mysqld.sock" -u root <<'SQL'
@@ -42,9 +42,4 @@ GRANT ALL ON simba.* TO 'simba'@'%';
 SQL
 export SIMBA_TEST_MYSQL_URI="mysql://simba:simba-pw@127.0.0.1:$port/simba" SIMBA_TEST_MYSQL_PORT="$port" \
        SIMBA_TEST_MYSQL_START="$start" SIMBA_TEST_MYSQL_SOCKET="$dir/mysqld.sock"
-args=()
-for arg in "$@"; do
-  arg=${arg//@MYSQL_URI@/$SIMBA_TEST_MYSQL_URI}
-  args+=("${arg//@MYSQL_PORT@/$port}")
-done
-"${args[@]}"
+server_exec @MYSQL_URI@ "$SIMBA_TEST_MYSQL_URI" @MYSQL_PORT@ "$port" "$@"

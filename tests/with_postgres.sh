@@ -7,8 +7,9 @@
 # The command also finds the server in $SIMBA_TEST_PG_URI, $SIMBA_TEST_PG_PORT, $SIMBA_TEST_PG_BIN
 # and $SIMBA_TEST_PG_DATA (for tests that restart it: see pg_ctl below).
 set -euo pipefail
+source "$(dirname "$0")/server_lib.sh"
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-[ -x "$bin/initdb" ] || { echo "with_postgres.sh: PostgreSQL is not installed (run ./scripts/test)"; exit 1; }
+server_require with_postgres.sh PostgreSQL test -x "$bin/initdb"
 as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 dir=$(mktemp -d)
 chmod 755 "$dir"
@@ -23,7 +24,7 @@ as_postgres "$bin/initdb" -D "$data" -U postgres --auth-local=trust --auth-host=
   || { cat "$dir/initdb.log"; exit 1; }
 started=
 for attempt in $(seq 20); do
-  port=$((20000 + RANDOM % 40000))
+  port=$(server_random_port)
   if as_postgres "$bin/pg_ctl" -D "$data" -w -t 30 -l "$dir/server.log" \
        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null 2>&1; then
     started=1
@@ -35,9 +36,4 @@ as_postgres "$bin/psql" -q -h "$dir" -p "$port" -U postgres -d postgres -v ON_ER
   -c "CREATE ROLE simba LOGIN PASSWORD 'simba-pw'" -c "CREATE DATABASE simba OWNER simba" >/dev/null
 export SIMBA_TEST_PG_URI="postgresql://simba:simba-pw@127.0.0.1:$port/simba" SIMBA_TEST_PG_PORT="$port" \
        SIMBA_TEST_PG_BIN="$bin" SIMBA_TEST_PG_DATA="$data" SIMBA_TEST_PG_SOCKET_DIR="$dir"
-args=()
-for arg in "$@"; do
-  arg=${arg//@PG_URI@/$SIMBA_TEST_PG_URI}
-  args+=("${arg//@PG_PORT@/$port}")
-done
-"${args[@]}"
+server_exec @PG_URI@ "$SIMBA_TEST_PG_URI" @PG_PORT@ "$port" "$@"

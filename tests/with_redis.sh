@@ -4,28 +4,20 @@
 #   with_redis.sh COMMAND ARGS...   (every "@REDIS_URI@" and "@REDIS_PORT@" in ARGS is replaced)
 # The command also finds the server in $SIMBA_TEST_REDIS_URI and $SIMBA_TEST_REDIS_PORT.
 set -euo pipefail
-command -v redis-server >/dev/null || { echo "with_redis.sh: redis-server is not installed (run ./scripts/test)"; exit 1; }
+source "$(dirname "$0")/server_lib.sh"
+server_require with_redis.sh redis-server command -v redis-server
 dir=$(mktemp -d)
 server=
-trap '[ -n "$server" ] && kill "$server" 2>/dev/null; [ -n "$server" ] && wait "$server" 2>/dev/null; rm -rf "$dir"' EXIT
+trap 'server_stop "$server"; rm -rf "$dir"' EXIT
 # A random port; if another process has it, redis-server exits and we try another.
 for attempt in $(seq 20); do
-  port=$((20000 + RANDOM % 40000))
+  port=$(server_random_port)
   redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
                --daemonize no --logfile "$dir/redis.log" &
   server=$!
-  for _ in $(seq 100); do
-    kill -0 "$server" 2>/dev/null || break
-    redis-cli -p "$port" ping >/dev/null 2>&1 && break 2
-    sleep 0.05
-  done
-  kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; server=
+  server_poll 100 "$server" redis-cli -p "$port" ping && break
+  server_stop "$server"; server=
 done
 [ -n "$server" ] || { echo "with_redis.sh: redis-server did not start"; cat "$dir/redis.log"; exit 1; }
 export SIMBA_TEST_REDIS_URI="redis://127.0.0.1:$port" SIMBA_TEST_REDIS_PORT="$port"
-args=()
-for arg in "$@"; do
-  arg=${arg//@REDIS_URI@/$SIMBA_TEST_REDIS_URI}
-  args+=("${arg//@REDIS_PORT@/$port}")
-done
-"${args[@]}"
+server_exec @REDIS_URI@ "$SIMBA_TEST_REDIS_URI" @REDIS_PORT@ "$port" "$@"

@@ -7,8 +7,9 @@
 # restart it (same port and data) with $SIMBA_TEST_ZK_START (a script that starts it and
 # waits until it serves; the server's pid goes to $SIMBA_TEST_ZK_PIDFILE).
 set -euo pipefail
-[ -f /usr/share/java/zookeeper.jar ] || { echo "with_zookeeper.sh: zookeeper is not installed (run ./scripts/test)"; exit 1; }
-command -v java >/dev/null || { echo "with_zookeeper.sh: java is not installed (run ./scripts/test)"; exit 1; }
+source "$(dirname "$0")/server_lib.sh"
+server_require with_zookeeper.sh zookeeper test -f /usr/share/java/zookeeper.jar
+server_require with_zookeeper.sh java command -v java
 dir=$(mktemp -d)
 cleanup() {
   if [ -f "$dir/pid" ]; then
@@ -45,7 +46,7 @@ chmod +x "$dir/start"
 
 started=
 for attempt in $(seq 10); do
-  port=$((20000 + RANDOM % 40000))
+  port=$(server_random_port)
   ruok "$port" && continue  # someone else's server
   echo "$port" >"$dir/port"
   mkdir -p "$dir/data"
@@ -67,9 +68,4 @@ done
 [ -n "$started" ] || { echo "with_zookeeper.sh: zookeeper did not start"; cat "$dir/server.log"; exit 1; }
 export SIMBA_TEST_ZK_URI="zookeeper://127.0.0.1:$port" SIMBA_TEST_ZK_PORT="$port"
 export SIMBA_TEST_ZK_START="$dir/start" SIMBA_TEST_ZK_PIDFILE="$dir/pid"
-args=()
-for arg in "$@"; do
-  arg=${arg//@ZK_URI@/$SIMBA_TEST_ZK_URI}
-  args+=("${arg//@ZK_PORT@/$port}")
-done
-"${args[@]}"
+server_exec @ZK_URI@ "$SIMBA_TEST_ZK_URI" @ZK_PORT@ "$port" "$@"

@@ -1,0 +1,46 @@
+# What the tests/with_*.sh wrappers share; sourced by them. Each wrapper starts one throwaway
+# server on loopback, on a free port, in a temporary folder, and stops it whatever happens.
+
+# server_require WRAPPER WHAT CHECK...: exits 1 unless CHECK succeeds ("WHAT is not installed").
+server_require() {
+  local wrapper=$1 what=$2
+  shift 2
+  "$@" >/dev/null 2>&1 || { echo "$wrapper: $what is not installed (run ./scripts/test)"; exit 1; }
+}
+
+# A random port from 20000 to 59999 (a server that finds it taken fails, and the wrapper tries
+# another).
+server_random_port() { echo $((20000 + RANDOM % 40000)); }
+
+# server_poll TRIES PID CHECK...: runs CHECK every 50 ms, at most TRIES times, while process
+# PID lives; succeeds as soon as CHECK does.
+server_poll() {
+  local tries=$1 pid=$2 _
+  shift 2
+  for _ in $(seq "$tries"); do
+    kill -0 "$pid" 2>/dev/null || return 1
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# server_stop PID: stops a server started in the background and waits for it.
+server_stop() {
+  [ -n "${1:-}" ] || return 0
+  kill "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
+# server_exec URI_PLACEHOLDER URI PORT_PLACEHOLDER PORT COMMAND ARGS...: runs the command with
+# both placeholders replaced in every argument.
+server_exec() {
+  local uri_key=$1 uri=$2 port_key=$3 port=$4 arg
+  shift 4
+  local args=()
+  for arg in "$@"; do
+    arg=${arg//$uri_key/$uri}
+    args+=("${arg//$port_key/$port}")
+  done
+  "${args[@]}"
+}

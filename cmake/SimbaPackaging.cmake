@@ -25,8 +25,10 @@ install(FILES ${PROJECT_BINARY_DIR}/simbaConfig.cmake ${PROJECT_BINARY_DIR}/simb
               cmake/FindZooKeeper.cmake
         DESTINATION ${config_dir})
 
-# simba.pc: every library of the build, the engines' client libraries as private dependencies
-# (`pkg-config --static --libs simba` for static libraries).
+# simba.pc: every library of the build and the engines' client libraries. With static
+# libraries those are needed to link at all, so they are plain Requires/Libs (pkg-config's
+# --static would also pull in libpq's own static-only dependencies, which Debian does not ship);
+# with shared ones they are private.
 get_property(pc_requires GLOBAL PROPERTY SIMBA_PC_REQUIRES)
 get_property(pc_libs GLOBAL PROPERTY SIMBA_PC_LIBS)
 get_property(engine_targets GLOBAL PROPERTY SIMBA_ENGINE_TARGETS)
@@ -35,8 +37,18 @@ foreach(target ${engine_targets} simba_backend_support simba_core simba_runtime)
   string(APPEND SIMBA_PC_LIBS " -l${target}")
 endforeach()
 list(APPEND pc_requires spdlog)
-list(JOIN pc_requires " " SIMBA_PC_REQUIRES_PRIVATE)
-list(JOIN pc_libs " " SIMBA_PC_LIBS_PRIVATE)
+list(JOIN pc_requires " " pc_requires)
+list(JOIN pc_libs " " pc_libs)
+if(BUILD_SHARED_LIBS)
+  set(SIMBA_PC_REQUIRES_LINE "Requires.private: ${pc_requires}")
+  set(SIMBA_PC_LIBS_PRIVATE_LINE "Libs.private: ${pc_libs}")
+else()
+  set(SIMBA_PC_REQUIRES_LINE "Requires: ${pc_requires}")
+  string(APPEND SIMBA_PC_LIBS " ${pc_libs}")
+  set(SIMBA_PC_LIBS_PRIVATE_LINE "")
+endif()
+# Relocatable: the prefix is found from where the .pc file is (cmake --install --prefix works).
+file(RELATIVE_PATH SIMBA_PC_PREFIX_FROM_PCFILEDIR "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
 configure_file(cmake/simba.pc.in ${PROJECT_BINARY_DIR}/simba.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/simba.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
@@ -51,6 +63,8 @@ set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+# dpkg-shlibdeps finds this package's own shared libraries in the build tree.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_LIBRARY_OUTPUT_DIRECTORY})
 set(dev_depends libspdlog-dev)
 foreach(pair "sqlite;libsqlite3-dev" "redis;libhiredis-dev" "postgres;libpq-dev" "mysql;libmariadb-dev"
              "zookeeper;libzookeeper-mt-dev")

@@ -105,6 +105,35 @@ TEST(ContendPeriodTest, WaitersProbeJustAfterTheHardExpiry) {
   }
 }
 
+TEST(ContendPeriodTest, NextRoundDelayFollowsWhatTheBackendPushes) {
+  std::mt19937_64 rng(6);
+  internal::RoundPolicy policy;
+  policy.ttl = 1000ms;
+  policy.poll = 25ms;
+  auto owner = owner_of("a", 1000, 100, 50);  // ttl_at 1100, transition_at 1150
+  // An observer of a free mutex waits a ttl with push, polls without.
+  policy.observer = true;
+  policy.push = policy.push_acquisitions = true;
+  EXPECT_EQ(internal::next_round_delay(MutexOwner::none(), 1000, "", policy, rng), 1000ms);
+  EXPECT_EQ(internal::next_round_delay(owner, 1000, "", policy, rng), 151ms);  // just after the hard expiry
+  policy.push_acquisitions = false;
+  EXPECT_EQ(internal::next_round_delay(owner, 1000, "", policy, rng), 25ms);
+  // A waiter with push sleeps until about the expiry; without push it polls.
+  policy.observer = false;
+  policy.push = policy.push_acquisitions = true;
+  auto waiting = internal::next_round_delay(owner, 1000, "b", policy, rng);
+  EXPECT_GE(waiting, 151ms);
+  EXPECT_LE(waiting, 170ms);
+  policy.push = false;
+  EXPECT_EQ(internal::next_round_delay(owner, 1000, "b", policy, rng), 25ms);
+  // A claim that came back too late is retried at once; an owner renews at the soft expiry.
+  policy.again = true;
+  EXPECT_EQ(internal::next_round_delay(owner, 1000, "b", policy, rng), 0ms);
+  policy.again = false;
+  policy.ours = true;
+  EXPECT_EQ(internal::next_round_delay(owner, 1000, "a", policy, rng), 100ms);
+}
+
 TEST(ContendPeriodTest, BackoffDoublesWithJitterUpToTheCap) {
   std::mt19937_64 rng(4);
   for (int i = 0; i < 1000; ++i) {

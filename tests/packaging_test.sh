@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Packaging as a C++ user meets it, run by ./scripts/test after the main build:
+#   - a Release build with shared libraries (GCC 12, -Werror, tests included): versioned
+#     SONAMEs, `simba --version`, an install, a .deb with its Debian dependencies;
+#   - the static main build installed too; tests/consumer built against both installs with
+#     find_package(simba 0.2) and with pkg-config, and run;
+#   - a clang Release build of the libraries and tools (-Werror);
+#   - a build with only the SQLite engine: no other client library linked, and a Redis URI
+#     answered with the CMake option that adds Redis (exit 78).
+#   packaging_test.sh STATIC_BUILD_DIR
+set -uo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+static_build=$(cd "$1" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+version=$(sed -n 's/^project(simba VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+passes=0 failures=0
+
+# check WHAT COMMAND...: runs COMMAND (quietly; its output shown if it fails).
+check() {
+  local what=$1
+  shift
+  if "$@" >"$work/out" 2>&1; then
+    echo "ok: $what"
+    passes=$((passes + 1))
+  else
+    echo "FAIL: $what"
+    tail -n 40 "$work/out" | sed 's/^/    /'
+    failures=$((failures + 1))
+  fi
+}
+configure() { cmake -G Ninja -Wno-dev "$@" >/dev/null; }
+
+# Shared, Release, with the defaults plus -Werror.
+shared=$work/build-shared
+check "Release build, shared libraries, GCC, -Werror (tests built too)" \
+  bash -c "$(declare -f configure); configure -S '$src' -B '$shared' -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+           -DSIMBA_WERROR=ON && cmake --build '$shared'"
+check "install of the shared build" cmake --install "$shared" --prefix "$work/prefix-shared"
+libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' "$shared/CMakeCache.txt")
+check "libsimba_core.so has the SONAME libsimba_core.so.0.2" \
+  bash -c "readelf -d '$work/prefix-shared/$libdir/libsimba_core.so' | grep -q 'SONAME.*\[libsimba_core.so.${version%.*}\]'"
+check "the installed simba --version says $version" \
+  bash -c "'$work/prefix-shared/bin/simba' --version | grep -qx 'simba $version'"
+check "cpack -G DEB" bash -c "cd '$shared' && cpack -G DEB"
+deb=$(ls "$shared"/simba_*.deb 2>/dev/null | head -n 1)
+check "the .deb holds the CLI, the libraries, the headers and the CMake package" \
+  bash -c "dpkg-deb -c '$deb' | grep -q './usr/bin/simba\$' && dpkg-deb -c '$deb' | grep -q 'libsimba_core.so.$version' &&
+           dpkg-deb -c '$deb' | grep -q 'include/simba/simba.h' && dpkg-deb -c '$deb' | grep -q 'cmake/simba/simbaConfig.cmake'"
+check "the .deb depends on each engine's client library (dpkg-shlibdeps)" \
+  bash -c "deps=\$(dpkg-deb -f '$deb' Depends); echo \"Depends: \$deps\";
+           for lib in libhiredis libpq5 libmariadb3 libzookeeper-mt libsqlite3 libspdlog; do
+             grep -q \"\$lib\" <<<\"\$deps\" || { echo \"missing \$lib\"; exit 1; }; done"
+
+# The static main build, installed.
+check "install of the static build" cmake --install "$static_build" --prefix "$work/prefix-static"
+
+for kind in static shared; do
+  prefix=$work/prefix-$kind
+  check "find_package(simba 0.2) against the $kind install: build and run" \
+    bash -c "$(declare -f configure); configure -S '$src/tests/consumer' -B '$work/consumer-$kind' -DCMAKE_PREFIX_PATH='$prefix' &&
+             cmake --build '$work/consumer-$kind' && '$work/consumer-$kind/consumer' 'sqlite://$work/$kind.db'"
+  pc="PKG_CONFIG_PATH=$(dirname "$(find "$prefix" -name simba.pc)")"
+  flags="--cflags --libs"
+  check "pkg-config simba against the $kind install: build and run" \
+    bash -c "g++ -o '$work/pc-$kind' '$src/tests/consumer/main.cc' \$($pc pkg-config $flags simba) -Wl,-rpath,'$prefix/$libdir' &&
+             '$work/pc-$kind' 'sqlite://$work/pc-$kind.db'"
+done
+mkdir -p "$work/wants-v1"
+printf 'cmake_minimum_required(VERSION 3.25)\nproject(wants_v1 LANGUAGES CXX)\nfind_package(simba 1.0 REQUIRED)\n' \
+  >"$work/wants-v1/CMakeLists.txt"
+check "find_package(simba 1.0) is refused (SameMajorVersion)" \
+  bash -c "! cmake -S '$work/wants-v1' -B '$work/wants-v1/build' -DCMAKE_PREFIX_PATH='$work/prefix-static'"
+
+check "clang Release build of the libraries and tools, -Werror" \
+  bash -c "$(declare -f configure); configure -S '$src' -B '$work/build-clang' -DCMAKE_CXX_COMPILER=clang++ \
+           -DCMAKE_BUILD_TYPE=Release -DSIMBA_WERROR=ON -DSIMBA_BUILD_TESTS=OFF && cmake --build '$work/build-clang'"
+
+sqlite_only=$work/build-sqlite-only
+check "a build with only the SQLite engine" \
+  bash -c "$(declare -f configure); configure -S '$src' -B '$sqlite_only' -DCMAKE_BUILD_TYPE=Release -DSIMBA_BUILD_TESTS=OFF \
+           -DSIMBA_WITH_REDIS=OFF -DSIMBA_WITH_POSTGRES=OFF -DSIMBA_WITH_MYSQL=OFF -DSIMBA_WITH_ZOOKEEPER=OFF &&
+           cmake --build '$sqlite_only' --target simba_cli"
+check "... links no other engine's client library" \
+  bash -c "ldd '$sqlite_only/bin/simba'; ! ldd '$sqlite_only/bin/simba' | grep -E 'hiredis|libpq|mariadb|zookeeper'"
+check "... answers a Redis URI with exit 78 naming SIMBA_WITH_REDIS" \
+  bash -c "'$sqlite_only/bin/simba' status x --backend redis://127.0.0.1:6379 2>'$work/err'; rc=\$?; cat '$work/err';
+           [ \$rc -eq 78 ] && grep -q 'SIMBA_WITH_REDIS=ON' '$work/err'"
+check "... still locks on SQLite" \
+  "$sqlite_only/bin/simba" lock --backend "sqlite://$work/only.db" m -- true
+
+echo "$passes passed, $failures failed"
+[ "$failures" -eq 0 ]

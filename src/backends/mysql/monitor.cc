@@ -33,12 +33,9 @@ class SleepLink final : public internal::PushLink {
 }  // namespace
 
 std::unique_ptr<internal::PushChannel> make_monitor(const MysqlOptions& options, const std::string& where) {
-  internal::PushChannelOptions channel;
-  channel.thread_name = "simba-my-watch";
-  channel.what = "monitor";
-  channel.where = where;
   return std::make_unique<internal::PushChannel>(
-      channel, [options, where] { return std::make_unique<SleepLink>(options, where); });
+      internal::PushChannelOptions{.thread_name = "simba-my-watch", .what = "monitor", .where = where},
+      [options, where] { return std::make_unique<SleepLink>(options, where); });
 }
 
 }  // namespace simba::mysql

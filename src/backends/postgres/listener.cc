@@ -44,13 +44,10 @@ class ListenLink final : public internal::PushLink {
 }  // namespace
 
 std::unique_ptr<internal::PushChannel> make_listener(const PostgresOptions& options, const std::string& where) {
-  internal::PushChannelOptions channel;
-  channel.thread_name = "simba-pg-listen";
-  channel.what = "LISTEN";
-  channel.where = where;
-  channel.ready_timeout = options.command_timeout;
   return std::make_unique<internal::PushChannel>(
-      channel, [options, where] { return std::make_unique<ListenLink>(options, where); });
+      internal::PushChannelOptions{.thread_name = "simba-pg-listen", .what = "LISTEN", .where = where,
+                                    .ready_timeout = options.command_timeout},
+      [options, where] { return std::make_unique<ListenLink>(options, where); });
 }
 
 }  // namespace simba::postgres

@@ -61,14 +61,11 @@ class PubSubLink final : public internal::PushLink {
 }  // namespace
 
 std::unique_ptr<internal::PushChannel> make_subscriber(const RedisOptions& options, const std::string& where) {
-  internal::PushChannelOptions channel;
-  channel.thread_name = "simba-redis-sub";
-  channel.what = "pub/sub";
-  channel.where = where;
-  channel.ready_timeout = options.command_timeout;
-  channel.linger = std::chrono::seconds(10);
   return std::make_unique<internal::PushChannel>(
-      channel, [options, where] { return std::make_unique<PubSubLink>(options, where); });
+      internal::PushChannelOptions{.thread_name = "simba-redis-sub", .what = "pub/sub", .where = where,
+                                    .ready_timeout = options.command_timeout,
+                                    .linger = std::chrono::seconds(10)},
+      [options, where] { return std::make_unique<PubSubLink>(options, where); });
 }
 
 }  // namespace simba::redis

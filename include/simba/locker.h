@@ -14,6 +14,9 @@
 // If the lease is lost while held (the backend became unreachable, or the process stalled
 // past its lease), the Locker stops contending and requests stop on lease_token(): register a
 // std::stop_callback or poll stop_requested() to learn it. unlock() then only cleans up.
+//
+// Lifespan: a Locker keeps its backend and runtime alive and may outlive the Client it was
+// made from; its destructor releases the lease.
 #pragma once
 
 #include <chrono>

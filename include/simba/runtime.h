@@ -4,6 +4,10 @@
 // user callbacks through per-service strands (one at a time, in order). No thread per
 // contender: a process with 10,000 mutexes uses the same few threads as one with one.
 // Runtime::shared() is the process default; tests inject their own. Thread-safe.
+//
+// Lifespan and ownership: every Client, service, Locker and Scheduler holds a reference, so a
+// runtime lives until the last of them is gone; its destructor joins its threads (the shared
+// one at static destruction). Never destroy a runtime from one of its own tasks.
 #pragma once
 
 #include <chrono>

@@ -13,6 +13,8 @@
 // a callback of the same service, on_released runs right after that callback returns).
 // On a backend error an owner is revoked locally at once (on_released) and the service
 // retries with exponential backoff and jitter. Destroying a running service stops it.
+// Lifespan: a service keeps its backend, runtime and contender alive and may outlive the
+// Client that made it.
 // All methods are thread-safe.
 #pragma once
 

@@ -10,8 +10,7 @@
 //     last Client, service, Locker or Scheduler made from it.
 //   - Services, Lockers and Schedulers keep what they need alive: they may outlive the Client
 //     they came from. Destroying one stops it (releasing its lease) before it returns.
-//   - Callbacks may run until the service's stop() or destructor returns, never after; do not
-//     destroy a service from inside its own callback.
+//   - Callbacks may run until the service's stop() or destructor returns, never after.
 //   - A Runtime lives until the last Client, service, Locker or Scheduler holding it is gone
 //     (Runtime::shared() also until static destruction at exit, which joins its threads):
 //     stop services before main() returns, not from static destructors.

@@ -4,7 +4,14 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 namespace simba::internal {
 namespace {
@@ -29,5 +36,31 @@ void log_debug(const std::string& message) { logger().debug(message); }
 void log_info(const std::string& message) { logger().info(message); }
 void log_warn(const std::string& message) { logger().warn(message); }
 void log_error(const std::string& message) { logger().error(message); }
+
+void log_warn_once_per_host(const std::string& topic, const std::string& message) {
+  std::filesystem::path folder;
+  if (const char* state = std::getenv("XDG_STATE_HOME"); state && *state == '/') {
+    folder = std::filesystem::path(state) / "simba" / "warned";
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    folder = std::filesystem::path(home) / ".local" / "state" / "simba" / "warned";
+  }
+  std::uint64_t hash = 14695981039346656037ull;  // FNV-1a: the same name in every build
+  for (unsigned char c : topic) hash = (hash ^ c) * 1099511628211ull;
+  char name[17];
+  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(hash));
+  std::error_code ec;
+  if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+  bool warned_before = false;
+  if (!folder.empty() && !ec) {
+    const int fd = ::open((folder / name).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) ::close(fd);
+    warned_before = fd < 0 && errno == EEXIST;
+  }
+  if (warned_before) {
+    log_info(message);
+  } else {
+    log_warn(message);
+  }
+}
 
 }  // namespace simba::internal

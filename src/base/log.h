@@ -11,4 +11,9 @@ void log_info(const std::string& message);
 void log_warn(const std::string& message);
 void log_error(const std::string& message);
 
+// Warns once per host about `topic` (a marker file under $XDG_STATE_HOME/simba/warned/, else
+// ~/.local/state/simba/warned/, remembers it across processes); later calls, in any process,
+// log the message at info. Warns every time if no marker can be written.
+void log_warn_once_per_host(const std::string& topic, const std::string& message);
+
 }  // namespace simba::internal

@@ -122,11 +122,15 @@ std::optional<LeaseRow> Connection::query_lease(const std::string& name, const s
   return row;
 }
 
-void Connection::run(const std::string& sql) {
+void Connection::run(const std::string& sql) { run_tolerating(sql, 0); }
+
+bool Connection::run_tolerating(const std::string& sql, unsigned tolerated) {
   if (mysql_real_query(mysql_.get(), sql.data(), sql.size()) != 0) {
+    if (tolerated != 0 && mysql_errno(mysql_.get()) == tolerated) return false;
     fail("a statement", mysql_errno(mysql_.get()), mysql_error(mysql_.get()));
   }
   if (MYSQL_RES* result = mysql_store_result(mysql_.get())) mysql_free_result(result);
+  return true;
 }
 
 std::int64_t Connection::scalar(const std::string& sql) {

@@ -37,6 +37,9 @@ class Connection {
   std::optional<LeaseRow> query_lease(const std::string& name, const std::vector<Param>& params);
   // Plain SQL without parameters (schema); throws Error.
   void run(const std::string& sql);
+  // run(), except that the server error `tolerated` (e.g. ER_DUP_FIELDNAME) is no failure:
+  // returns false when it occurred.
+  bool run_tolerating(const std::string& sql, unsigned tolerated);
   // One integer from plain SQL without parameters.
   std::int64_t scalar(const std::string& sql);
   // scalar() in two halves: send the query now, read its one integer later (when the socket

@@ -2,6 +2,8 @@
 // clock in UTC milliseconds, cheap polls by waiters only, a monitor connection for loss.
 #include "simba/mysql_backend.h"
 
+#include <mysqld_error.h>
+
 #include <mutex>
 #include <unordered_set>
 
@@ -50,6 +52,9 @@ constexpr const char* kMutexCollation =
     "AND collation_name NOT IN ('utf8mb4_nopad_bin', 'utf8mb4_0900_bin')";
 constexpr const char* kAddFencing =
     "ALTER TABLE simba_mutex ADD COLUMN fencing_token bigint unsigned NOT NULL DEFAULT 0";
+// MariaDB has IF NOT EXISTS (a concurrent add then only warns); MySQL 8.0 has not.
+constexpr const char* kAddFencingIfMissing =
+    "ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS fencing_token bigint unsigned NOT NULL DEFAULT 0";
 
 // The condition of Simba's UPDATE: the lease is free or expired, or ours and live. In
 // ON DUPLICATE KEY UPDATE, VALUES(col) is what the INSERT would have written.
@@ -103,10 +108,16 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
     }
     returning_ = options_.returning && mariadb && version >= 100500;  // INSERT ... RETURNING
     connection->run(schema(mariadb ? "utf8mb4_nopad_bin" : "utf8mb4_0900_bin"));
-    if (connection->scalar(kHasFencing) == 0) connection->run(kAddFencing);
+    // Processes starting at once on a table Simba made may each find the column missing; every
+    // add but the first then finds it there, which is success.
+    if (connection->scalar(kHasFencing) == 0) {
+      connection->run_tolerating(mariadb ? kAddFencingIfMissing : kAddFencing, ER_DUP_FIELDNAME);
+    }
     if (connection->scalar(kMutexCollation) != 0) {
-      internal::log_warn(where_ + ": table simba_mutex (made elsewhere) compares mutex names without case and "
-                                  "trailing spaces; names that differ only so share one lease");
+      internal::log_warn_once_per_host(
+          "mysql-collation " + options_.host + ":" + std::to_string(options_.port) + "/" + options_.database,
+          where_ + ": table simba_mutex (made elsewhere) compares mutex names without case and trailing spaces; "
+                   "names that differ only so share one lease (said once on this host; again with SIMBA_LOG=info)");
     }
     prepare(*connection);
     pool_.seed(std::move(connection));

@@ -40,6 +40,9 @@ struct Capabilities {
   bool push = false;                    // watch() delivers releases; else callers poll.
   bool push_acquisitions = true;        // with push: acquisitions are delivered too (else
                                         // observers poll at poll_interval).
+  bool waiters_hear_acquisitions = false;  // with push: a waiter's watch also delivers
+                                        // acquisitions, and the waiter looks again at each (Redis:
+                                        // that keeps Simba's wait queue free of owners).
   bool watch_loss = false;              // without push: watch() still reports WatchEvent::lost
                                         // (and resyncs with `released`) when the server goes.
   std::chrono::milliseconds poll_interval{100};  // Suggested poll interval without push.

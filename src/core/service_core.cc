@@ -41,6 +41,7 @@ ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever,
       hooks_(std::move(hooks)),
       push_(backend_->capabilities().push),
       push_acquisitions_(backend_->capabilities().push_acquisitions),
+      waiters_hear_acquisitions_(backend_->capabilities().waiters_hear_acquisitions),
       watch_(push_ || backend_->capabilities().watch_loss),
       poll_(poll_of(*backend_, options_)),
       strand_(runtime_->make_strand()) {
@@ -200,8 +201,9 @@ void ServiceCore::on_watch(std::uint64_t generation, WatchEvent event) {
     trigger(generation, false);
     return;
   }
-  // A contender only cares that the mutex may be free; an observer cares about every change.
-  if (contender_ && event != WatchEvent::released) return;
+  // A contender cares that the mutex may be free (and, where the backend asks for it, about a
+  // new owner); an observer cares about every change.
+  if (contender_ && event == WatchEvent::acquired && !waiters_hear_acquisitions_) return;
   trigger(generation, false);
 }
 

@@ -3,7 +3,6 @@
 #include "simba/redis_backend.h"
 
 #include <mutex>
-#include <unordered_set>
 #include <vector>
 
 #include "backends/common/pool.h"
@@ -20,10 +19,17 @@ using redis::Connection;
 using redis::Reply;
 
 // Acquire-or-renew. KEYS: lock, fencing hash, wait queue. ARGV: contender id, lease ms
-// (ttl + transition), the "acquired" channel, ttl ms, "1" if this contender may be queued.
+// (ttl + transition), the "acquired" channel, ttl ms.
 // The token rises whenever the lock was free (a new ownership); a renewal keeps it. The
 // fencing hash also records when the holder last renewed and its ttl, so any reader can tell
 // ttl_at exactly (JVM Simba holders, which do not write it, get an estimate).
+// The wait queue is Simba's: a waiter joins it as Simba's do (ZADD NX on the server's TIME, so
+// it keeps its place across rounds, and Simba's releases, which wake the lowest entry, reach
+// ours in turn). Simba scores by whole seconds, so its entry of second S joined somewhere in
+// [S, S+1) and ties go by id; ours is scored by its exact time minus half a second, which puts
+// it after Simba's of earlier seconds, before those of later ones, on even terms with those
+// of its own second, and in arrival order among ours. An owner never stays queued: the winner leaves
+// the queue, and a holder seen here (a JVM Simba one, which never leaves it) is taken out.
 // Returns {owner id, lease ms left, fencing token, server now ms, holder's acquired_at, ttl}.
 constexpr const char* kAcquire = R"lua(
 local id = ARGV[1]
@@ -37,7 +43,7 @@ if redis.call('SET', KEYS[1], id, 'NX', 'PX', ARGV[2]) then
   end
   redis.call('HSET', KEYS[2], 'owner', id, 'token', token, 'at', now, 'ttl', ARGV[4])
   redis.call('PUBLISH', ARGV[3], 'acquired@@' .. id)
-  if ARGV[5] == '1' then redis.call('ZREM', KEYS[3], id) end
+  redis.call('ZREM', KEYS[3], id)
   return {id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4])}
 end
 local owner = redis.call('GET', KEYS[1])
@@ -46,14 +52,17 @@ if owner == id then
   redis.call('HSET', KEYS[2], 'owner', id, 'at', now, 'ttl', ARGV[4])
   return {id, tonumber(ARGV[2]), tonumber(redis.call('HGET', KEYS[2], 'token')), now, now, tonumber(ARGV[4])}
 end
-redis.call('ZADD', KEYS[3], now, id)
+redis.call('ZADD', KEYS[3], 'NX', string.format('%.6f', tonumber(t[1]) + tonumber(t[2]) / 1e6 - 0.5), id)
+if owner then redis.call('ZREM', KEYS[3], owner) end
 local holder = redis.call('HMGET', KEYS[2], 'owner', 'token', 'at', 'ttl')
 if holder[1] ~= owner then holder = {owner, holder[2], -1, -1} end
 return {owner, redis.call('PTTL', KEYS[1]), tonumber(holder[2] or 0), now, tonumber(holder[3]), tonumber(holder[4])}
 )lua";
 
-// Release if ours, and wake every queued waiter (Simba wakes only one, which may be gone);
-// a waiter that gives up leaves the queue. (The owner left the queue when it acquired.)
+// Release if ours, and wake the first waiter in Simba's queue (lowest score), as Simba does,
+// taking it out of the queue: a wake-up nobody hears (its contender left: PUBLISH reached
+// no one) takes that entry out too and goes to the next. Observers hear every release on the
+// channel "<prefix>:{<mutex>}:". A waiter that gives up leaves the queue.
 // KEYS: lock, wait queue. ARGV: contender id, waiter channel prefix "<prefix>:{<mutex>}:".
 constexpr const char* kRelease = R"lua(
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
@@ -61,9 +70,13 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
 local message = 'released@@' .. ARGV[1]
-for _, waiter in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
-  redis.call('PUBLISH', ARGV[2] .. waiter, message)
+for _ = 1, 1000 do
+  local first = redis.call('ZRANGE', KEYS[2], 0, 0)
+  if #first == 0 then break end
+  redis.call('ZREM', KEYS[2], first[1])
+  if redis.call('PUBLISH', ARGV[2] .. first[1], message) > 0 then break end
 end
 redis.call('PUBLISH', ARGV[2], message)
 return 1
@@ -100,19 +113,13 @@ class RedisBackend final : public Backend, public internal::RawProbe {
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
                         std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
     const auto lease = ttl + transition;
-    const std::string queued_as = queue_key(mutex) + '\0' + contender_id;
-    const bool maybe_queued = was_queued(queued_as);
     auto reply = run(acquire_, {lock_key(mutex), fencing_key(mutex), queue_key(mutex)},
-                     {contender_id, std::to_string(lease.count()), lock_key(mutex), std::to_string(ttl.count()),
-                      maybe_queued ? "1" : "0"});
-    auto result = snapshot(*reply, ttl, transition);
-    note_queued(queued_as, result.owner.owner_id != contender_id);
-    return result;
+                     {contender_id, std::to_string(lease.count()), lock_key(mutex), std::to_string(ttl.count())});
+    return snapshot(*reply, ttl, transition);
   }
 
   bool release(const std::string& mutex, const std::string& contender_id) override {
     auto reply = run(release_, {lock_key(mutex), queue_key(mutex)}, {contender_id, lock_key(mutex) + ":"});
-    note_queued(queue_key(mutex) + '\0' + contender_id, false);
     return reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
   }
 
@@ -122,18 +129,21 @@ class RedisBackend final : public Backend, public internal::RawProbe {
   }
 
   // A waiting contender listens on its own Simba waiter channel, where releases (ours and
-  // JVM Simba's) are addressed; an observer on the mutex channel ("acquired@@") and on the
-  // channel every release also goes to. Nobody hears their own acquisitions or releases.
+  // JVM Simba's) are addressed, and on the mutex channel ("acquired@@"): at each new owner it
+  // looks again, which takes a JVM owner's entry out of the queue (Simba never does) before
+  // that owner's release could wake itself. An observer listens on the mutex channel and on
+  // the channel every release also goes to. Nobody hears their own acquisitions or releases.
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override {
     if (contender_id.empty()) return subscriber_->watch({lock_key(mutex), lock_key(mutex) + ":"}, std::move(on_change));
-    return subscriber_->watch({lock_key(mutex) + ":" + contender_id}, std::move(on_change));
+    return subscriber_->watch({lock_key(mutex) + ":" + contender_id, lock_key(mutex)}, std::move(on_change));
   }
 
   Capabilities capabilities() const override {
     Capabilities caps;
     caps.engine = "redis";
     caps.push = true;
+    caps.waiters_hear_acquisitions = true;
     caps.poll_interval = std::chrono::milliseconds(100);
     caps.multi_process = true;
     caps.multi_host = true;
@@ -155,21 +165,6 @@ class RedisBackend final : public Backend, public internal::RawProbe {
   }
 
  private:
-  // Which contenders of this process the queue may hold, so the winning acquire skips the
-  // ZREM when there is nothing to remove.
-  bool was_queued(const std::string& entry) {
-    std::lock_guard lock(queued_mutex_);
-    return queued_.count(entry) > 0;
-  }
-  void note_queued(const std::string& entry, bool queued) {
-    std::lock_guard lock(queued_mutex_);
-    if (queued) {
-      queued_.insert(entry);
-    } else {
-      queued_.erase(entry);
-    }
-  }
-
   std::string lock_key(const std::string& mutex) const { return options_.prefix + ":{" + mutex + "}"; }
   std::string queue_key(const std::string& mutex) const { return lock_key(mutex) + ":contender"; }
   std::string fencing_key(const std::string& mutex) const { return lock_key(mutex) + ":fencing"; }
@@ -238,8 +233,6 @@ class RedisBackend final : public Backend, public internal::RawProbe {
   const std::string where_;
   std::mutex mutex_;  // guards the scripts' SHAs
   internal::Pool<Connection> pool_;
-  std::mutex queued_mutex_;
-  std::unordered_set<std::string> queued_;
   Script acquire_{kAcquire, {}}, release_{kRelease, {}}, read_{kRead, {}};
   std::unique_ptr<internal::PushChannel> subscriber_;
   const std::string raw_id_ = contender_id::uuid();  // simba-bench's baseline key

@@ -106,9 +106,13 @@ TEST(SchedulerUnitTest, ThrowingWorkIsLoggedAndTheScheduleGoesOn) {
     runs.fetch_add(1);
     throw std::runtime_error("work failed");
   });
+  ::testing::internal::CaptureStderr();
   scheduler.start();
   EXPECT_TRUE(tck::wait_until([&] { return runs.load() >= 3; }, 5s));
   scheduler.stop();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("scheduler 'simba-scheduler': work() threw: work failed; the schedule goes on"), std::string::npos)
+      << "the log said: " << log;
 }
 
 TEST(SchedulerUnitTest, LosingLeadershipRequestsStopOfRunningWork) {

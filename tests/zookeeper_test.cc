@@ -228,7 +228,7 @@ TEST(ZookeeperSessionTest, AnOwnerWhoseSessionExpiredContendsAgainOnANewSession)
 }
 
 TEST(ZookeeperSessionTest, AKilledOwnersNodeGoesWhenItsSessionExpires) {
-  if (!have_cli()) GTEST_SKIP() << "needs the simba CLI ($SIMBA_CLI)";
+  ASSERT_TRUE(have_cli()) << "needs the simba CLI in $SIMBA_CLI (ctest sets it)";
   ProcessOwnerScene scene;
   ASSERT_TRUE(scene.owns());
   RawSession raw;
@@ -243,7 +243,7 @@ TEST(ZookeeperSessionTest, AKilledOwnersNodeGoesWhenItsSessionExpires) {
 }
 
 TEST(ZookeeperSessionTest, AnOwnerStalledPastItsSessionFindsOnWakingThatItHasLost) {
-  if (!have_cli()) GTEST_SKIP() << "needs the simba CLI ($SIMBA_CLI)";
+  ASSERT_TRUE(have_cli()) << "needs the simba CLI in $SIMBA_CLI (ctest sets it)";
   ProcessOwnerScene scene;
   ASSERT_TRUE(scene.owns());
   auto successor = std::make_shared<tck::Recorder>(scene.mutex);

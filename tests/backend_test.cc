@@ -115,6 +115,21 @@ TEST(SchedulerUnitTest, ThrowingWorkIsLoggedAndTheScheduleGoesOn) {
       << "the log said: " << log;
 }
 
+TEST(SchedulerUnitTest, FencedWorkGetsTheTokenOfItsLeadership) {
+  Client client(make_memory_backend(), tck::fast_options(), std::make_shared<Runtime>());
+  std::atomic<std::uint64_t> seen{0};
+  ScheduleOptions options;
+  options.period = 10ms;
+  Scheduler scheduler("fenced", client, options,
+                      [&](std::stop_token, std::uint64_t fencing_token) { seen.store(fencing_token); });
+  scheduler.start();
+  ASSERT_TRUE(tck::wait_until([&] { return seen.load() != 0; }, 5s));
+  EXPECT_EQ(seen.load(), client.owner("fenced").fencing_token);
+  EXPECT_EQ(scheduler.fencing_token(), seen.load());
+  scheduler.stop();
+  EXPECT_EQ(scheduler.fencing_token(), 0u);
+}
+
 TEST(SchedulerUnitTest, LosingLeadershipRequestsStopOfRunningWork) {
   auto faulty = std::make_shared<simba::testing::FaultInjectingBackend>(make_memory_backend());
   Client client(faulty, tck::fast_options(), std::make_shared<Runtime>());

@@ -6,10 +6,11 @@
 //   channel <prefix>:{<mutex>}                  "acquired@@<owner id>"
 //   channel <prefix>:{<mutex>}:<contender id>   "released@@<releaser id>"
 // plus, ignored by Simba, the fencing hash <prefix>:{<mutex>}:fencing {token, owner}. Every
-// script declares the keys it touches and all keys of a mutex share its hash tag, so the
-// scripts also run on Redis Cluster (one node per mutex). Leases are judged by Redis (PX, and
-// TIME for timestamps). A release wakes every queued waiter; waiters in one process share one
-// pub/sub connection. Thread-safe: a small pool of connections serves concurrent calls.
+// script declares the keys it touches and all keys of a mutex share its hash tag (one cluster
+// slot), but the client speaks to one node and follows no MOVED redirection: Redis Cluster is
+// not supported. Leases are judged by Redis (PX, and TIME for timestamps). A release wakes the
+// first queued waiter that still listens (Simba's queue order); waiters in one process share
+// one pub/sub connection. Thread-safe: a small pool of connections serves concurrent calls.
 #pragma once
 
 #include <chrono>

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <stop_token>
@@ -36,10 +37,14 @@ class SchedulerImpl;
 class Scheduler {
  public:
   using Work = std::function<void(std::stop_token)>;
+  // Work that fences its writes: it also gets the fencing token of the leadership it runs
+  // under (pass it to the storage it writes, which refuses tokens older than one it has seen).
+  using FencedWork = std::function<void(std::stop_token, std::uint64_t fencing_token)>;
 
   // Throws Error(errc::invalid_argument) for a blank mutex, a period <= 0, a negative
   // initial delay or an empty work function.
   Scheduler(std::string mutex, Client client, ScheduleOptions config, Work work);
+  Scheduler(std::string mutex, Client client, ScheduleOptions config, FencedWork work);
   ~Scheduler();  // stop() if running; never throws.
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -52,6 +57,8 @@ class Scheduler {
   bool running() const;
   // This process owns the mutex (time-aware).
   bool is_leader() const;
+  // The fencing token of this process's leadership while is_leader(); else 0.
+  std::uint64_t fencing_token() const;
   const std::string& contender_id() const;
 
  private:

@@ -16,7 +16,7 @@ namespace internal {
 
 class SchedulerImpl {
  public:
-  SchedulerImpl(std::string mutex, const Client& client, ScheduleOptions config, Scheduler::Work work)
+  SchedulerImpl(std::string mutex, const Client& client, ScheduleOptions config, Scheduler::FencedWork work)
       : config_(std::move(config)), work_(std::move(work)) {
     if (!work_) throw Error(errc::invalid_argument, "Scheduler needs a work function");
     if (config_.period.count() <= 0) {
@@ -74,6 +74,7 @@ class SchedulerImpl {
     return worker_.joinable();
   }
   bool is_leader() const { return core_->is_owner(); }
+  std::uint64_t fencing_token() const { return core_->fencing_token(); }
   const std::string& contender_id() const { return core_->contender_id(); }
 
  private:
@@ -123,7 +124,7 @@ class SchedulerImpl {
       auto interrupted = [&] { return stopping_ || !leader_ || term_ != term; };
       while (!wake_.wait_until(lock, next, interrupted)) {
         lock.unlock();
-        if (core_->is_owner()) run_once(token);
+        if (const auto fencing = core_->fencing_token(); fencing != 0 && core_->is_owner()) run_once(token, fencing);
         lock.lock();
         auto now = Clock::now();
         next = config_.strategy == ScheduleOptions::Strategy::fixed_rate ? std::max(next + config_.period, now)
@@ -132,9 +133,9 @@ class SchedulerImpl {
     }
   }
 
-  void run_once(const std::stop_token& token) {
+  void run_once(const std::stop_token& token, std::uint64_t fencing) {
     try {
-      work_(token);
+      work_(token, fencing);
     } catch (const std::exception& e) {
       log_error("scheduler '" + config_.worker + "': work() threw: " + e.what() + "; the schedule goes on");
     } catch (...) {
@@ -143,7 +144,7 @@ class SchedulerImpl {
   }
 
   const ScheduleOptions config_;
-  const Scheduler::Work work_;
+  const Scheduler::FencedWork work_;
   std::shared_ptr<ServiceCore> core_;
 
   mutable std::mutex lifecycle_;  // start/stop against each other
@@ -159,14 +160,19 @@ class SchedulerImpl {
 
 }  // namespace internal
 
-Scheduler::Scheduler(std::string mutex, Client client, ScheduleOptions config, Work work)
+Scheduler::Scheduler(std::string mutex, Client client, ScheduleOptions config, FencedWork work)
     : impl_(std::make_unique<internal::SchedulerImpl>(std::move(mutex), client, std::move(config),
                                                       std::move(work))) {}
+Scheduler::Scheduler(std::string mutex, Client client, ScheduleOptions config, Work work)
+    : Scheduler(std::move(mutex), std::move(client), std::move(config),
+                work ? FencedWork([work = std::move(work)](std::stop_token stop, std::uint64_t) { work(stop); })
+                     : FencedWork()) {}
 Scheduler::~Scheduler() = default;
 void Scheduler::start() { impl_->start(); }
 void Scheduler::stop() { impl_->stop(); }
 bool Scheduler::running() const { return impl_->running(); }
 bool Scheduler::is_leader() const { return impl_->is_leader(); }
+std::uint64_t Scheduler::fencing_token() const { return impl_->fencing_token(); }
 const std::string& Scheduler::contender_id() const { return impl_->contender_id(); }
 
 }  // namespace simba

@@ -7,6 +7,7 @@
 
 #include "core/contend_period.h"
 #include "core/uri.h"
+#include "base/log.h"
 #include "simba/simba.h"
 
 namespace simba {
@@ -297,6 +298,26 @@ TEST(ContendOptionsTest, ValidationNamesTheBadField) {
   options.ttl = std::chrono::milliseconds(std::numeric_limits<std::int64_t>::max() - 5);
   EXPECT_THROW(options.validate(), Error);
   EXPECT_NO_THROW(ContendOptions{}.validate());
+}
+
+TEST(LogSinkTest, LinesGoToTheApplicationsSinkUntilItIsRemoved) {
+  std::mutex mutex;
+  std::vector<std::pair<LogLevel, std::string>> lines;
+  set_log_sink([&](LogLevel level, std::string_view line) {
+    std::lock_guard lock(mutex);
+    lines.emplace_back(level, std::string(line));
+  });
+  ::testing::internal::CaptureStderr();
+  internal::log_warn("a warning for the sink");
+  internal::log_error("an error for the sink");
+  set_log_sink({});
+  internal::log_warn("a warning for stderr");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], std::make_pair(LogLevel::warn, std::string("a warning for the sink")));
+  EXPECT_EQ(lines[1], std::make_pair(LogLevel::error, std::string("an error for the sink")));
+  EXPECT_EQ(err.find("for the sink"), std::string::npos) << err;
+  EXPECT_NE(err.find("a warning for stderr"), std::string::npos) << err;
 }
 
 }  // namespace

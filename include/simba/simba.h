@@ -1,5 +1,5 @@
 // simba/simba.h: the API in one include: Client and connect(), contenders and services,
-// Locker, Scheduler, errors, options and durations, the runtime.
+// Locker, Scheduler, errors, options and durations, the runtime, the log sink.
 //
 // Engine-specific options (simba/redis_backend.h, simba/postgres_backend.h, ...) are included
 // only by code that configures an engine in C++ rather than by URI; the backend seam is
@@ -22,6 +22,7 @@
 #include "simba/duration.h"
 #include "simba/error.h"
 #include "simba/locker.h"
+#include "simba/log.h"
 #include "simba/options.h"
 #include "simba/owner.h"
 #include "simba/runtime.h"

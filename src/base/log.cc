@@ -1,5 +1,8 @@
-// Logging through spdlog; the level comes from $SIMBA_LOG (debug, info, warn, error, off).
+// Logging through spdlog; the level comes from $SIMBA_LOG (debug, info, warn, error, off); the
+// lines go to stderr or to the application's sink (simba/log.h).
 #include "base/log.h"
+
+#include <spdlog/sinks/base_sink.h>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -12,16 +15,59 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+
+#include "simba/log.h"
 
 namespace simba::internal {
 namespace {
+
+// Lines go to the application's sink when it set one (simba::set_log_sink), else to stderr.
+class SwitchSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  void set(LogSink sink) {
+    std::lock_guard lock(base_sink<std::mutex>::mutex_);
+    sink_ = std::move(sink);
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    if (!sink_) {
+      stderr_.log(msg);
+      return;
+    }
+    LogLevel level = LogLevel::error;
+    switch (msg.level) {
+      case spdlog::level::trace:
+      case spdlog::level::debug: level = LogLevel::debug; break;
+      case spdlog::level::info: level = LogLevel::info; break;
+      case spdlog::level::warn: level = LogLevel::warn; break;
+      default: break;
+    }
+    try {
+      sink_(level, std::string_view(msg.payload.data(), msg.payload.size()));
+    } catch (...) {
+      // A throwing sink loses its line; simba goes on.
+    }
+  }
+  void flush_() override { stderr_.flush(); }
+
+ private:
+  LogSink sink_;
+  spdlog::sinks::stderr_color_sink_st stderr_;
+};
+
+SwitchSink& switch_sink() {
+  static auto* instance = new SwitchSink();  // never destroyed, like the logger
+  return *instance;
+}
 
 // Created once and never destroyed, and not in spdlog's registry: threads that outlive main()
 // (a detached runtime thread, a backend's listener finishing) may still log while static
 // destructors run.
 spdlog::logger& logger() {
   static spdlog::logger* instance = [] {
-    auto* created = new spdlog::logger("simba", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+    auto* created = new spdlog::logger("simba", std::shared_ptr<spdlog::sinks::sink>(&switch_sink(), [](auto*) {}));
     const char* level = std::getenv("SIMBA_LOG");
     created->set_level(level ? spdlog::level::from_str(level) : spdlog::level::warn);
     return created;
@@ -36,6 +82,14 @@ void log_debug(const std::string& message) { logger().debug(message); }
 void log_info(const std::string& message) { logger().info(message); }
 void log_warn(const std::string& message) { logger().warn(message); }
 void log_error(const std::string& message) { logger().error(message); }
+
+}  // namespace simba::internal
+
+namespace simba {
+void set_log_sink(LogSink sink) { internal::switch_sink().set(std::move(sink)); }
+}  // namespace simba
+
+namespace simba::internal {
 
 void log_warn_once_per_host(const std::string& topic, const std::string& message) {
   std::filesystem::path folder;

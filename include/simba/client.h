@@ -16,6 +16,7 @@
 
 #include "simba/backend.h"
 #include "simba/contender.h"
+#include "simba/mutex.h"
 #include "simba/options.h"
 #include "simba/runtime.h"
 #include "simba/service.h"
@@ -52,6 +53,18 @@ class Client {
   // The backend, for messages: scheme, host, path; never a password.
   std::string describe() const;
 
+  // The lock manager's handle on `mutex` (simba/mutex.h): every handle of one name on this
+  // backend shares one entry in this process. Cheap; makes no backend call.
+  // Throws Error(errc::invalid_argument) for a blank name or one the backend cannot hold.
+  Mutex mutex(const std::string& mutex) const;
+  // A copy of this client whose Mutex handles use `options` (max_hold, max_local_handovers).
+  // Throws Error(errc::invalid_argument) if `options` are invalid.
+  Client with_lock_options(LockOptions options) const;
+  const LockOptions& lock_options() const { return lock_options_; }
+  // Entries the lock manager keeps in this process for this client's backend: one per name
+  // with a handle, a holder or a waiter.
+  std::size_t lock_entries() const;
+
   const std::shared_ptr<Backend>& backend() const { return backend_; }
   const std::shared_ptr<Runtime>& runtime() const { return runtime_; }
   const ContendOptions& options() const { return options_; }
@@ -60,6 +73,7 @@ class Client {
   std::shared_ptr<Backend> backend_;
   ContendOptions options_;
   std::shared_ptr<Runtime> runtime_;
+  LockOptions lock_options_;
 };
 
 }  // namespace simba

@@ -1,5 +1,5 @@
 // simba/simba.h: the API in one include: Client and connect(), contenders and services,
-// Locker, Scheduler, errors, options and durations, the runtime, the log sink.
+// Locker, Scheduler, the lock manager (Mutex, Hold), errors, options and durations, the runtime, the log sink.
 //
 // Engine-specific options (simba/redis_backend.h, simba/postgres_backend.h, ...) are included
 // only by code that configures an engine in C++ rather than by URI; the backend seam is
@@ -23,6 +23,7 @@
 #include "simba/error.h"
 #include "simba/locker.h"
 #include "simba/log.h"
+#include "simba/mutex.h"
 #include "simba/options.h"
 #include "simba/owner.h"
 #include "simba/runtime.h"

@@ -2,6 +2,8 @@
 #include "simba/client.h"
 
 #include "core/service_core.h"
+#include "locks/lock_entry.h"
+#include "locks/lock_table.h"
 #include "simba/error.h"
 
 namespace simba {
@@ -96,5 +98,19 @@ bool Client::release(const std::string& mutex, const std::string& contender_id) 
 }
 
 std::string Client::describe() const { return backend_->describe(); }
+
+Mutex Client::mutex(const std::string& mutex) const {
+  validate_mutex_name(mutex);
+  return Mutex(internal::LockTable::of(backend_)->entry(mutex, *this), lock_options_.max_hold);
+}
+
+Client Client::with_lock_options(LockOptions options) const {
+  options.validate();
+  Client copy = *this;
+  copy.lock_options_ = options;
+  return copy;
+}
+
+std::size_t Client::lock_entries() const { return internal::LockTable::count(backend_); }
 
 }  // namespace simba

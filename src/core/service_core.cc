@@ -170,6 +170,11 @@ std::string ServiceCore::last_owner_id() const {
   return last_owner_id_;
 }
 
+std::string ServiceCore::last_error() const {
+  std::lock_guard lock(mutex_);
+  return last_error_;
+}
+
 std::uint64_t ServiceCore::generation() const {
   std::lock_guard lock(mutex_);
   return generation_;
@@ -255,6 +260,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       return;
     }
     failures_ = 0;
+    last_error_.clear();
     last_owner_id_ = snapshot.owner.owner_id;
     if (owned_ && sent >= lease_deadline_) {
       // The renewal left after our lease had run out by our own clock (the process stalled,
@@ -317,6 +323,7 @@ void ServiceCore::fail_round(std::uint64_t generation, const std::string& what) 
     if (!current_locked(generation)) return;
     ++failures_;
     last_owner_id_.clear();
+    last_error_ = what;
     if (owned_) revoke_locked(generation);
     auto delay = backoff_delay(failures_, options_.backoff_initial, options_.ttl, rng());
     if ((failures_ & (failures_ - 1)) == 0) {  // 1st, 2nd, 4th, 8th... failure in a row

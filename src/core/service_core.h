@@ -63,6 +63,8 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   std::uint64_t fencing_token() const;
   // The owner id the last round saw (empty before the first, or after an error).
   std::string last_owner_id() const;
+  // The error of the last round if it failed, else empty.
+  std::string last_error() const;
 
   // Test seams: the current generation, and delivering a result as if a round of
   // `generation` had produced it.
@@ -114,6 +116,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   Clock::time_point ttl_deadline_{};
   std::uint64_t token_ = 0;
   std::string last_owner_id_;
+  std::string last_error_;
   std::unique_ptr<Subscription> subscription_;
 
   mutable std::mutex state_mutex_;

@@ -1,0 +1,352 @@
+// One mutex of the lock manager: local queue, holder, local handover, one remote contender.
+#include "locks/lock_entry.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+#include "locks/lock_table.h"
+#include "simba/duration.h"
+#include "simba/error.h"
+
+namespace simba::internal {
+
+std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, std::string name,
+                                             const Client& client) {
+  std::shared_ptr<LockEntry> entry(new LockEntry(std::move(table), std::move(name), client));
+  // The remote contender needs no notifications: the entry learns of each round and each loss
+  // through the hooks, which hold the entry weakly (an idle entry is freed).
+  std::weak_ptr<LockEntry> weak = entry;
+  CoreHooks hooks;
+  hooks.rejoin_after_loss = false;
+  hooks.deliver_notifications = false;
+  hooks.on_round = [weak] {
+    if (auto self = weak.lock()) self->on_round();
+  };
+  hooks.on_lost = [weak](std::uint64_t generation) {
+    if (auto self = weak.lock()) self->on_lost(generation);
+  };
+  auto contender = make_contender(entry->name_, {}, {}, contender_id::host());
+  entry->core_ = std::make_shared<ServiceCore>(contender, contender, client.backend(),
+                                               client.runtime(), client.options(), std::move(hooks));
+  return entry;
+}
+
+LockEntry::LockEntry(std::shared_ptr<LockTable> table, std::string name, const Client& client)
+    : table_(std::move(table)),
+      name_(std::move(name)),
+      runtime_(client.runtime()),
+      max_local_handovers_(client.lock_options().max_local_handovers),
+      yield_([&] {
+        // After the handover limit the lease goes back; this process waits before contending
+        // again so that a waiter elsewhere sees the mutex free first: with a push channel it is
+        // told at once, without one it looks again within its poll interval.
+        auto caps = client.backend()->capabilities();
+        if (caps.push) return std::chrono::milliseconds(20);
+        auto poll = client.options().poll_interval.count() > 0 ? client.options().poll_interval
+                                                                : caps.poll_interval;
+        return poll + std::chrono::milliseconds(10);
+      }()) {}
+
+LockEntry::~LockEntry() {
+  // Nothing waits or holds (they would keep the entry alive), so the contender is stopped;
+  // release_core waits for runtime tasks that still hold it.
+  release_core(core_);
+  table_->forget(name_);
+}
+
+Strand LockEntry::callback_strand() {
+  std::lock_guard lock(mutex_);
+  if (!strand_) strand_ = runtime_->make_strand();
+  return *strand_;
+}
+
+std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, std::chrono::milliseconds max_hold,
+                                 Mutex::Callback done, bool inline_round) {
+  std::uint64_t ticket;
+  {
+    std::lock_guard lock(mutex_);
+    ticket = ++next_id_;
+    Waiter waiter{ticket, max_hold, std::move(done), std::nullopt, rounds_};
+    if (timeout != kNoTimeout) {
+      std::weak_ptr<LockEntry> weak = shared_from_this();
+      waiter.timer = runtime_->schedule_after(std::max(timeout, std::chrono::milliseconds(0)),
+                                              [weak, ticket] {
+                                                if (auto self = weak.lock()) self->expire(ticket);
+                                              });
+    }
+    waiters_.push_back(std::move(waiter));
+  }
+  drive(inline_round);
+  return ticket;
+}
+
+bool LockEntry::cancel(std::uint64_t ticket, std::error_code reason) {
+  Outcomes outcomes;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = std::find_if(waiters_.begin(), waiters_.end(), [&](auto& w) { return w.ticket == ticket; });
+    if (it == waiters_.end()) return false;
+    if (it->timer) runtime_->cancel(*it->timer);
+    outcomes.push_back({std::move(it->done), reason, Hold()});
+    waiters_.erase(it);
+  }
+  run(outcomes);
+  drive();
+  return true;
+}
+
+LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
+  std::unique_lock lock(mutex_);
+  auto it = std::find_if(waiters_.begin(), waiters_.end(), [&](auto& w) { return w.ticket == ticket; });
+  if (it == waiters_.end()) return GiveUp::granted;
+  // At least one remote attempt for a request that is first in line and not behind a local
+  // holder (behind one, the answer is known: the mutex is taken).
+  if (it == waiters_.begin() && !holder_ && rounds_ == it->rounds_at_queue && core_running_) {
+    return GiveUp::wait_for_round;
+  }
+  if (it->timer) runtime_->cancel(*it->timer);
+  waiters_.erase(it);
+  lock.unlock();
+  drive();
+  return GiveUp::gave_up;
+}
+
+std::string LockEntry::timeout_message(std::chrono::milliseconds timeout) const {
+  std::string message = "timed out";
+  if (timeout != kNoTimeout) message += " after " + format_duration(timeout);
+  message += " waiting for mutex '" + name_ + "'";
+  bool held_here;
+  {
+    std::lock_guard lock(mutex_);
+    held_here = holder_.has_value();
+  }
+  auto owner = core_->last_owner_id();
+  if (held_here) {
+    message += " (held in this process)";
+  } else if (!owner.empty() && owner != core_->contender_id()) {
+    message += " (owned by '" + owner + "')";
+  }
+  auto error = core_->last_error();
+  if (!error.empty()) message += "; last backend error: " + error;
+  return message;
+}
+
+void LockEntry::expire(std::uint64_t ticket) {
+  Outcomes outcomes;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = std::find_if(waiters_.begin(), waiters_.end(), [&](auto& w) { return w.ticket == ticket; });
+    if (it == waiters_.end()) return;
+    outcomes.push_back({std::move(it->done), make_error_code(errc::timeout), Hold()});
+    waiters_.erase(it);
+  }
+  run(outcomes);
+  // On a timer thread: stopping the contender may take a round trip; not here.
+  runtime_->post_io([weak = weak_from_this()] {
+    if (auto self = weak.lock()) self->drive();
+  });
+}
+
+void LockEntry::on_round() {
+  Outcomes outcomes;
+  {
+    std::lock_guard lock(mutex_);
+    ++rounds_;
+    if (!holder_ && !release_wanted_ && !waiters_.empty() && core_->is_owner()) {
+      handovers_ = 0;  // a fresh remote lease
+      grant_front_locked(outcomes);
+    }
+  }
+  run(outcomes);
+  drive();
+}
+
+void LockEntry::on_lost(std::uint64_t generation) {
+  if (generation != core_->generation()) return;  // a contender already stopped
+  std::uint64_t hold_id = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (holder_ && holder_->generation == generation) {
+      hold_id = holder_->id;
+    } else if (core_running_) {
+      release_wanted_ = true;  // the contender went dormant: restart it for the waiters
+    }
+  }
+  if (hold_id != 0) {
+    revoke(hold_id, "the lease was lost");
+  } else {
+    drive();
+  }
+}
+
+void LockEntry::revoke(std::uint64_t hold_id, const char* why) {
+  std::stop_source to_stop{std::nostopstate};
+  {
+    std::lock_guard lock(mutex_);
+    if (!holder_ || holder_->id != hold_id) return;
+    log_warn("mutex '" + name_ + "': " + why + "; the hold is revoked (lost() requested)");
+    end_holder_locked(&to_stop);
+    if (core_running_) release_wanted_ = true;
+  }
+  to_stop.request_stop();  // outside the lock: stop callbacks may unlock
+  drive();
+}
+
+void LockEntry::end_hold(std::uint64_t hold_id) noexcept {
+  Outcomes outcomes;
+  {
+    std::lock_guard lock(mutex_);
+    if (!holder_ || holder_->id != hold_id) return;  // revoked earlier: nothing left to do
+    end_holder_locked(nullptr);
+    const bool limit = handovers_ >= max_local_handovers_;
+    if (!waiters_.empty() && !limit && !release_wanted_ && core_->is_owner()) {
+      ++handovers_;
+      grant_front_locked(outcomes);
+    } else {
+      if (core_running_) release_wanted_ = true;
+      if (limit && !waiters_.empty()) not_before_ = Clock::now() + yield_;
+      handovers_ = 0;
+    }
+  }
+  run(outcomes);
+  try {
+    drive();
+  } catch (const std::exception& e) {
+    log_error("mutex '" + name_ + "': releasing: " + e.what());
+  }
+}
+
+std::uint64_t LockEntry::hold_token(std::uint64_t hold_id) const noexcept {
+  std::lock_guard lock(mutex_);
+  return holder_ && holder_->id == hold_id ? holder_->token : 0;
+}
+
+void LockEntry::end_holder_locked(std::stop_source* to_stop) {
+  if (holder_->max_hold_timer) runtime_->cancel(*holder_->max_hold_timer);
+  if (to_stop) *to_stop = holder_->lost;
+  holder_.reset();
+}
+
+void LockEntry::grant_front_locked(Outcomes& outcomes) {
+  Waiter waiter = std::move(waiters_.front());
+  waiters_.pop_front();
+  if (waiter.timer) runtime_->cancel(*waiter.timer);
+  Holder holder{++next_id_, core_->fencing_token(), core_->generation(), std::stop_source(), std::nullopt};
+  if (waiter.max_hold.count() > 0) {
+    std::weak_ptr<LockEntry> weak = shared_from_this();
+    holder.max_hold_timer = runtime_->schedule_after(waiter.max_hold, [weak, id = holder.id, runtime = runtime_] {
+      // Releasing takes a round trip: off the timer's short path.
+      runtime->post_io([weak, id] {
+        if (auto self = weak.lock()) self->revoke(id, "the hold outlived its max_hold");
+      });
+    });
+  }
+  Hold hold(shared_from_this(), holder.id, holder.token, holder.lost);
+  holder_ = std::move(holder);
+  outcomes.push_back({std::move(waiter.done), std::error_code(), std::move(hold)});
+}
+
+void LockEntry::run(Outcomes& outcomes) noexcept {
+  for (auto& outcome : outcomes) {
+    try {
+      outcome.done(outcome.error, std::move(outcome.hold));
+    } catch (const std::exception& e) {
+      log_error(std::string("a lock completion threw: ") + e.what());
+    } catch (...) {
+      log_error("a lock completion threw a non-standard exception");
+    }
+  }
+  outcomes.clear();  // a Hold no completion took is released here, outside the entry's lock
+}
+
+void LockEntry::drive(bool inline_round) {
+  std::unique_lock lock(mutex_);
+  if (driving_) {
+    redrive_ = true;
+    return;
+  }
+  driving_ = true;
+  for (;;) {
+    redrive_ = false;
+    enum class Action { none, start, stop } action = Action::none;
+    if (core_running_ && (release_wanted_ || (!holder_ && waiters_.empty()))) {
+      action = Action::stop;
+      release_wanted_ = false;
+    } else if (!core_running_ && !holder_ && !waiters_.empty()) {
+      if (Clock::now() >= not_before_) {
+        action = Action::start;
+        core_running_ = true;
+      } else if (!restart_timer_) {
+        std::weak_ptr<LockEntry> weak = shared_from_this();
+        restart_timer_ = runtime_->schedule_after(not_before_ - Clock::now(), [weak, runtime = runtime_] {
+          runtime->post_io([weak] {
+            if (auto self = weak.lock()) {
+              {
+                std::lock_guard lock(self->mutex_);
+                self->restart_timer_.reset();
+              }
+              self->drive();
+            }
+          });
+        });
+      }
+    }
+    if (action == Action::none) break;
+    lock.unlock();
+    if (action == Action::start) {
+      try {
+        core_->start(inline_round);
+      } catch (const std::exception& e) {
+        // Only a contender left in a wrong state gets here: a bug. Say so; try again later.
+        log_error("mutex '" + name_ + "': could not start contending: " + e.what());
+        lock.lock();
+        core_running_ = false;
+        break;
+      }
+      inline_round = false;
+    } else {
+      core_->close();  // releases the lease (or the place in the queue); logs a failure
+    }
+    lock.lock();
+    if (action == Action::stop) core_running_ = false;
+  }
+  driving_ = false;
+}
+
+LockEntry::Reentry LockEntry::reenter(std::thread::id thread) {
+  std::lock_guard lock(threads_mutex_);
+  auto it = threads_.find(thread);
+  if (it == threads_.end()) return Reentry::not_held;
+  if (it->second.hold.lost().stop_requested()) return Reentry::lost;
+  ++it->second.count;
+  return Reentry::counted;
+}
+
+void LockEntry::adopt(std::thread::id thread, Hold hold) {
+  std::lock_guard lock(threads_mutex_);
+  threads_[thread] = ThreadHold{std::move(hold), 1};
+}
+
+std::optional<Hold> LockEntry::leave(std::thread::id thread) {
+  std::lock_guard lock(threads_mutex_);
+  auto it = threads_.find(thread);
+  if (it == threads_.end()) return std::nullopt;
+  if (--it->second.count > 0) return Hold();
+  Hold hold = std::move(it->second.hold);
+  threads_.erase(it);
+  return hold;
+}
+
+std::uint64_t LockEntry::thread_token(std::thread::id thread) const {
+  std::lock_guard lock(threads_mutex_);
+  auto it = threads_.find(thread);
+  return it == threads_.end() ? 0 : it->second.hold.fencing_token();
+}
+
+std::stop_token LockEntry::thread_lease(std::thread::id thread) const {
+  std::lock_guard lock(threads_mutex_);
+  auto it = threads_.find(thread);
+  return it == threads_.end() ? std::stop_token() : it->second.hold.lost();
+}
+
+}  // namespace simba::internal

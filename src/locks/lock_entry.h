@@ -1,0 +1,136 @@
+// One mutex of the lock manager in this process: its local FIFO of requests, its one holder,
+// and the one remote contender (a ServiceCore) behind them. Internal; the states are the
+// table in simba/mutex.h.
+//
+// `mutex_` guards the queue, the holder and the contender's running flag. Only the thread
+// that is "driving" (drive()) starts or stops the contender, outside `mutex_`; others leave it
+// a note (redrive_). Completions (futures, callbacks, Asio posts) run outside `mutex_`.
+// Lock order: mutex_ before the core's own lock; threads_mutex_ is never held with mutex_.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/service_core.h"
+#include "simba/client.h"
+#include "simba/mutex.h"
+
+namespace simba::internal {
+
+class LockTable;
+
+class LockEntry : public std::enable_shared_from_this<LockEntry> {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr auto kNoTimeout = std::chrono::milliseconds::max();
+
+  // Throws Error(errc::invalid_argument) for a name the backend cannot hold.
+  static std::shared_ptr<LockEntry> create(std::shared_ptr<LockTable> table, std::string name,
+                                           const Client& client);
+  ~LockEntry();
+
+  const std::string& name() const noexcept { return name_; }
+
+  // Queues a request. `inline_round`: the caller may block for the first remote round (a
+  // thread that waits anyway). Returns the ticket.
+  std::uint64_t request(std::chrono::milliseconds timeout, std::chrono::milliseconds max_hold,
+                        Mutex::Callback done, bool inline_round);
+  bool cancel(std::uint64_t ticket, std::error_code reason);
+  // A waiting thread's deadline passed: gives up its request unless no remote round has
+  // finished since it queued (then it must wait a little longer: at least one attempt).
+  enum class GiveUp { gave_up, granted, wait_for_round };
+  GiveUp give_up(std::uint64_t ticket);
+  // The message of a timed-out wait.
+  std::string timeout_message(std::chrono::milliseconds timeout) const;
+
+  // Hold::unlock(): hands over locally or releases. No-op for a hold already revoked.
+  void end_hold(std::uint64_t hold_id) noexcept;
+  std::uint64_t hold_token(std::uint64_t hold_id) const noexcept;
+
+  // Holds taken through Mutex's Lockable interface, per thread.
+  enum class Reentry { not_held, counted, lost };
+  Reentry reenter(std::thread::id thread);
+  void adopt(std::thread::id thread, Hold hold);
+  // nullopt: the thread holds nothing here. At zero the hold comes back, to be destroyed
+  // outside the entry's locks; above zero an empty Hold.
+  std::optional<Hold> leave(std::thread::id thread);
+  std::uint64_t thread_token(std::thread::id thread) const;
+  std::stop_token thread_lease(std::thread::id thread) const;
+
+  // Where Mutex::lock_async's callbacks run: one at a time per mutex.
+  Strand callback_strand();
+
+ private:
+  struct Waiter {
+    std::uint64_t ticket;
+    std::chrono::milliseconds max_hold;
+    Mutex::Callback done;
+    std::optional<Runtime::TimerId> timer;
+    std::uint64_t rounds_at_queue;
+  };
+  struct Holder {
+    std::uint64_t id;
+    std::uint64_t token;
+    std::uint64_t generation;  // the core's, to match a loss
+    std::stop_source lost;
+    std::optional<Runtime::TimerId> max_hold_timer;
+  };
+  // What to run once mutex_ is released.
+  struct Outcome {
+    Mutex::Callback done;
+    std::error_code error;
+    Hold hold;
+  };
+  using Outcomes = std::vector<Outcome>;
+
+  LockEntry(std::shared_ptr<LockTable> table, std::string name, const Client& client);
+
+  void drive(bool inline_round = false);
+  void on_round();
+  void on_lost(std::uint64_t generation);
+  void expire(std::uint64_t ticket);
+  void revoke(std::uint64_t hold_id, const char* why);
+  void grant_front_locked(Outcomes& outcomes);
+  void end_holder_locked(std::stop_source* to_stop);
+  static void run(Outcomes& outcomes) noexcept;
+  std::chrono::milliseconds yield_delay() const;
+
+  const std::shared_ptr<LockTable> table_;
+  const std::string name_;
+  const std::shared_ptr<Runtime> runtime_;
+  const unsigned max_local_handovers_;
+  const std::chrono::milliseconds yield_;
+  std::shared_ptr<ServiceCore> core_;
+
+  mutable std::mutex mutex_;
+  std::deque<Waiter> waiters_;
+  std::optional<Holder> holder_;
+  std::uint64_t next_id_ = 0;
+  std::uint64_t rounds_ = 0;
+  unsigned handovers_ = 0;
+  bool core_running_ = false;
+  bool release_wanted_ = false;
+  bool driving_ = false;
+  bool redrive_ = false;
+  Clock::time_point not_before_{};
+  std::optional<Runtime::TimerId> restart_timer_;
+  std::optional<Strand> strand_;
+
+  mutable std::mutex threads_mutex_;
+  struct ThreadHold {
+    Hold hold;
+    unsigned count = 0;
+  };
+  std::unordered_map<std::thread::id, ThreadHold> threads_;
+};
+
+}  // namespace simba::internal

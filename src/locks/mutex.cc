@@ -1,0 +1,189 @@
+// Mutex and Hold: the lock manager's public handles, over a LockEntry.
+#include "simba/mutex.h"
+
+#include <thread>
+
+#include "base/log.h"
+#include "locks/lock_entry.h"
+#include "runtime/runtime_internal.h"
+#include "simba/duration.h"
+#include "simba/error.h"
+
+namespace simba {
+
+using internal::LockEntry;
+
+void LockOptions::validate() const {
+  if (max_hold.count() < 0) {
+    throw Error(errc::invalid_argument, "max_hold must be >= 0 (0: no limit), got " + format_duration(max_hold));
+  }
+}
+
+// ---- Hold
+
+Hold::Hold(std::shared_ptr<LockEntry> entry, std::uint64_t id, std::uint64_t token,
+           std::stop_source lost) noexcept
+    : entry_(std::move(entry)), id_(id), token_(token), lost_(std::move(lost)) {}
+
+Hold::Hold(Hold&& other) noexcept
+    : entry_(std::move(other.entry_)), id_(other.id_), token_(other.token_), lost_(std::move(other.lost_)) {
+  other.lost_ = std::stop_source(std::nostopstate);
+}
+
+Hold& Hold::operator=(Hold&& other) noexcept {
+  if (this != &other) {
+    unlock();
+    entry_ = std::move(other.entry_);
+    id_ = other.id_;
+    token_ = other.token_;
+    lost_ = std::move(other.lost_);
+    other.lost_ = std::stop_source(std::nostopstate);
+  }
+  return *this;
+}
+
+Hold::~Hold() { unlock(); }
+
+const std::string& Hold::mutex() const noexcept {
+  static const std::string kNone;
+  return entry_ ? entry_->name() : kNone;
+}
+
+std::uint64_t Hold::fencing_token() const noexcept {
+  return entry_ && !lost_.stop_requested() ? token_ : 0;
+}
+
+void Hold::unlock() noexcept {
+  auto entry = std::move(entry_);
+  entry_.reset();
+  if (entry) entry->end_hold(id_);
+}
+
+// ---- Mutex
+
+Mutex::Mutex(std::shared_ptr<LockEntry> entry, std::chrono::milliseconds max_hold)
+    : entry_(std::move(entry)), max_hold_(max_hold) {
+  LockOptions{max_hold}.validate();
+}
+
+const std::string& Mutex::name() const noexcept { return entry_->name(); }
+
+Mutex Mutex::with_max_hold(std::chrono::milliseconds max_hold) const { return Mutex(entry_, max_hold); }
+
+void Mutex::lock() {
+  switch (entry_->reenter(std::this_thread::get_id())) {
+    case LockEntry::Reentry::counted: return;
+    case LockEntry::Reentry::lost:
+      throw Error(errc::unavailable, "the lease of mutex '" + name() +
+                                         "' held by this thread was lost; unlock() it before locking again");
+    case LockEntry::Reentry::not_held: break;
+  }
+  entry_->adopt(std::this_thread::get_id(), acquire());
+}
+
+bool Mutex::try_lock() { return lock_until(std::chrono::steady_clock::now()); }
+
+bool Mutex::lock_until(std::chrono::steady_clock::time_point deadline) {
+  switch (entry_->reenter(std::this_thread::get_id())) {
+    case LockEntry::Reentry::counted: return true;
+    case LockEntry::Reentry::lost: return false;
+    case LockEntry::Reentry::not_held: break;
+  }
+  auto promise = std::make_shared<std::promise<Hold>>();
+  auto future = promise->get_future();
+  auto ticket = entry_->request(LockEntry::kNoTimeout, max_hold_,
+                                [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); },
+                                /*inline_round=*/!internal::on_runtime_thread());
+  while (future.wait_until(deadline) != std::future_status::ready) {
+    auto outcome = entry_->give_up(ticket);
+    if (outcome == LockEntry::GiveUp::gave_up) return false;
+    if (outcome == LockEntry::GiveUp::granted) break;
+    deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);  // one round more
+  }
+  entry_->adopt(std::this_thread::get_id(), future.get());
+  return true;
+}
+
+void Mutex::unlock() noexcept {
+  std::optional<Hold> hold;
+  try {
+    hold = entry_->leave(std::this_thread::get_id());
+  } catch (const std::exception& e) {
+    internal::log_error("mutex '" + name() + "': unlock(): " + e.what());
+    return;
+  }
+  if (!hold) {
+    internal::log_error("mutex '" + name() +
+                        "': unlock() by a thread that does not hold it (a usage error); nothing was released");
+  }
+  // A hold leaving here ends as `hold` goes out of scope.
+}
+
+std::uint64_t Mutex::fencing_token() const { return entry_->thread_token(std::this_thread::get_id()); }
+
+std::stop_token Mutex::lease_token() const { return entry_->thread_lease(std::this_thread::get_id()); }
+
+bool Mutex::held_by_this_thread() const {
+  return entry_->thread_lease(std::this_thread::get_id()).stop_possible();
+}
+
+Hold Mutex::acquire() {
+  auto promise = std::make_shared<std::promise<Hold>>();
+  auto future = promise->get_future();
+  entry_->request(LockEntry::kNoTimeout, max_hold_,
+                  [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); },
+                  !internal::on_runtime_thread());
+  return future.get();
+}
+
+Hold Mutex::acquire(std::chrono::milliseconds timeout) {
+  if (timeout.count() < 0) throw Error(errc::invalid_argument, "timeout must be >= 0, got " + format_duration(timeout));
+  auto promise = std::make_shared<std::promise<Hold>>();
+  auto future = promise->get_future();
+  auto ticket = entry_->request(LockEntry::kNoTimeout, max_hold_,
+                                [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); },
+                                !internal::on_runtime_thread());
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (future.wait_until(deadline) != std::future_status::ready) {
+    auto outcome = entry_->give_up(ticket);
+    if (outcome == LockEntry::GiveUp::gave_up) throw Error(errc::timeout, entry_->timeout_message(timeout));
+    if (outcome == LockEntry::GiveUp::granted) break;
+    deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+  }
+  return future.get();
+}
+
+std::future<Hold> Mutex::lock_async(std::chrono::milliseconds timeout) {
+  auto promise = std::make_shared<std::promise<Hold>>();
+  auto future = promise->get_future();
+  std::weak_ptr<LockEntry> weak = entry_;
+  enqueue(timeout, [promise, weak, timeout](std::error_code error, Hold hold) {
+    if (!error) {
+      promise->set_value(std::move(hold));
+      return;
+    }
+    auto entry = weak.lock();
+    std::string what = entry && error == errc::timeout ? entry->timeout_message(timeout) : error.message();
+    promise->set_exception(std::make_exception_ptr(Error(error, what)));
+  });
+  return future;
+}
+
+void Mutex::lock_async(std::chrono::milliseconds timeout, Callback done) {
+  if (!done) throw Error(errc::invalid_argument, "lock_async(): the callback must not be empty");
+  auto strand = entry_->callback_strand();
+  enqueue(timeout, [strand, done = std::move(done)](std::error_code error, Hold hold) {
+    // A Callback is copyable, a Hold is not: the Hold travels in a shared box.
+    auto box = std::make_shared<Hold>(std::move(hold));
+    strand.post([done, error, box] { done(error, std::move(*box)); });
+  });
+}
+
+std::uint64_t Mutex::enqueue(std::chrono::milliseconds timeout, Callback done) const {
+  if (timeout.count() < 0) throw Error(errc::invalid_argument, "timeout must be >= 0, got " + format_duration(timeout));
+  return entry_->request(timeout, max_hold_, std::move(done), /*inline_round=*/false);
+}
+
+bool Mutex::cancel(std::uint64_t ticket, std::error_code reason) const { return entry_->cancel(ticket, reason); }
+
+}  // namespace simba

@@ -1,0 +1,319 @@
+// Conformance cases for the lock manager (client.mutex(name)) on the backend under test.
+//
+// "Another process" is a Client over its own backend object: it has its own lock table, so
+// its own remote contender, exactly as a second process would. The exclusion case also runs
+// real processes (this binary again) where the engine is shared between processes.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <future>
+#include <iostream>
+#include <mutex>
+
+#include "fencing_register.h"
+#include "kit.h"
+
+extern char** environ;
+
+namespace simba::tck {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr auto kSoon = 5s;
+
+// A client of "another process": its own backend object, so its own lock table.
+Client other_process(const Client& client) {
+  return Client(std::make_shared<ForwardingBackend>(make_backend()), client.options(), client.runtime());
+}
+
+// `threads` threads of `client` take `mutex` over and over for `duration`, each hold checked by
+// the register. Returns the number of holds.
+long hammer(const Client& client, const std::string& mutex, FencingRegister& reg, int threads,
+            std::chrono::milliseconds duration) {
+  std::atomic<long> holds{0};
+  std::vector<std::thread> pool;
+  const auto end = std::chrono::steady_clock::now() + duration;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      auto m = client.mutex(mutex);
+      while (std::chrono::steady_clock::now() < end) {
+        if (!m.try_lock_for(kSoon)) continue;
+        reg.enter(m.fencing_token());
+        std::this_thread::sleep_for(500us);
+        reg.leave();
+        m.unlock();
+        holds.fetch_add(1);
+      }
+    });
+  }
+  for (auto& thread : pool) thread.join();
+  return holds.load();
+}
+
+// The worker of the exclusion case, run in a child process (never on its own).
+TEST(LockManagerTest, DISABLED_ExclusionWorkerProcess) {
+  const char* mutex = std::getenv("SIMBA_TCK_LOCK_MUTEX");
+  const char* path = std::getenv("SIMBA_TCK_LOCK_REGISTER");
+  ASSERT_TRUE(mutex && path) << "run by LockManagerTest.ExclusionThreeProcessesFourThreads";
+  FencingRegister reg(path);
+  EXPECT_GT(hammer(make_client(), mutex, reg, 4, 2s), 0);  // never starved
+}
+
+// Starts this binary's worker case as a child process.
+pid_t spawn_worker(const std::string& mutex, const std::string& reg) {
+  std::string self = std::filesystem::read_symlink("/proc/self/exe");
+  std::vector<std::string> args{self, "--backend", backend_uri(),
+                                "--gtest_filter=LockManagerTest.DISABLED_ExclusionWorkerProcess",
+                                "--gtest_also_run_disabled_tests"};
+  std::vector<std::string> env{"SIMBA_TCK_LOCK_MUTEX=" + mutex, "SIMBA_TCK_LOCK_REGISTER=" + reg};
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  for (auto& e : env) envp.push_back(e.data());
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  EXPECT_EQ(posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), envp.data()), 0);
+  return pid;
+}
+
+// Waits for a child up to `timeout` (then kills it); true if it exited with 0.
+bool reap(pid_t pid, std::chrono::milliseconds timeout) {
+  int status = 0;
+  bool done = wait_until([&] { return waitpid(pid, &status, WNOHANG) == pid; }, timeout);
+  if (!done) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return false;
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+TEST(LockManagerTest, ExclusionThreeProcessesFourThreadsTokensNeverGoBack) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  auto dir = std::filesystem::temp_directory_path() / ("simba-tck-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  FencingRegister reg((dir / "register").string());
+  std::vector<long> holds;
+  if (client.backend()->capabilities().multi_process && !backend_uri().empty()) {
+    auto a = spawn_worker(mutex, reg.path());
+    auto b = spawn_worker(mutex, reg.path());
+    holds.push_back(hammer(client, mutex, reg, 4, 2s));
+    EXPECT_TRUE(reap(a, 60s)) << "worker process failed";
+    EXPECT_TRUE(reap(b, 60s)) << "worker process failed";
+  } else {
+    // An engine of one process: three lock tables (three remote contenders) in this one.
+    std::vector<std::future<long>> runs;
+    for (int p = 0; p < 3; ++p) {
+      runs.push_back(std::async(std::launch::async, [&, p] {
+        return hammer(p == 0 ? client : other_process(client), mutex, reg, 4, 2s);
+      }));
+    }
+    for (auto& run : runs) holds.push_back(run.get());
+  }
+  auto summary = reg.summary();
+  std::filesystem::remove_all(dir);
+  std::cout << "holds: " << summary.writes << " (this process: " << holds[0] << "), highest token "
+            << summary.highest << "\n";
+  for (auto h : holds) EXPECT_GT(h, 0) << "a process was starved";
+  EXPECT_GT(summary.writes, 20);
+  EXPECT_EQ(summary.overlaps, 0) << "two holders at once";
+  EXPECT_EQ(summary.stale, 0) << "a fencing token went back";
+}
+
+TEST(LockManagerTest, RegisterCatchesOverlapAndStaleTokensWithoutTheLock) {
+  // The check above must be able to fail: threads that skip the lock are caught.
+  auto path = std::filesystem::temp_directory_path() / ("simba-tck-reg-" + std::to_string(getpid()));
+  std::filesystem::remove(path);
+  FencingRegister reg(path.string());
+  std::vector<std::thread> pool;
+  for (int t = 0; t < 4; ++t) {
+    pool.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        reg.enter(static_cast<std::uint64_t>(100 - i * 4 - t));  // no lock: overlapping, tokens fall
+        std::this_thread::sleep_for(200us);
+        reg.leave();
+      }
+    });
+  }
+  for (auto& thread : pool) thread.join();
+  auto summary = reg.summary();
+  std::filesystem::remove(path);
+  EXPECT_GT(summary.overlaps, 0);
+  EXPECT_GT(summary.stale, 0);
+}
+
+TEST(LockManagerTest, ReentrantPerThreadReleasedAtZero) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  auto m = client.mutex(mutex);
+  auto other = other_process(client).mutex(mutex);
+  m.lock();
+  m.lock();
+  EXPECT_TRUE(m.held_by_this_thread());
+  auto token = m.fencing_token();
+  EXPECT_GT(token, 0u);
+  m.unlock();
+  EXPECT_EQ(m.fencing_token(), token);  // still held once
+  std::async(std::launch::async, [&] { EXPECT_FALSE(other.try_lock_for(300ms)); }).get();
+  m.unlock();
+  EXPECT_FALSE(m.held_by_this_thread());
+  EXPECT_EQ(m.fencing_token(), 0u);
+  std::async(std::launch::async, [&] {
+    ASSERT_TRUE(other.try_lock_for(kSoon));
+    EXPECT_GT(other.fencing_token(), token);
+    other.unlock();
+  }).get();
+  m.unlock();  // holds nothing: a usage error, logged; never throws, never releases another's hold
+}
+
+TEST(LockManagerTest, LocalRequestsAreServedInFifoOrderOnOneRemoteLease) {
+  auto client = make_client();
+  auto m = client.mutex(unique_mutex());
+  auto first = m.acquire(kSoon);
+  const auto token = first.fencing_token();
+  std::mutex order_mutex;
+  std::vector<int> order;
+  std::vector<std::uint64_t> tokens;
+  std::promise<void> all_done;
+  for (int i = 0; i < 5; ++i) {
+    m.lock_async(kSoon, [&, i](std::error_code ec, Hold hold) {
+      std::lock_guard lock(order_mutex);
+      EXPECT_FALSE(ec) << ec.message();
+      order.push_back(i);
+      tokens.push_back(hold.fencing_token());
+      if (order.size() == 5) all_done.set_value();
+      // `hold` ends here: handed over to the next request
+    });
+  }
+  std::this_thread::sleep_for(50ms);
+  first.unlock();
+  ASSERT_EQ(all_done.get_future().wait_for(kSoon), std::future_status::ready);
+  std::lock_guard lock(order_mutex);
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+  for (auto t : tokens) EXPECT_EQ(t, token);  // local handovers keep the remote lease's token
+}
+
+TEST(LockManagerTest, AsyncTimeoutNamesOwnerAndLeavesNoWaiter) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  auto holder_client = other_process(client);
+  auto held = holder_client.mutex(mutex).acquire(kSoon);
+  auto owner = client.owner(mutex).owner_id;
+  {
+    auto m = client.mutex(mutex);
+    auto future = m.lock_async(200ms);
+    ASSERT_EQ(future.wait_for(kSoon), std::future_status::ready);
+    try {
+      future.get();
+      FAIL() << "lock_async should have timed out";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), errc::timeout);
+      std::string what = e.what();
+      EXPECT_NE(what.find(mutex), std::string::npos) << what;
+      EXPECT_NE(what.find(owner), std::string::npos) << what;
+    }
+    held.unlock();
+    // Nobody waits any more: the mutex stays free.
+    std::this_thread::sleep_for(400ms);
+    EXPECT_TRUE(client.owner(mutex).empty());
+  }
+  EXPECT_TRUE(wait_until([&] { return client.lock_entries() == 0; }, kSoon));
+}
+
+TEST(LockManagerTest, LostLeaseReachesHoldAndThreadHold) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  auto faulty = std::make_shared<simba::testing::FaultInjectingBackend>(make_backend());
+  Client flaky(faulty, client.options(), client.runtime());
+  auto hold = flaky.mutex(mutex).acquire(kSoon);
+  EXPECT_GT(hold.fencing_token(), 0u);
+  auto bound = client.options().ttl + client.options().transition + 1s;
+  faulty->set_unreachable(true);
+  ASSERT_TRUE(wait_until([&] { return hold.lost().stop_requested(); }, bound));
+  EXPECT_EQ(hold.fencing_token(), 0u);
+  faulty->set_unreachable(false);
+  hold.unlock();  // only cleans up
+
+  auto m = flaky.mutex(mutex);
+  ASSERT_TRUE(m.try_lock_for(kSoon));
+  auto lease = m.lease_token();
+  faulty->set_unreachable(true);
+  ASSERT_TRUE(wait_until([&] { return lease.stop_requested(); }, bound));
+  EXPECT_EQ(m.fencing_token(), 0u);
+  EXPECT_FALSE(m.try_lock());  // a thread whose hold was revoked must unlock first
+  faulty->set_unreachable(false);
+  m.unlock();
+  ASSERT_TRUE(m.try_lock_for(kSoon));  // and then can lock again
+  EXPECT_GT(m.fencing_token(), 0u);
+  m.unlock();
+}
+
+TEST(LockManagerTest, MaxHoldRevokesAndReleases) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  auto hold = client.mutex(mutex).with_max_hold(300ms).acquire(kSoon);
+  auto token = hold.fencing_token();
+  auto other = other_process(client).mutex(mutex);
+  auto taken = std::chrono::steady_clock::now();
+  auto next = other.acquire(kSoon);  // waits until max_hold revokes the first
+  EXPECT_GE(std::chrono::steady_clock::now() - taken, 250ms);
+  EXPECT_TRUE(hold.lost().stop_requested());
+  EXPECT_EQ(hold.fencing_token(), 0u);
+  EXPECT_GT(next.fencing_token(), token);
+  hold.unlock();  // only cleans up: `next` keeps its hold
+  EXPECT_EQ(client.owner(mutex).fencing_token, next.fencing_token());
+
+  // Per client, too.
+  auto bounded = make_client().with_lock_options(LockOptions{200ms, 8});
+  auto h = bounded.mutex(unique_mutex()).acquire(kSoon);
+  EXPECT_TRUE(wait_until([&] { return h.lost().stop_requested(); }, kSoon));
+}
+
+TEST(LockManagerTest, HandoverLimitLetsOtherProcessesIn) {
+  auto client = make_client().with_lock_options(LockOptions{0ms, 2});
+  auto mutex = unique_mutex();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> greedy;
+  for (int t = 0; t < 3; ++t) {
+    greedy.emplace_back([&] {
+      auto m = client.mutex(mutex);
+      while (!stop.load()) {
+        std::scoped_lock guard(m);
+        std::this_thread::sleep_for(1ms);
+      }
+    });
+  }
+  std::this_thread::sleep_for(100ms);
+  auto other = other_process(client).mutex(mutex);
+  bool got = std::async(std::launch::async, [&] {
+    bool ok = other.try_lock_for(kSoon);
+    if (ok) other.unlock();
+    return ok;
+  }).get();
+  stop.store(true);
+  for (auto& thread : greedy) thread.join();
+  EXPECT_TRUE(got) << "three local threads kept the mutex from another process";
+}
+
+TEST(LockManagerTest, BadInputIsRefusedClearly) {
+  auto client = make_client();
+  EXPECT_THROW(client.mutex(" "), Error);
+  auto m = client.mutex(unique_mutex());
+  EXPECT_THROW(m.with_max_hold(-1ms), Error);
+  EXPECT_THROW(m.acquire(-1ms), Error);
+  EXPECT_THROW(m.lock_async(1s, Mutex::Callback()), Error);
+  EXPECT_THROW(client.with_lock_options(LockOptions{-5ms, 8}), Error);
+  Hold empty;
+  EXPECT_FALSE(empty);
+  EXPECT_EQ(empty.fencing_token(), 0u);
+  empty.unlock();  // nothing to do
+}
+
+}  // namespace
+}  // namespace simba::tck

@@ -1,7 +1,14 @@
 // simba/memory_backend.h: the in-process reference backend ("memory:").
 //
 // The oracle of the conformance kit: the protocol with nothing else in the way. Pushes owner
-// changes to watchers at once. Can judge leases by any Clock (simba::testing::SimulatedClock in tests). Thread-safe.
+// changes to watchers at once. Can judge leases by any Clock (simba::testing::SimulatedClock in
+// tests). Thread-safe.
+//
+// Memory stays bounded however many names pass through: the record of a free mutex (released
+// or expired) is forgotten once 4,096 newer acquisitions and releases have happened, and
+// watches that ended are swept. Fencing tokens come from one counter per backend, so a new
+// owner of a forgotten mutex still gets a larger token than any before; reading a forgotten
+// mutex reports a token no smaller than its last one.
 #pragma once
 
 #include <memory>

@@ -414,7 +414,7 @@ void release_core(std::shared_ptr<ServiceCore>& core) noexcept {
   core->close();
   if (!on_runtime_thread()) {
     try {
-      core->flush();  // queued notifications run and drop their references
+      if (core->delivers_notifications()) core->flush();  // queued notifications drop their references
     } catch (...) {
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);

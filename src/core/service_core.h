@@ -72,6 +72,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void deliver(std::uint64_t generation, const MutexOwner& owner);
   // Waits until every notification posted before the call has been delivered.
   void flush();
+  bool delivers_notifications() const { return hooks_.deliver_notifications; }
 
  private:
   void trigger(std::uint64_t generation, bool from_timer);

@@ -66,7 +66,7 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, std::chrono:
   {
     std::lock_guard lock(mutex_);
     ticket = ++next_id_;
-    Waiter waiter{ticket, max_hold, std::move(done), std::nullopt, rounds_};
+    Waiter waiter{ticket, max_hold, std::move(done), std::nullopt, rounds_, shared_from_this()};
     if (timeout != kNoTimeout) {
       std::weak_ptr<LockEntry> weak = shared_from_this();
       waiter.timer = runtime_->schedule_after(std::max(timeout, std::chrono::milliseconds(0)),
@@ -87,7 +87,7 @@ bool LockEntry::cancel(std::uint64_t ticket, std::error_code reason) {
     auto it = std::find_if(waiters_.begin(), waiters_.end(), [&](auto& w) { return w.ticket == ticket; });
     if (it == waiters_.end()) return false;
     if (it->timer) runtime_->cancel(*it->timer);
-    outcomes.push_back({std::move(it->done), reason, Hold()});
+    outcomes.push_back({std::move(it->done), reason, Hold(), std::move(it->self)});
     waiters_.erase(it);
   }
   run(outcomes);
@@ -96,6 +96,7 @@ bool LockEntry::cancel(std::uint64_t ticket, std::error_code reason) {
 }
 
 LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
+  std::shared_ptr<LockEntry> keep;  // outlives the lock
   std::unique_lock lock(mutex_);
   auto it = std::find_if(waiters_.begin(), waiters_.end(), [&](auto& w) { return w.ticket == ticket; });
   if (it == waiters_.end()) return GiveUp::granted;
@@ -105,6 +106,7 @@ LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
     return GiveUp::wait_for_round;
   }
   if (it->timer) runtime_->cancel(*it->timer);
+  keep = std::move(it->self);
   waiters_.erase(it);
   lock.unlock();
   drive();
@@ -137,7 +139,7 @@ void LockEntry::expire(std::uint64_t ticket) {
     std::lock_guard lock(mutex_);
     auto it = std::find_if(waiters_.begin(), waiters_.end(), [&](auto& w) { return w.ticket == ticket; });
     if (it == waiters_.end()) return;
-    outcomes.push_back({std::move(it->done), make_error_code(errc::timeout), Hold()});
+    outcomes.push_back({std::move(it->done), make_error_code(errc::timeout), Hold(), std::move(it->self)});
     waiters_.erase(it);
   }
   run(outcomes);
@@ -243,7 +245,7 @@ void LockEntry::grant_front_locked(Outcomes& outcomes) {
   }
   Hold hold(shared_from_this(), holder.id, holder.token, holder.lost);
   holder_ = std::move(holder);
-  outcomes.push_back({std::move(waiter.done), std::error_code(), std::move(hold)});
+  outcomes.push_back({std::move(waiter.done), std::error_code(), std::move(hold), std::move(waiter.self)});
 }
 
 void LockEntry::run(Outcomes& outcomes) noexcept {
@@ -255,8 +257,9 @@ void LockEntry::run(Outcomes& outcomes) noexcept {
     } catch (...) {
       log_error("a lock completion threw a non-standard exception");
     }
+    outcome.hold.unlock();  // a Hold no completion took goes back here, outside the entry's lock
+    outcome.done = nullptr;
   }
-  outcomes.clear();  // a Hold no completion took is released here, outside the entry's lock
 }
 
 void LockEntry::drive(bool inline_round) {

@@ -76,6 +76,7 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
     Mutex::Callback done;
     std::optional<Runtime::TimerId> timer;
     std::uint64_t rounds_at_queue;
+    std::shared_ptr<LockEntry> self;  // a waiter keeps its entry alive (cycle ends as it leaves)
   };
   struct Holder {
     std::uint64_t id;
@@ -84,11 +85,13 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
     std::stop_source lost;
     std::optional<Runtime::TimerId> max_hold_timer;
   };
-  // What to run once mutex_ is released.
+  // What to run once mutex_ is released. `keep` (the waiter's hold on the entry) goes when the
+  // caller's list does, after the caller is done with the entry.
   struct Outcome {
     Mutex::Callback done;
     std::error_code error;
     Hold hold;
+    std::shared_ptr<LockEntry> keep;
   };
   using Outcomes = std::vector<Outcome>;
 

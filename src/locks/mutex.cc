@@ -172,10 +172,19 @@ std::future<Hold> Mutex::lock_async(std::chrono::milliseconds timeout) {
 void Mutex::lock_async(std::chrono::milliseconds timeout, Callback done) {
   if (!done) throw Error(errc::invalid_argument, "lock_async(): the callback must not be empty");
   auto strand = entry_->callback_strand();
-  enqueue(timeout, [strand, done = std::move(done)](std::error_code error, Hold hold) {
+  auto hold_name = [name = name()](const Hold&) { return name; };
+  enqueue(timeout, [strand, hold_name, done = std::move(done)](std::error_code error, Hold hold) {
     // A Callback is copyable, a Hold is not: the Hold travels in a shared box.
     auto box = std::make_shared<Hold>(std::move(hold));
-    strand.post([done, error, box] { done(error, std::move(*box)); });
+    strand.post([done, error, box, name = hold_name(*box)] {
+      try {
+        done(error, std::move(*box));
+      } catch (const std::exception& e) {
+        internal::log_error("mutex '" + name + "': a lock_async callback threw: " + e.what());
+      } catch (...) {
+        internal::log_error("mutex '" + name + "': a lock_async callback threw a non-standard exception");
+      }
+    });
   });
 }
 

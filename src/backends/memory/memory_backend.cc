@@ -4,6 +4,8 @@
 #include "backends/common/raw_probe.h"
 #include "backends/common/watcher.h"
 
+#include <algorithm>
+#include <deque>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -31,7 +33,10 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
       bool renew = owner.owner_id == contender_id && owner.transition_at > now;
       if (free || renew) {
         changed = owner.owner_id != contender_id;
-        if (changed) entry.last_token += 1;
+        if (changed) {
+          entry.last_token = ++last_token_;
+          touch_locked(mutex, entry, now);
+        }
         owner.owner_id = contender_id;
         owner.acquired_at = now;
         owner.ttl_at = now + ttl.count();
@@ -50,6 +55,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
       auto it = entries_.find(mutex);
       if (it == entries_.end() || it->second.owner.owner_id != contender_id) return false;
       it->second.owner = MutexOwner::none();
+      touch_locked(mutex, it->second, clock_->now());
     }
     notify(mutex, WatchEvent::released);
     return true;
@@ -59,7 +65,11 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
     std::lock_guard lock(mutex_);
     const EpochMillis now = clock_->now();
     auto it = entries_.find(mutex);
-    if (it == entries_.end()) return {MutexOwner::none(), now};
+    if (it == entries_.end()) {
+      MutexOwner none;
+      none.fencing_token = forgotten_token_;
+      return {none, now};
+    }
     MutexOwner owner = it->second.owner;
     if (owner.empty() || owner.transition_at < now) owner = MutexOwner::none();
     owner.fencing_token = it->second.last_token;
@@ -71,9 +81,16 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
     auto watcher = std::make_shared<Watcher>(std::move(on_change));
     std::lock_guard lock(watch_mutex_);
     auto& list = watchers_[mutex];
-    // Drop watchers whose subscription has ended.
+    // Drop watchers whose subscription has ended: of this mutex now, of all now and then.
     std::erase_if(list, [](const std::weak_ptr<Watcher>& w) { return w.expired(); });
     list.push_back(watcher);
+    if (watchers_.size() > 2 * watched_after_sweep_ + 1024) {
+      for (auto it = watchers_.begin(); it != watchers_.end();) {
+        std::erase_if(it->second, [](const std::weak_ptr<Watcher>& w) { return w.expired(); });
+        it = it->second.empty() ? watchers_.erase(it) : std::next(it);
+      }
+      watched_after_sweep_ = watchers_.size();
+    }
     return std::make_unique<WatchHandle>(watcher);
   }
 
@@ -99,7 +116,25 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
   struct Entry {
     MutexOwner owner;
     std::uint64_t last_token = 0;
+    std::uint64_t touched = 0;  // the change that last queued it in recent_
   };
+  static constexpr std::size_t kRemembered = 4096;
+
+  // Queues `mutex` as just changed and forgets the record that falls out of the queue if that
+  // mutex is free and has not changed since.
+  void touch_locked(const std::string& mutex, Entry& entry, EpochMillis now) {
+    entry.touched = ++changes_;
+    recent_.emplace_back(mutex, changes_);
+    if (recent_.size() <= kRemembered) return;
+    auto [name, change] = std::move(recent_.front());
+    recent_.pop_front();
+    auto it = entries_.find(name);
+    if (it == entries_.end() || it->second.touched != change) return;
+    const MutexOwner& owner = it->second.owner;
+    if (!owner.empty() && owner.transition_at >= now) return;  // live: kept until it changes again
+    forgotten_token_ = std::max(forgotten_token_, it->second.last_token);
+    entries_.erase(it);
+  }
 
   void notify(const std::string& mutex, WatchEvent event) {
     std::vector<std::shared_ptr<Watcher>> targets;
@@ -118,8 +153,13 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
   std::mutex raw_mutex_;  // simba-bench's baseline: a std::mutex lock + unlock
   std::mutex mutex_;
   std::unordered_map<std::string, Entry> entries_;
+  std::uint64_t last_token_ = 0;       // every mutex's tokens come from here
+  std::uint64_t forgotten_token_ = 0;  // the highest token of a forgotten record
+  std::uint64_t changes_ = 0;
+  std::deque<std::pair<std::string, std::uint64_t>> recent_;  // (mutex, change), oldest first
   std::mutex watch_mutex_;
   std::unordered_map<std::string, std::vector<std::weak_ptr<Watcher>>> watchers_;
+  std::size_t watched_after_sweep_ = 0;
 };
 
 }  // namespace

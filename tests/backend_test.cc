@@ -58,7 +58,32 @@ TEST(MemoryBackendTest, ReleaseOnlyByTheOwnerAndTokensKeepRising) {
   EXPECT_TRUE(s.backend->release("m", "a"));
   EXPECT_FALSE(s.backend->release("m", "a"));
   EXPECT_EQ(s.backend->acquire("m", "a", 100ms, 0ms).owner.fencing_token, 2u);  // new ownership
-  EXPECT_EQ(s.backend->acquire("other", "a", 100ms, 0ms).owner.fencing_token, 1u);  // per mutex
+  // One counter for every mutex (so a forgotten record can never make a token go back).
+  EXPECT_EQ(s.backend->acquire("other", "a", 100ms, 0ms).owner.fencing_token, 3u);
+}
+
+TEST(MemoryBackendTest, FreeRecordsAreForgottenButTokensNeverGoBack) {
+  Simulated s;
+  s.backend->acquire("old", "a", 100ms, 0ms);
+  const auto token = s.backend->read("old").owner.fencing_token;
+  s.backend->release("old", "a");
+  EXPECT_EQ(s.backend->read("old").owner.fencing_token, token);  // kept while remembered
+  for (int i = 0; i < 5000; ++i) {  // 10,000 newer changes push "old" out
+    auto name = "n" + std::to_string(i);
+    s.backend->acquire(name, "b", 100ms, 0ms);
+    s.backend->release(name, "b");
+  }
+  EXPECT_GE(s.backend->read("old").owner.fencing_token, token);
+  EXPECT_GT(s.backend->acquire("old", "a", 100ms, 0ms).owner.fencing_token, token);
+  // A live lease is never forgotten, however old.
+  s.backend->acquire("live", "c", 1h, 0ms);
+  for (int i = 0; i < 5000; ++i) {
+    auto name = "k" + std::to_string(i);
+    s.backend->acquire(name, "b", 100ms, 0ms);
+    s.backend->release(name, "b");
+  }
+  EXPECT_EQ(s.backend->read("live").owner.owner_id, "c");
+  EXPECT_EQ(s.backend->acquire("live", "d", 1h, 0ms).owner.owner_id, "c");
 }
 
 TEST(MemoryBackendTest, WatchersHearReleasesAndAcquisitionsUntilUnsubscribed) {

@@ -56,7 +56,9 @@ TEST(LockManagerUnitTest, AMillionNamesLeaveNoEntryAndLittleMemoryBehind) {
   ASSERT_TRUE(wait_until([&] { return client.lock_entries() == 0; }, kSoon)) << client.lock_entries();
   const long grown = resident_kib() - before;
   std::cout << names << " names: resident memory grew by " << grown << " KiB\n";
-  if (check_memory) EXPECT_LT(grown, 16 * 1024);
+  if (check_memory) {
+    EXPECT_LT(grown, 16 * 1024);
+  }
 }
 
 TEST(LockManagerUnitTest, OneRemoteContenderPerNameForManyThreads) {

@@ -4,9 +4,9 @@
 # The CLI on the embedded SQLite engine: what ./scripts/demo needs.
 simba_sqlite_packages=(cmake ninja-build g++ pkg-config libsqlite3-dev libspdlog-dev libfmt-dev
                        libcli11-dev nlohmann-json3-dev)
-# Everything ./scripts/test needs on top: GoogleTest, every engine's client library and server,
+# Everything ./scripts/test needs on top: GoogleTest, standalone Asio (simba/asio.h), every engine's client library and server,
 # clang (the build is checked with it too) and dpkg-dev (cpack's dpkg-shlibdeps).
-simba_test_packages=(libgtest-dev libgmock-dev
+simba_test_packages=(libgtest-dev libgmock-dev libasio-dev
                      libhiredis-dev redis-server libpq-dev postgresql libmariadb-dev mariadb-server
                      libzookeeper-mt-dev zookeeper default-jre-headless clang dpkg-dev file)
 

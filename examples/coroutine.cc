@@ -1,0 +1,32 @@
+// The lock manager from Asio coroutines: three tasks on one thread take "orders" in turn;
+// no thread blocks while they wait. Usage: example-coroutine [URI] (default memory:).
+#include <simba/asio.h>
+#include <simba/simba.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <iostream>
+
+using namespace std::chrono_literals;
+
+asio::awaitable<void> work(simba::Mutex orders, int id) {
+  try {
+    simba::Hold hold = co_await simba::async_lock(orders, 5s, asio::use_awaitable);
+    std::cout << "task " << id << " holds '" << hold.mutex() << "', token " << hold.fencing_token() << "\n";
+    asio::steady_timer pause(co_await asio::this_coro::executor, 50ms);
+    co_await pause.async_wait(asio::use_awaitable);
+    if (hold.lost().stop_requested()) std::cout << "task " << id << " lost the lease\n";
+  } catch (const std::system_error& e) {  // simba::errc::timeout, or the backend's error
+    std::cerr << "task " << id << ": " << e.what() << "\n";
+  }
+}
+
+int main(int argc, char** argv) {
+  simba::Client client = simba::connect(argc > 1 ? argv[1] : "memory:");
+  asio::io_context io;
+  for (int id = 1; id <= 3; ++id) asio::co_spawn(io, work(client.mutex("orders"), id), asio::detached);
+  io.run();
+}

@@ -1,0 +1,105 @@
+// Conformance cases for simba/asio.h on the backend under test: completion on the handler's
+// executor, cancellation that takes the waiter out, coroutines. Built when Asio is found.
+#include <gtest/gtest.h>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <future>
+
+#include "kit.h"
+#include "simba/asio.h"
+
+namespace simba::tck {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr auto kSoon = 5s;
+
+Client other_process(const Client& client) {
+  return Client(std::make_shared<ForwardingBackend>(make_backend()), client.options(), client.runtime());
+}
+
+// Runs `io` on this thread until it has no more work, at most `limit`.
+void run_for(asio::io_context& io, std::chrono::milliseconds limit) {
+  io.run_for(limit);
+  EXPECT_TRUE(io.stopped()) << "the io_context still had work after " << limit.count() << " ms";
+}
+
+TEST(LockManagerAsioTest, CompletesOnTheHandlersExecutor) {
+  auto client = make_client();
+  asio::io_context io;
+  std::thread::id ran_on;
+  std::uint64_t token = 0;
+  simba::async_lock(client.mutex(unique_mutex()), kSoon,
+                    asio::bind_executor(io, [&](std::error_code ec, Hold hold) {
+                      EXPECT_FALSE(ec) << ec.message();
+                      ran_on = std::this_thread::get_id();
+                      token = hold.fencing_token();
+                    }));
+  run_for(io, kSoon);  // the waiting request counts as work: run() returns once it completed
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  EXPECT_GT(token, 0u);
+}
+
+TEST(LockManagerAsioTest, CancellationRemovesTheWaiter) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  auto held = other_process(client).mutex(mutex).acquire(kSoon);
+  asio::io_context io;
+  asio::cancellation_signal signal;
+  std::error_code outcome;
+  bool completed = false;
+  simba::async_lock(client.mutex(mutex), kSoon,
+                    asio::bind_cancellation_slot(signal.slot(), asio::bind_executor(io, [&](std::error_code ec, Hold hold) {
+                      completed = true;
+                      outcome = ec;
+                      EXPECT_FALSE(hold);
+                    })));
+  asio::steady_timer timer(io, 100ms);
+  timer.async_wait([&](std::error_code) { signal.emit(asio::cancellation_type::terminal); });
+  run_for(io, kSoon);
+  ASSERT_TRUE(completed);
+  EXPECT_EQ(outcome, asio::error::operation_aborted);
+  held.unlock();
+  // The cancelled request left nothing behind: nobody here takes the mutex.
+  std::this_thread::sleep_for(400ms);
+  EXPECT_TRUE(client.owner(mutex).empty());
+  EXPECT_TRUE(wait_until([&] { return client.lock_entries() == 0; }, kSoon));
+}
+
+TEST(LockManagerAsioTest, CoroutinesTakeTurnsAndTimeOut) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  asio::io_context io;
+  std::vector<int> order;
+  auto worker = [&](int id) -> asio::awaitable<void> {
+    Hold hold = co_await simba::async_lock(client.mutex(mutex), kSoon, asio::use_awaitable);
+    order.push_back(id);
+    asio::steady_timer pause(co_await asio::this_coro::executor, 20ms);
+    co_await pause.async_wait(asio::use_awaitable);
+  };
+  for (int i = 0; i < 3; ++i) asio::co_spawn(io, worker(i), asio::detached);
+  run_for(io, kSoon);
+  EXPECT_EQ(order.size(), 3u);
+
+  auto held = other_process(client).mutex(mutex).acquire(kSoon);
+  std::error_code timed_out;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    try {
+      co_await simba::async_lock(client.mutex(mutex), 150ms, asio::use_awaitable);
+    } catch (const std::system_error& e) {
+      timed_out = e.code();
+    }
+  }, asio::detached);
+  io.restart();
+  run_for(io, kSoon);
+  EXPECT_EQ(timed_out, errc::timeout);
+}
+
+}  // namespace
+}  // namespace simba::tck

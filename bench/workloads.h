@@ -20,4 +20,13 @@ nlohmann::json kill(const Client& client, const std::string& uri, const std::str
 // One process holds `n` mutexes for `duration`.
 nlohmann::json scale(const Client& client, const std::string& engine, std::size_t n, std::chrono::seconds duration);
 
+// `threads` threads of one process take one mutex over and over: client.mutex() beside one
+// Locker per thread, holds per second of each.
+nlohmann::json contended(const Client& client, const std::string& engine, std::size_t threads,
+                         std::chrono::milliseconds duration);
+// `requests` concurrent lock_async over `names` mutexes, each with `timeout`: how many
+// completed or timed out, and the most threads the process had meanwhile.
+nlohmann::json async_requests(const Client& client, const std::string& engine, std::size_t requests,
+                              std::size_t names, std::chrono::milliseconds timeout);
+
 }  // namespace simba::bench

@@ -36,16 +36,9 @@ LockEntry::LockEntry(std::shared_ptr<LockTable> table, std::string name, const C
       name_(std::move(name)),
       runtime_(client.runtime()),
       max_local_handovers_(client.lock_options().max_local_handovers),
-      yield_([&] {
-        // After the handover limit the lease goes back; this process waits before contending
-        // again so that a waiter elsewhere sees the mutex free first: with a push channel it is
-        // told at once, without one it looks again within its poll interval.
-        auto caps = client.backend()->capabilities();
-        if (caps.push) return std::chrono::milliseconds(20);
-        auto poll = client.options().poll_interval.count() > 0 ? client.options().poll_interval
-                                                                : caps.poll_interval;
-        return poll + std::chrono::milliseconds(10);
-      }()) {}
+      push_(client.backend()->capabilities().push),
+      poll_(client.options().poll_interval.count() > 0 ? client.options().poll_interval
+                                                       : client.backend()->capabilities().poll_interval) {}
 
 LockEntry::~LockEntry() {
   // Nothing waits or holds (they would keep the entry alive), so the contender is stopped;
@@ -154,8 +147,12 @@ void LockEntry::on_round() {
   {
     std::lock_guard lock(mutex_);
     ++rounds_;
+    auto owner = core_->last_owner_id();
+    if (!owner.empty() && owner != core_->contender_id()) rival_seen_ = Clock::now();
     if (!holder_ && !release_wanted_ && !waiters_.empty() && core_->is_owner()) {
       handovers_ = 0;  // a fresh remote lease
+      if (started_at_) round_trip_ = Clock::now() - *started_at_;
+      started_at_.reset();
       grant_front_locked(outcomes);
     }
   }
@@ -206,7 +203,7 @@ void LockEntry::end_hold(std::uint64_t hold_id) noexcept {
       grant_front_locked(outcomes);
     } else {
       if (core_running_) release_wanted_ = true;
-      if (limit && !waiters_.empty()) not_before_ = Clock::now() + yield_;
+      if (limit && !waiters_.empty()) open_window_locked();
       handovers_ = 0;
     }
   }
@@ -221,6 +218,29 @@ void LockEntry::end_hold(std::uint64_t hold_id) noexcept {
 std::uint64_t LockEntry::hold_token(std::uint64_t hold_id) const noexcept {
   std::lock_guard lock(mutex_);
   return holder_ && holder_->id == hold_id ? holder_->token : 0;
+}
+
+void LockEntry::open_window_locked() {
+  // The lease went back after the handover limit while requests wait here. Contending again
+  // at once would win it back before a waiter elsewhere could look: leave it a window, every
+  // time while another process is known to want the mutex (its owner id seen within the last
+  // second), else once per four windows' time of busy local use (a waiter elsewhere that
+  // never won yet leaves no trace to see; it still gets a window within that bound).
+  const auto now = Clock::now();
+  const auto window = yield_delay_locked();
+  const bool rival = rival_seen_ && now - *rival_seen_ < std::chrono::seconds(1);
+  if (rival || now - last_window_ >= 4 * window) {
+    not_before_ = now + window;
+    last_window_ = not_before_;
+  }
+}
+
+std::chrono::steady_clock::duration LockEntry::yield_delay_locked() const {
+  // With a push channel a waiter elsewhere is told of the release at once and needs about one
+  // round trip: four of ours, at least 2 ms, at most 50 ms. Without one it looks again within
+  // its poll interval.
+  if (!push_) return poll_ + std::chrono::milliseconds(10);
+  return std::clamp<Clock::duration>(4 * round_trip_, std::chrono::milliseconds(2), std::chrono::milliseconds(50));
 }
 
 void LockEntry::end_holder_locked(std::stop_source* to_stop) {
@@ -279,6 +299,7 @@ void LockEntry::drive(bool inline_round) {
       if (Clock::now() >= not_before_) {
         action = Action::start;
         core_running_ = true;
+        started_at_ = Clock::now();
       } else if (!restart_timer_) {
         std::weak_ptr<LockEntry> weak = shared_from_this();
         restart_timer_ = runtime_->schedule_after(not_before_ - Clock::now(), [weak, runtime = runtime_] {

@@ -105,13 +105,15 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   void grant_front_locked(Outcomes& outcomes);
   void end_holder_locked(std::stop_source* to_stop);
   static void run(Outcomes& outcomes) noexcept;
-  std::chrono::milliseconds yield_delay() const;
+  Clock::duration yield_delay_locked() const;
+  void open_window_locked();
 
   const std::shared_ptr<LockTable> table_;
   const std::string name_;
   const std::shared_ptr<Runtime> runtime_;
   const unsigned max_local_handovers_;
-  const std::chrono::milliseconds yield_;
+  const bool push_;
+  const std::chrono::milliseconds poll_;
   std::shared_ptr<ServiceCore> core_;
 
   mutable std::mutex mutex_;
@@ -125,6 +127,10 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   bool driving_ = false;
   bool redrive_ = false;
   Clock::time_point not_before_{};
+  std::optional<Clock::time_point> started_at_;  // when the contender last started
+  Clock::duration round_trip_{};                 // from that start to the lease, last time
+  Clock::time_point last_window_{};              // end of the last window left to others
+  std::optional<Clock::time_point> rival_seen_;  // when a round last saw another owner
   std::optional<Runtime::TimerId> restart_timer_;
   std::optional<Strand> strand_;
 

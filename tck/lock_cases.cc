@@ -54,6 +54,22 @@ long hammer(const Client& client, const std::string& mutex, FencingRegister& reg
   return holds.load();
 }
 
+// The message of the errc::timeout the request must fail with ("" and a failure otherwise).
+std::string timeout_message_of(std::future<Hold> future) {
+  if (future.wait_for(kSoon) != std::future_status::ready) {
+    ADD_FAILURE() << "the request neither completed nor timed out";
+    return "";
+  }
+  try {
+    future.get();
+    ADD_FAILURE() << "the request should have timed out";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), errc::timeout);
+    return e.what();
+  }
+  return "";
+}
+
 // The worker of the exclusion case, run in a child process (never on its own).
 TEST(LockManagerTest, DISABLED_ExclusionWorkerProcess) {
   const char* mutex = std::getenv("SIMBA_TCK_LOCK_MUTEX");
@@ -207,23 +223,31 @@ TEST(LockManagerTest, AsyncTimeoutNamesOwnerAndLeavesNoWaiter) {
   auto owner = client.owner(mutex).owner_id;
   {
     auto m = client.mutex(mutex);
-    auto future = m.lock_async(200ms);
-    ASSERT_EQ(future.wait_for(kSoon), std::future_status::ready);
-    try {
-      future.get();
-      FAIL() << "lock_async should have timed out";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), errc::timeout);
-      std::string what = e.what();
-      EXPECT_NE(what.find(mutex), std::string::npos) << what;
-      EXPECT_NE(what.find(owner), std::string::npos) << what;
-    }
+    auto what = timeout_message_of(m.lock_async(200ms));
+    EXPECT_NE(what.find(mutex), std::string::npos) << what;
+    EXPECT_NE(what.find(owner), std::string::npos) << what;
     held.unlock();
     // Nobody waits any more: the mutex stays free.
     std::this_thread::sleep_for(400ms);
     EXPECT_TRUE(client.owner(mutex).empty());
   }
   EXPECT_TRUE(wait_until([&] { return client.lock_entries() == 0; }, kSoon));
+}
+
+TEST(LockManagerTest, BackendErrorsAreRetriedAndTheTimeoutCarriesTheLastOne) {
+  auto client = make_client();
+  auto faulty = std::make_shared<simba::testing::FaultInjectingBackend>(make_backend());
+  Client flaky(faulty, client.options(), client.runtime());
+  auto m = flaky.mutex(unique_mutex());
+  faulty->set_unreachable(true);
+  auto what = timeout_message_of(m.lock_async(300ms));
+  EXPECT_NE(what.find("last backend error"), std::string::npos) << what;
+  EXPECT_NE(what.find("injected fault"), std::string::npos) << what;
+  // A few errors while waiting are retried within the deadline.
+  faulty->set_unreachable(false);
+  faulty->fail_next(3);
+  auto hold = m.acquire(kSoon);
+  EXPECT_GT(hold.fencing_token(), 0u);
 }
 
 TEST(LockManagerTest, LostLeaseReachesHoldAndThreadHold) {

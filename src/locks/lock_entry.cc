@@ -256,11 +256,13 @@ void LockEntry::grant_front_locked(Outcomes& outcomes) {
   Holder holder{++next_id_, core_->fencing_token(), core_->generation(), std::stop_source(), std::nullopt};
   if (waiter.max_hold.count() > 0) {
     std::weak_ptr<LockEntry> weak = shared_from_this();
-    holder.max_hold_timer = runtime_->schedule_after(waiter.max_hold, [weak, id = holder.id, runtime = runtime_] {
+    holder.max_hold_timer = runtime_->schedule_after(waiter.max_hold, [weak, id = holder.id] {
       // Releasing takes a round trip: off the timer's short path.
-      runtime->post_io([weak, id] {
-        if (auto self = weak.lock()) self->revoke(id, "the hold outlived its max_hold");
-      });
+      if (auto self = weak.lock()) {
+        self->runtime_->post_io([weak, id] {
+          if (auto entry = weak.lock()) entry->revoke(id, "the hold outlived its max_hold");
+        });
+      }
     });
   }
   Hold hold(shared_from_this(), holder.id, holder.token, holder.lost);
@@ -302,14 +304,16 @@ void LockEntry::drive(bool inline_round) {
         started_at_ = Clock::now();
       } else if (!restart_timer_) {
         std::weak_ptr<LockEntry> weak = shared_from_this();
-        restart_timer_ = runtime_->schedule_after(not_before_ - Clock::now(), [weak, runtime = runtime_] {
-          runtime->post_io([weak] {
-            if (auto self = weak.lock()) {
+        restart_timer_ = runtime_->schedule_after(not_before_ - Clock::now(), [weak] {
+          auto self = weak.lock();
+          if (!self) return;
+          self->runtime_->post_io([weak] {
+            if (auto entry = weak.lock()) {
               {
-                std::lock_guard lock(self->mutex_);
-                self->restart_timer_.reset();
+                std::lock_guard lock(entry->mutex_);
+                entry->restart_timer_.reset();
               }
-              self->drive();
+              entry->drive();
             }
           });
         });

@@ -6,6 +6,7 @@
 #include <asio/bind_executor.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
@@ -99,6 +100,27 @@ TEST(LockManagerAsioTest, CoroutinesTakeTurnsAndTimeOut) {
   io.restart();
   run_for(io, kSoon);
   EXPECT_EQ(timed_out, errc::timeout);
+}
+
+TEST(LockManagerAsioTest, ATimerWinningARaceInAParallelGroupCancelsTheRequest) {
+  using namespace asio::experimental::awaitable_operators;
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  auto held = other_process(client).mutex(mutex).acquire(kSoon);
+  asio::io_context io;
+  int winner = -1;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    asio::steady_timer timer(co_await asio::this_coro::executor, 150ms);
+    auto result = co_await (simba::async_lock(client.mutex(mutex), kSoon, asio::use_awaitable) ||
+                            timer.async_wait(asio::use_awaitable));
+    winner = static_cast<int>(result.index());
+  }, asio::detached);
+  run_for(io, kSoon);
+  EXPECT_EQ(winner, 1);  // the timer; the lock request was cancelled and left the queue
+  held.unlock();
+  std::this_thread::sleep_for(400ms);
+  EXPECT_TRUE(client.owner(mutex).empty());
+  EXPECT_TRUE(wait_until([&] { return client.lock_entries() == 0; }, kSoon));
 }
 
 }  // namespace

@@ -185,7 +185,23 @@ TEST(LockManagerTest, ReentrantPerThreadReleasedAtZero) {
     EXPECT_GT(other.fencing_token(), token);
     other.unlock();
   }).get();
-  m.unlock();  // holds nothing: a usage error, logged; never throws, never releases another's hold
+  // unlock() by a thread that holds nothing: a usage error, logged; it never throws and never
+  // ends another thread's hold.
+  std::promise<void> locked, checked;
+  std::thread holder([&] {
+    m.lock();
+    locked.set_value();
+    checked.get_future().wait();
+    m.unlock();
+  });
+  locked.get_future().wait();
+  auto owner = client.owner(mutex);
+  m.unlock();
+  EXPECT_EQ(client.owner(mutex).owner_id, owner.owner_id);
+  EXPECT_EQ(client.owner(mutex).fencing_token, owner.fencing_token);
+  std::async(std::launch::async, [&] { EXPECT_FALSE(other.try_lock_for(200ms)); }).get();
+  checked.set_value();
+  holder.join();
 }
 
 TEST(LockManagerTest, LocalRequestsAreServedInFifoOrderOnOneRemoteLease) {

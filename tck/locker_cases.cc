@@ -1,6 +1,7 @@
 // Conformance cases for Locker and Scheduler on the backend under test.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <mutex>
 
 #include "kit.h"
@@ -67,6 +68,39 @@ TEST(LockerTest, WorksWithStandardLockGuards) {
   b.unlock();
   std::scoped_lock both(b);
   EXPECT_TRUE(b.is_owner());
+}
+
+// try_lock_until on either clock: false at the deadline while another holds (not before it,
+// not long after), true once the mutex is free. `Lockable` is a Locker or a Mutex.
+template <class Lockable>
+void check_try_lock_until(Lockable& waiter, const std::function<void()>& release) {
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(waiter.try_lock_until(start + 300ms));
+  auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, 290ms);
+  EXPECT_LT(waited, 300ms + kSoon);
+  EXPECT_FALSE(waiter.try_lock_until(std::chrono::system_clock::now() + 100ms));
+  release();
+  EXPECT_TRUE(waiter.try_lock_until(std::chrono::system_clock::now() + kSoon));
+  EXPECT_GT(waiter.fencing_token(), 0u);
+  waiter.unlock();
+}
+
+TEST(LockerTest, TryLockUntilWaitsForTheDeadlineOnEitherClock) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  Locker holder(mutex, client), waiter(mutex, client);
+  holder.acquire(kSoon);
+  check_try_lock_until(waiter, [&] { holder.close(); });
+}
+
+TEST(LockManagerTest, TryLockUntilWaitsForTheDeadlineOnEitherClock) {
+  auto client = make_client();
+  auto mutex = unique_mutex();
+  auto other = Client(std::make_shared<ForwardingBackend>(make_backend()), client.options(), client.runtime());
+  auto hold = other.mutex(mutex).acquire(kSoon);
+  auto waiter = client.mutex(mutex);
+  check_try_lock_until(waiter, [&] { hold.unlock(); });
 }
 
 TEST(LockerTest, SignalsLostLeaseWhenBackendBecomesUnreachable) {

@@ -1,5 +1,9 @@
 // Unit tests of the protocol's value types, delays, ids, durations, URIs and options.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -237,8 +241,36 @@ TEST(UriTest, ParsesEveryPartAndNeverShowsThePassword) {
   }
 }
 
+// A loopback port this test holds closed: bound but never listening, so a connection to it is
+// refused, and no other program can take it meanwhile. No test assumes a well-known port is
+// free (a developer's machine may run Redis or ZooKeeper on theirs).
+class ClosedPort {
+ public:
+  ClosedPort() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof(address);
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&address), size) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
+      ADD_FAILURE() << "cannot hold a loopback port closed";
+    }
+    port_ = ntohs(address.sin_port);
+  }
+  ~ClosedPort() { ::close(fd_); }
+  ClosedPort(const ClosedPort&) = delete;
+  ClosedPort& operator=(const ClosedPort&) = delete;
+  std::string at() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_;
+  int port_ = 0;
+};
+
 TEST(ConnectTest, BadUrisSayWhatIsWrongAndWhatIsAccepted) {
-  auto code_of = [](const char* uri) {
+  ClosedPort closed, closed_too;
+  const std::string nobody = closed.at();
+  auto code_of = [](const std::string& uri) {
     try {
       open_backend(uri);
     } catch (const Error& e) {
@@ -251,22 +283,26 @@ TEST(ConnectTest, BadUrisSayWhatIsWrongAndWhatIsAccepted) {
   EXPECT_NE(unknown_what.find("'ftp'"), std::string::npos);
   EXPECT_NE(unknown_what.find("memory:"), std::string::npos);
 #if SIMBA_HAS_REDIS && SIMBA_HAS_ZOOKEEPER && SIMBA_HAS_SQLITE
-  auto [missing, missing_what] = code_of("rediss://u:hunter2@127.0.0.1:1");
+  auto [missing, missing_what] = code_of("rediss://u:hunter2@" + nobody);
   EXPECT_EQ(missing, errc::unsupported);
   EXPECT_EQ(missing_what.find("hunter2"), std::string::npos);
-  auto [no_zookeeper, no_zookeeper_what] = code_of("zookeeper://u:hunter2@127.0.0.1:1,127.0.0.1/chroot?connect_timeout=200ms");
+  const std::string hosts = nobody + "," + closed_too.at();
+  auto [no_zookeeper, no_zookeeper_what] = code_of("zookeeper://u:hunter2@" + hosts + "/chroot?connect_timeout=200ms");
   EXPECT_EQ(no_zookeeper, errc::unavailable);
   EXPECT_EQ(no_zookeeper_what.find("hunter2"), std::string::npos) << no_zookeeper_what;
-  EXPECT_NE(no_zookeeper_what.find("127.0.0.1:1,127.0.0.1:2181/chroot"), std::string::npos) << no_zookeeper_what;
-  EXPECT_EQ(code_of("zookeeper://127.0.0.1:1/chroot/").first, errc::invalid_argument);
-  EXPECT_EQ(code_of("zookeeper://127.0.0.1:1?session_timeout=soon").first, errc::invalid_argument);
-  EXPECT_EQ(code_of("zookeeper://127.0.0.1:0,127.0.0.1:2181").first, errc::invalid_argument);  // port 0 in a list
-  EXPECT_EQ(code_of("zookeeper://u@127.0.0.1:1").first, errc::invalid_argument);  // user without password
-  auto [unreachable, unreachable_what] = code_of("redis://u:hunter2@127.0.0.1:1?connect_timeout=200ms");
+  EXPECT_NE(no_zookeeper_what.find(hosts + "/chroot"), std::string::npos) << no_zookeeper_what;
+  // A host without a port gets ZooKeeper's 2181 (a name that never resolves: nothing is reached).
+  auto [defaulted, defaulted_what] = code_of("zookeeper://" + nobody + ",nohost.invalid/chroot?connect_timeout=200ms");
+  EXPECT_NE(defaulted_what.find(nobody + ",nohost.invalid:2181/chroot"), std::string::npos) << defaulted_what;
+  EXPECT_EQ(code_of("zookeeper://" + nobody + "/chroot/").first, errc::invalid_argument);
+  EXPECT_EQ(code_of("zookeeper://" + nobody + "?session_timeout=soon").first, errc::invalid_argument);
+  EXPECT_EQ(code_of("zookeeper://127.0.0.1:0," + nobody).first, errc::invalid_argument);  // port 0 in a list
+  EXPECT_EQ(code_of("zookeeper://u@" + nobody).first, errc::invalid_argument);  // user without password
+  auto [unreachable, unreachable_what] = code_of("redis://u:hunter2@" + nobody + "?connect_timeout=200ms");
   EXPECT_EQ(unreachable, errc::unavailable);
   EXPECT_EQ(unreachable_what.find("hunter2"), std::string::npos) << unreachable_what;
-  EXPECT_EQ(code_of("redis://127.0.0.1:1/x").first, errc::invalid_argument);  // db is not a number
-  EXPECT_EQ(code_of("redis://127.0.0.1:1?prefix=").first, errc::invalid_argument);
+  EXPECT_EQ(code_of("redis://" + nobody + "/x").first, errc::invalid_argument);  // db is not a number
+  EXPECT_EQ(code_of("redis://" + nobody + "?prefix=").first, errc::invalid_argument);
   EXPECT_EQ(code_of("sqlite://").first, errc::invalid_argument);
   EXPECT_EQ(code_of("sqlite:///nonexistent-dir/x/y.db").first, errc::unavailable);
 #endif

@@ -130,7 +130,10 @@ Session::Session(const ZookeeperOptions& options, std::string where, Events even
 Session::~Session() {
   zhandle_t* zh;
   {
+    // Both locks, as every write of zh_ takes them: the client's threads read it under mutex_
+    // (on_node_event, on_session_event) until zookeeper_close() has joined them.
     std::unique_lock lock(handle_mutex_);
+    std::lock_guard state(mutex_);
     zh = zh_;
     zh_ = nullptr;
   }

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <thread>
 
 #include "core/service_core.h"
 #include "kit.h"
@@ -95,6 +96,43 @@ TEST(ServiceTest, AClaimAfterStopIsDroppedAndStopDeliversTheRelease) {
   q.drain();
   EXPECT_EQ(q.recorder->acquired_count(), 1);
   EXPECT_TRUE(q.core->mutex_state().after.empty());
+}
+
+// Slow on purpose: the first acquire and every release wait before reaching the store.
+class SlowBackend : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
+    if (acquires_.fetch_add(1) == 0) std::this_thread::sleep_for(50ms);
+    return ForwardingBackend::acquire(mutex, id, ttl, transition);
+  }
+  bool release(const std::string& mutex, const std::string& id) override {
+    std::this_thread::sleep_for(100ms);
+    return ForwardingBackend::release(mutex, id);
+  }
+
+ private:
+  std::atomic<int> acquires_{0};
+};
+
+TEST(ServiceTest, ARoundEndingAfterStopNeverReleasesTheNextGenerationsLease) {
+  // A round still in flight at stop() wins the lease and, ending after stop(), gives it back.
+  // If start() raced ahead of that release, the next generation (same contender id) would win
+  // and then lose its lease to the old round's release while believing it owns.
+  auto store = make_memory_backend();
+  auto runtime = std::make_shared<Runtime>();
+  auto me = std::make_shared<Recorder>("stale-release", "me");
+  auto core = std::make_shared<internal::ServiceCore>(me, me, std::make_shared<SlowBackend>(store), runtime, fast());
+  core->start();                      // round 1 sleeps 50 ms, then wins
+  std::this_thread::sleep_for(10ms);
+  core->stop();                       // its release lands at ~110 ms; round 1 ends at ~50 ms, stale
+  core->start(/*first_round_inline=*/true);  // the stale round's release lands at ~150 ms
+  ASSERT_TRUE(wait_until([&] { return core->is_owner(); }, kSoon));
+  std::this_thread::sleep_for(150ms);  // past every release in flight
+  EXPECT_TRUE(core->is_owner());
+  EXPECT_EQ(store->read("stale-release").owner.owner_id, "me") << "the lease was released under the owner";
+  core->close();
 }
 
 TEST(ServiceTest, DuplicateAcquisitionIsReportedOnce) {

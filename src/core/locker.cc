@@ -21,11 +21,19 @@ struct LockerState {
   std::uint64_t generation = 0;  // the core's generation of the current hold
   std::stop_source lease;
 
+  bool lost_while_acquiring = false;  // the core won and lost before acquire() saw it
+
   // The core lost the mutex it won in `lost_generation`.
   void lost(std::uint64_t lost_generation) {
     std::stop_source to_stop;
     {
       std::lock_guard lock(mutex);
+      if (busy && !held) {
+        // Still acquiring: the one-shot core went dormant; acquire() starts it again.
+        lost_while_acquiring = true;
+        changed.notify_all();
+        return;
+      }
       if (!held || lost_generation != generation) return;
       to_stop = lease;
     }
@@ -102,6 +110,7 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
     state.busy = true;
     state.held = false;
     state.rounds = 0;
+    state.lost_while_acquiring = false;
   }
   try {
     state.core->start(/*first_round_inline=*/true);
@@ -113,6 +122,20 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
   std::unique_lock lock(state.mutex);
   // At least one attempt always completes, even with a deadline in the past.
   while (!state.core->is_owner()) {
+    if (state.lost_while_acquiring) {
+      state.lost_while_acquiring = false;
+      lock.unlock();
+      try {
+        state.core->close();
+        state.core->start();
+      } catch (...) {
+        lock.lock();
+        state.busy = false;
+        throw;
+      }
+      lock.lock();
+      continue;
+    }
     if (state.rounds == 0) {
       state.changed.wait(lock);
     } else if (deadline == std::chrono::steady_clock::time_point::max()) {

@@ -74,7 +74,8 @@ void ServiceCore::start(bool first_round_inline) {
   }
   std::uint64_t generation;
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    stale_released_.wait(lock, [&] { return stale_releases_ == 0; });
     generation = ++generation_;
     failures_ = 0;
     dormant_ = owned_ = again_ = false;
@@ -254,9 +255,14 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     if (!current_locked(generation)) {
       // A round of an earlier generation: drop it. If it ran after stop() released, give back
       // whatever it left: a lease it won, or (on a latch backend) its place in the queue.
+      // A start() meanwhile waits for that release (the next generation has the same id).
       bool stopped = !is_active(status_.load());
+      if (!contender_ || !stopped) return;
+      ++stale_releases_;
       lock.unlock();
-      if (contender_ && stopped) release_remote("a round that ended after stop()");
+      release_remote("a round that ended after stop()");
+      lock.lock();
+      if (--stale_releases_ == 0) stale_released_.notify_all();
       return;
     }
     failures_ = 0;

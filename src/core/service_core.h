@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 
@@ -119,6 +120,10 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   std::string last_owner_id_;
   std::string last_error_;
   std::unique_ptr<Subscription> subscription_;
+  // Releases of rounds that ended after stop(), in flight: start() waits for them, or one
+  // could give back the lease the next generation (the same contender id) just won.
+  int stale_releases_ = 0;
+  std::condition_variable stale_released_;
 
   mutable std::mutex state_mutex_;
   MutexState state_;

@@ -62,6 +62,21 @@ TEST(MemoryBackendTest, ReleaseOnlyByTheOwnerAndTokensKeepRising) {
   EXPECT_EQ(s.backend->acquire("other", "a", 100ms, 0ms).owner.fencing_token, 3u);
 }
 
+TEST(MemoryBackendTest, NamedStoresGoWithTheirLastUserAndTokensNeverRepeat) {
+  std::weak_ptr<Backend> weak;
+  std::uint64_t token = 0;
+  {
+    auto store = open_backend("memory:freed-store");
+    weak = store;
+    token = store->acquire("m", "a", 1h, 0ms).owner.fencing_token;
+    EXPECT_EQ(open_backend("memory:freed-store"), store);  // one store while it is used
+  }
+  EXPECT_TRUE(weak.expired());  // freed with its last user
+  auto again = open_backend("memory:freed-store");
+  EXPECT_TRUE(again->read("m").owner.empty());  // a new, empty store...
+  EXPECT_GT(again->acquire("m", "b", 1h, 0ms).owner.fencing_token, token);  // ...that never repeats a token
+}
+
 TEST(MemoryBackendTest, FreeRecordsAreForgottenButTokensNeverGoBack) {
   Simulated s;
   s.backend->acquire("old", "a", 100ms, 0ms);

@@ -48,5 +48,17 @@ if [ "$got" -eq 75 ] && grep -q "lost the lease" "$dir/stall.err"; then
 else
   echo "FAIL: lease lost: exit $got, stderr: $(cat "$dir/stall.err")"; failures=$((failures + 1))
 fi
+touch "$dir/not-executable"
+expect 126 "command not executable" -- "$simba" lock m -- "$dir/not-executable"
+# One table: --help lists every exit code the README's table has, and no other.
+readme=$(dirname "$0")/../README.md
+"$simba" --help > "$dir/help" 2>&1
+readme_codes=$(sed -n '/^| exit code | meaning |/,/^$/p' "$readme" | grep -oE '^\| [0-9]+( / [0-9]+)? ' | grep -oE '[0-9]+' | sort -n | tr '\n' ' ')
+help_codes=$(grep -oE '^  [0-9]+  ' "$dir/help" | tr -d ' ' | sort -n | tr '\n' ' ')
+if [ -n "$help_codes" ] && [ "$readme_codes" = "$help_codes" ]; then
+  echo "ok: --help and the README list the same exit codes ($help_codes)"; passes=$((passes + 1))
+else
+  echo "FAIL: exit codes: README '$readme_codes', --help '$help_codes'"; failures=$((failures + 1))
+fi
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -19,4 +19,9 @@ expect_held_by "$uri" jvm-job "7:4242@jvm-host"
   || fail "simba lock after the JVM lease expired: exit $?"
 [ "$(cat token.txt 2>/dev/null)" = 1 ] || fail "the first simba owner of a JVM row should get token 1, got $(cat token.txt)"
 expect_secret_hidden "mysql://simba:hunter2@127.0.0.1:$SIMBA_TEST_MYSQL_PORT/simba" jvm-job hunter2
+# That password is wrong: refused credentials have their own exit code, not "unreachable".
+"$simba" status --backend "mysql://simba:hunter2@127.0.0.1:$SIMBA_TEST_MYSQL_PORT/simba" jvm-job > out.txt 2>&1
+rc=$?
+[ "$rc" -eq 77 ] || fail "a refused password should exit 77, got $rc"
+[ "$(wc -l < out.txt)" -eq 1 ] || fail "a refused password should print one line: $(cat out.txt)"
 finish

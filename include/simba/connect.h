@@ -1,7 +1,8 @@
 // simba/connect.h: a Client from a backend URI.
 //
 //   memory:                         in-process (every "memory:" of a process shares one store;
-//                                   "memory:NAME" is a separate named store)
+//                                   "memory:NAME" is a separate named store; a store lasts
+//                                   while a Client or backend uses it)
 //   sqlite:///path/to/file.db       one host, many processes (the embedded default)
 //
 // Timing options ride on the query: ?ttl=10s&transition=6s&initial_delay=0ms&poll=25ms

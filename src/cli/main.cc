@@ -18,17 +18,42 @@
 namespace simba::cli {
 namespace {
 
-// Exit codes, after sysexits(3) and timeout(1).
+// Exit codes, after sysexits(3) and timeout(1). kExitCodes is the table --help prints (and the
+// README repeats; tests/cli_exit_codes_test.sh checks both against this one).
 namespace code {
 constexpr int usage = 64;         // bad usage or input
 constexpr int unavailable = 69;   // backend unreachable
 constexpr int internal = 70;      // a bug
 constexpr int lease_lost = 75;    // lease lost while the command ran; it was terminated
+constexpr int no_permission = 77; // the backend refused the credentials
 constexpr int no_engine = 78;     // this build of simba lacks the backend's engine
 constexpr int timeout = 124;      // waiting for the mutex timed out
 constexpr int cannot_run = 126;   // command found but not executable
 constexpr int not_found = 127;    // command not found
 }  // namespace code
+
+struct ExitCode {
+  int code;
+  const char* meaning;
+};
+constexpr ExitCode kExitCodes[] = {
+    {code::usage, "bad usage or input (unknown option, bad duration, bad URI)"},
+    {code::unavailable, "backend unreachable"},
+    {code::internal, "an internal error (a bug in simba, or a backend record it cannot read)"},
+    {code::lease_lost, "the lease was lost while the command ran; it was sent SIGTERM (SIGKILL after --kill-after)"},
+    {code::no_permission, "the backend refused the credentials (user, password, ACL)"},
+    {code::no_engine, "this build lacks the URI's engine, or the server lacks what the engine needs"},
+    {code::timeout, "timed out waiting for the mutex"},
+    {code::cannot_run, "the command is not executable"},
+    {code::not_found, "the command was not found"},
+};
+
+std::string exit_code_footer() {
+  std::string text = "Exit codes of lock: the command's own status (128 + N if killed by signal N), or\n";
+  for (const auto& exit : kExitCodes) text += "  " + std::to_string(exit.code) + "  " + exit.meaning + "\n";
+  text += "status exits 0 or one of 64, 69, 70, 77, 78.";
+  return text;
+}
 
 int fail(int exit_code, const std::string& message) {
   std::cerr << "simba: " << message << "\n";
@@ -38,7 +63,8 @@ int fail(int exit_code, const std::string& message) {
 int exit_for(const std::system_error& e) {
   if (e.code() == errc::invalid_argument) return fail(code::usage, e.what());
   if (e.code() == errc::unsupported) return fail(code::no_engine, e.what());
-  if (e.code() == errc::unavailable || e.code() == errc::permission_denied) return fail(code::unavailable, e.what());
+  if (e.code() == errc::unavailable) return fail(code::unavailable, e.what());
+  if (e.code() == errc::permission_denied) return fail(code::no_permission, e.what());
   if (e.code() == errc::timeout) return fail(code::timeout, e.what());
   return fail(code::internal, e.what());
 }
@@ -224,10 +250,7 @@ int main_impl(int argc, char** argv) {
   CLI::App app{"simba: distributed mutual exclusion and leader election"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("simba ") + kVersion);
-  app.footer(
-      "Exit codes of lock: the command's own status; 64 bad usage; 69 backend unreachable;\n"
-      "75 lease lost while the command ran (it was sent SIGTERM); 124 timed out waiting;\n"
-      "126 command not executable; 127 command not found.");
+  app.footer(exit_code_footer());
 
   Common common;
   std::string mutex, timeout, kill_after = "10s";

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "backends/engine.h"
+#include "backends/memory/memory_store.h"
 #include "simba/error.h"
 #include "simba/memory_backend.h"
 
@@ -11,13 +12,20 @@ namespace {
 
 std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery&) {
   if (uri.has_authority) throw Error(errc::invalid_argument, "memory backend URI is 'memory:' or 'memory:NAME'");
-  // Every "memory:NAME" of a process is one shared store, so contenders in one process meet.
-  // Stores live as long as the process (issue 15 asks for them to be freed).
+  // Every "memory:NAME" of a process is one shared store while anyone uses it, so contenders
+  // in one process meet; a store goes when its last user does. All stores take their tokens
+  // from one process-wide counter: a store made again never repeats a token.
   static std::mutex mutex;
-  static std::map<std::string, std::shared_ptr<Backend>> stores;
+  static std::map<std::string, std::weak_ptr<Backend>> stores;
+  static auto tokens = std::make_shared<std::atomic<std::uint64_t>>(0);
   std::lock_guard lock(mutex);
-  auto& store = stores[uri.path];
-  if (!store) store = make_memory_backend();
+  std::erase_if(stores, [](const auto& item) { return item.second.expired(); });
+  auto& slot = stores[uri.path];
+  auto store = slot.lock();
+  if (!store) {
+    store = make_memory_store(tokens);
+    slot = store;
+  }
   return store;
 }
 

@@ -3,8 +3,10 @@
 
 #include "backends/common/raw_probe.h"
 #include "backends/common/watcher.h"
+#include "backends/memory/memory_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <mutex>
 #include <unordered_map>
@@ -18,7 +20,8 @@ using internal::WatchHandle;
 
 class MemoryBackend final : public Backend, public internal::RawProbe {
  public:
-  explicit MemoryBackend(std::shared_ptr<const Clock> clock) : clock_(std::move(clock)) {}
+  MemoryBackend(std::shared_ptr<const Clock> clock, std::shared_ptr<std::atomic<std::uint64_t>> tokens)
+      : clock_(std::move(clock)), tokens_(std::move(tokens)) {}
 
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
                         std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
@@ -34,7 +37,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
       if (free || renew) {
         changed = owner.owner_id != contender_id;
         if (changed) {
-          entry.last_token = ++last_token_;
+          entry.last_token = tokens_->fetch_add(1) + 1;
           touch_locked(mutex, entry, now);
         }
         owner.owner_id = contender_id;
@@ -153,7 +156,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
   std::mutex raw_mutex_;  // simba-bench's baseline: a std::mutex lock + unlock
   std::mutex mutex_;
   std::unordered_map<std::string, Entry> entries_;
-  std::uint64_t last_token_ = 0;       // every mutex's tokens come from here
+  const std::shared_ptr<std::atomic<std::uint64_t>> tokens_;  // every mutex's tokens come from here
   std::uint64_t forgotten_token_ = 0;  // the highest token of a forgotten record
   std::uint64_t changes_ = 0;
   std::deque<std::pair<std::string, std::uint64_t>> recent_;  // (mutex, change), oldest first
@@ -166,7 +169,15 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
 
 std::shared_ptr<Backend> make_memory_backend(std::shared_ptr<const Clock> clock) {
   if (!clock) clock = std::make_shared<SystemClock>();
-  return std::make_shared<MemoryBackend>(std::move(clock));
+  return std::make_shared<MemoryBackend>(std::move(clock), std::make_shared<std::atomic<std::uint64_t>>(0));
 }
+
+namespace internal {
+
+std::shared_ptr<Backend> make_memory_store(std::shared_ptr<std::atomic<std::uint64_t>> tokens) {
+  return std::make_shared<MemoryBackend>(std::make_shared<SystemClock>(), std::move(tokens));
+}
+
+}  // namespace internal
 
 }  // namespace simba

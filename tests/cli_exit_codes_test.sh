@@ -48,6 +48,64 @@ if [ "$got" -eq 75 ] && grep -q "lost the lease" "$dir/stall.err"; then
 else
   echo "FAIL: lease lost: exit $got, stderr: $(cat "$dir/stall.err")"; failures=$((failures + 1))
 fi
+# check DESCRIPTION CONDITION...: a pass if the condition (a command) holds.
+check() {
+  local what=$1; shift
+  if "$@"; then echo "ok: $what"; passes=$((passes + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi
+}
+# wait_gone PID SECONDS: true once PID has exited (reaped by us or not), within SECONDS.
+wait_gone() {
+  local i
+  for ((i = 0; i < $2 * 20; i++)); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
+  return 1
+}
+
+# The child sees its contender id, the one `simba status` shows as owner.
+"$simba" lock ident -- sh -c 'echo "$SIMBA_CONTENDER_ID" > "$0"; sleep 1' "$dir/id" &
+holder=$!
+sleep 0.5
+"$simba" status ident --json > "$dir/status" 2>&1
+wait "$holder"
+check "SIMBA_CONTENDER_ID is the owner's id" grep -q "\"owner\":\"$(cat "$dir/id")\"" "$dir/status"
+
+# Interrupted while waiting: 128 + N, and it leaves the holder alone.
+"$simba" lock busy -- sleep 3 &
+holder=$!
+sleep 0.5
+"$simba" lock busy -- true 2>/dev/null &
+waiter=$!
+sleep 0.5
+kill -TERM "$waiter"
+wait "$waiter"; got=$?
+check "SIGTERM while waiting exits 143 (was $got)" [ "$got" -eq 143 ]
+check "the holder still holds after the waiter left" kill -0 "$holder"
+wait "$holder"
+
+# While the command runs, a signal goes to it; simba exits with the command's status.
+"$simba" lock forward -- sh -c 'trap "exit 42" TERM; sleep 10 & wait' &
+holder=$!
+sleep 0.5
+kill -TERM "$holder"
+wait "$holder"; got=$?
+check "SIGTERM is passed to the command, whose status is simba's (42, was $got)" [ "$got" -eq 42 ]
+
+# A lost lease and a command that ignores SIGTERM: SIGKILL after --kill-after.
+"$simba" lock --kill-after 300ms stubborn -- sh -c 'trap "" TERM; echo $$ > "$0"; while :; do sleep 0.1; done' \
+  "$dir/stubborn.pid" 2>/dev/null &
+holder=$!
+sleep 0.5
+kill -STOP "$holder"
+sleep 2
+kill -CONT "$holder"
+wait "$holder"; got=$?
+check "lease lost, command ignores SIGTERM: exit 75 (was $got)" [ "$got" -eq 75 ]
+check "... and the command was SIGKILLed after --kill-after" wait_gone "$(cat "$dir/stubborn.pid")" 3
+kill -KILL "$(cat "$dir/stubborn.pid")" 2>/dev/null  # never leave it behind, even on failure
+
+# No --backend and no $SIMBA_BACKEND: the SQLite file under $XDG_STATE_HOME.
+env -u SIMBA_BACKEND XDG_STATE_HOME="$dir/state" "$simba" lock xdg -- true
+check "the default backend is \$XDG_STATE_HOME/simba/simba.db" [ -s "$dir/state/simba/simba.db" ]
+
 touch "$dir/not-executable"
 expect 126 "command not executable" -- "$simba" lock m -- "$dir/not-executable"
 # One table: --help lists every exit code the README's table has, and no other.

@@ -102,6 +102,15 @@ check "lease lost, command ignores SIGTERM: exit 75 (was $got)" [ "$got" -eq 75 
 check "... and the command was SIGKILLed after --kill-after" wait_gone "$(cat "$dir/stubborn.pid")" 3
 kill -KILL "$(cat "$dir/stubborn.pid")" 2>/dev/null  # never leave it behind, even on failure
 
+# On a terminal (a pseudo-terminal from script(1)), a waiting simba says whom it waits for;
+# off a terminal it says nothing until it fails (the one-line checks above).
+"$simba" lock tty -- sleep 3 &
+holder=$!
+sleep 0.5
+script -qec "'$simba' lock --timeout 500ms tty -- true" /dev/null > "$dir/tty" 2>&1
+check "on a terminal: 'waiting for mutex' with the holder" grep -q "waiting for mutex 'tty' (held by " "$dir/tty"
+wait "$holder"
+
 # No --backend and no $SIMBA_BACKEND: the SQLite file under $XDG_STATE_HOME.
 env -u SIMBA_BACKEND XDG_STATE_HOME="$dir/state" "$simba" lock xdg -- true
 check "the default backend is \$XDG_STATE_HOME/simba/simba.db" [ -s "$dir/state/simba/simba.db" ]

@@ -18,6 +18,18 @@ expect() {  # expect CODE DESCRIPTION -- COMMAND...
     echo "ok: $what (exit $got)"; passes=$((passes + 1))
   fi
 }
+# check DESCRIPTION CONDITION...: a pass if the condition (a command) holds.
+check() {
+  local what=$1; shift
+  if "$@"; then echo "ok: $what"; passes=$((passes + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi
+}
+# wait_gone PID SECONDS: true once PID has exited (reaped by us or not), within SECONDS.
+wait_gone() {
+  local i
+  for ((i = 0; i < $2 * 20; i++)); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
+  return 1
+}
+
 expect 3 "command's own status" -- "$simba" lock m -- sh -c 'exit 3'
 expect 0 "child sees SIMBA_MUTEX, a token and its arguments untouched" -- "$simba" lock m -- sh -c '[ "$SIMBA_MUTEX" = m ] && [ "$SIMBA_FENCING_TOKEN" -gt 0 ] && [ "$1" = "[ x ]" ]' sh '[ x ]'
 expect 64 "bad usage: no command" -- "$simba" lock m
@@ -48,18 +60,16 @@ if [ "$got" -eq 75 ] && grep -q "lost the lease" "$dir/stall.err"; then
 else
   echo "FAIL: lease lost: exit $got, stderr: $(cat "$dir/stall.err")"; failures=$((failures + 1))
 fi
-# check DESCRIPTION CONDITION...: a pass if the condition (a command) holds.
-check() {
-  local what=$1; shift
-  if "$@"; then echo "ok: $what"; passes=$((passes + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi
-}
-# wait_gone PID SECONDS: true once PID has exited (reaped by us or not), within SECONDS.
-wait_gone() {
-  local i
-  for ((i = 0; i < $2 * 20; i++)); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
-  return 1
-}
-
+check "the library's warning is logged by default" grep -q "\[warning\].*ran out before it could be renewed" "$dir/stall.err"
+# The same with SIMBA_LOG=error: the library's warnings go, simba's own line stays.
+SIMBA_LOG=error "$simba" lock quiet -- sleep 30 2>"$dir/quiet.err" &
+holder=$!
+sleep 0.5
+kill -STOP "$holder"
+sleep 2
+kill -CONT "$holder"
+wait "$holder"
+check "SIMBA_LOG=error silences the library's warnings" bash -c "! grep -q '\[warning\]' '$dir/quiet.err' && grep -q 'lost the lease' '$dir/quiet.err'"
 # The child sees its contender id, the one `simba status` shows as owner.
 "$simba" lock ident -- sh -c 'echo "$SIMBA_CONTENDER_ID" > "$0"; sleep 1' "$dir/id" &
 holder=$!

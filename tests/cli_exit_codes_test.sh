@@ -39,6 +39,8 @@ expect 64 "bad duration" -- "$simba" lock --timeout soon m -- true
 expect 64 "unknown backend scheme" -- "$simba" lock --backend nope://x m -- true
 expect 69 "backend unreachable" -- "$simba" lock --backend sqlite:///nonexistent-simba/x.db m -- true
 expect 127 "command not found" -- "$simba" lock m -- /nonexistent-simba-command
+head -c 4096 /dev/urandom > "$dir/corrupt.db"
+expect 70 "a store simba cannot read (not a database)" -- "$simba" status --backend "sqlite://$dir/corrupt.db" m
 "$simba" lock held -- sleep 3 &
 sleep 0.5
 expect 124 "timed out waiting" -- "$simba" lock --timeout 300ms held -- true

@@ -62,7 +62,7 @@ if [ "$got" -eq 75 ] && grep -q "lost the lease" "$dir/stall.err"; then
 else
   echo "FAIL: lease lost: exit $got, stderr: $(cat "$dir/stall.err")"; failures=$((failures + 1))
 fi
-check "the library's warning is logged by default" grep -q "\[warning\].*ran out before it could be renewed" "$dir/stall.err"
+check "the library's warning is logged by default" grep -q "\[warning\].*no longer owner" "$dir/stall.err"
 # The same with SIMBA_LOG=error: the library's warnings go, simba's own line stays.
 SIMBA_LOG=error "$simba" lock quiet -- sleep 30 2>"$dir/quiet.err" &
 holder=$!

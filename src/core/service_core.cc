@@ -272,6 +272,8 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       // The renewal left after our lease had run out by our own clock (the process stalled,
       // its timers fired late): whatever this answer says, the old lease lapsed and someone
       // may have held the mutex meanwhile. That is a loss, whichever timer ran first.
+      log_warn("mutex '" + mutex() + "': the renewal of " + contender_id() +
+               " left after its lease had run out (the process stalled?); no longer owner");
       revoke_locked(generation);
     }
     // The lease counts from when the request was sent, and lasts what we asked for or what
@@ -295,10 +297,17 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     } else if (claims) {
       // The answer came back after the lease it granted had run out by our clock: not ours
       // to act on. Treat it as a lost lease and try again.
-      if (owned_) revoke_locked(generation);
+      if (owned_) {
+        log_warn("mutex '" + mutex() + "': the renewal of " + contender_id() +
+                 " came back after its lease had run out; no longer owner");
+        revoke_locked(generation);
+      }
       again_ = true;
     } else {
       if (owned_) {
+        log_warn("mutex '" + mutex() + "': " + contender_id() + " found it " +
+                 (snapshot.owner.empty() ? std::string("free") : "owned by '" + snapshot.owner.owner_id + "'") +
+                 " at a renewal; no longer owner");
         owned_ = false;
         if (deadline_timer_) runtime_->cancel(*deadline_timer_);
         deadline_timer_.reset();

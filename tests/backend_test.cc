@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <vector>
+#include <mutex>
+#include <condition_variable>
 
 #include "kit.h"
 
@@ -134,6 +137,65 @@ TEST(SchedulerUnitTest, NoThreadLeaksAcrossStartStopCycles) {
   EXPECT_TRUE(tck::wait_until([&] { return tck::thread_count() == baseline; }, 2s))
       << tck::thread_count() << " threads, " << baseline << " before";
   EXPECT_THROW(scheduler.stop(), Error);
+}
+
+// Start times of the first `runs` runs of work taking `work_time` under `config`, measured
+// from start().
+std::vector<std::chrono::milliseconds> run_starts(ScheduleOptions config, std::chrono::milliseconds work_time,
+                                                  int runs) {
+  Client client(make_memory_backend(), tck::fast_options(), std::make_shared<Runtime>());
+  std::mutex mutex;
+  std::vector<std::chrono::milliseconds> starts;
+  const auto began = std::chrono::steady_clock::now();
+  Scheduler scheduler("timing", client, config, [&](std::stop_token stop) {
+    {
+      std::lock_guard lock(mutex);
+      starts.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began));
+    }
+    std::mutex sleeper;
+    std::unique_lock hold(sleeper);
+    std::condition_variable_any().wait_for(hold, stop, work_time, [] { return false; });
+  });
+  scheduler.start();
+  EXPECT_TRUE(tck::wait_until([&] {
+    std::lock_guard lock(mutex);
+    return static_cast<int>(starts.size()) >= runs;
+  }, 10s));
+  scheduler.stop();
+  std::lock_guard lock(mutex);
+  starts.resize(std::min<std::size_t>(starts.size(), runs));
+  return starts;
+}
+
+std::chrono::milliseconds mean_gap(const std::vector<std::chrono::milliseconds>& starts) {
+  if (starts.size() < 2) return std::chrono::milliseconds::max();
+  return (starts.back() - starts.front()) / static_cast<int>(starts.size() - 1);
+}
+
+TEST(SchedulerUnitTest, FixedRateRunsStartToStartAndFixedDelayEndToStart) {
+  // Work of 100 ms every 100 ms: at a fixed rate one starts as the last ends (gaps ~100 ms), at
+  // a fixed delay 100 ms after it ended (gaps ~200 ms).
+  ScheduleOptions config;
+  config.period = 100ms;
+  config.strategy = ScheduleOptions::Strategy::fixed_rate;
+  auto rate = mean_gap(run_starts(config, 100ms, 5));
+  config.strategy = ScheduleOptions::Strategy::fixed_delay;
+  auto delay = mean_gap(run_starts(config, 100ms, 5));
+  EXPECT_GE(rate, 95ms);
+  EXPECT_LT(rate, 150ms);
+  EXPECT_GE(delay, 195ms);
+  EXPECT_LT(delay, 300ms);
+}
+
+TEST(SchedulerUnitTest, InitialDelayComesBeforeTheFirstRun) {
+  ScheduleOptions config;
+  config.period = 50ms;
+  config.initial_delay = 300ms;
+  auto starts = run_starts(config, 0ms, 2);
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_GE(starts[0], 300ms);   // memory: wins at once, then waits the initial delay
+  EXPECT_LT(starts[0], 1000ms);
+  EXPECT_GE(starts[1] - starts[0], 45ms);
 }
 
 TEST(SchedulerUnitTest, ThrowingWorkIsLoggedAndTheScheduleGoesOn) {

@@ -215,11 +215,6 @@ void LockEntry::end_hold(std::uint64_t hold_id) noexcept {
   }
 }
 
-std::uint64_t LockEntry::hold_token(std::uint64_t hold_id) const noexcept {
-  std::lock_guard lock(mutex_);
-  return holder_ && holder_->id == hold_id ? holder_->token : 0;
-}
-
 void LockEntry::open_window_locked() {
   // The lease went back after the handover limit while requests wait here. Contending again
   // at once would win it back before a waiter elsewhere could look: leave it a window, every

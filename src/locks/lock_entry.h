@@ -54,7 +54,6 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
 
   // Hold::unlock(): hands over locally or releases. No-op for a hold already revoked.
   void end_hold(std::uint64_t hold_id) noexcept;
-  std::uint64_t hold_token(std::uint64_t hold_id) const noexcept;
 
   // Holds taken through Mutex's Lockable interface, per thread.
   enum class Reentry { not_held, counted, lost };

@@ -102,6 +102,17 @@ bool wait_until(const std::function<bool()>& predicate, std::chrono::millisecond
   return true;
 }
 
+Client other_process(const Client& client) {
+  return Client(std::make_shared<ForwardingBackend>(make_backend()), client.options(), client.runtime());
+}
+
+void expect_left_nothing(const Client& client, const std::string& mutex) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_TRUE(client.owner(mutex).empty()) << "someone took '" << mutex << "'";
+  EXPECT_TRUE(wait_until([&] { return client.lock_entries() == 0; }, std::chrono::seconds(5)))
+      << client.lock_entries() << " lock entries left";
+}
+
 int thread_count() {
   int n = 0;
   for ([[maybe_unused]] auto& entry : std::filesystem::directory_iterator("/proc/self/task")) ++n;

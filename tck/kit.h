@@ -53,6 +53,14 @@ std::string unique_mutex(const std::string& hint = "");
 // Waits until `predicate` holds or `timeout` passes; returns the predicate's last value.
 bool wait_until(const std::function<bool()>& predicate, std::chrono::milliseconds timeout);
 
+// A client of "another process" on the same store as `client`: its own backend object, so
+// its own lock table and remote contenders, as a second process would have.
+Client other_process(const Client& client);
+
+// A lock request that ended (timed out, cancelled) left nothing behind: with the holder gone,
+// nobody takes `mutex` (400 ms), and `client` keeps no lock entry.
+void expect_left_nothing(const Client& client, const std::string& mutex);
+
 // Number of threads of this process (/proc/self/task).
 int thread_count();
 

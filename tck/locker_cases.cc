@@ -97,7 +97,7 @@ TEST(LockerTest, TryLockUntilWaitsForTheDeadlineOnEitherClock) {
 TEST(LockManagerTest, TryLockUntilWaitsForTheDeadlineOnEitherClock) {
   auto client = make_client();
   auto mutex = unique_mutex();
-  auto other = Client(std::make_shared<ForwardingBackend>(make_backend()), client.options(), client.runtime());
+  auto other = other_process(client);
   auto hold = other.mutex(mutex).acquire(kSoon);
   auto waiter = client.mutex(mutex);
   check_try_lock_until(waiter, [&] { hold.unlock(); });

@@ -23,6 +23,13 @@ check() {
   local what=$1; shift
   if "$@"; then echo "ok: $what"; passes=$((passes + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi
 }
+# stall PID: SIGSTOPs a holding simba past its lease (ttl 1s + transition 500ms), then SIGCONT.
+stall() {
+  sleep 0.5
+  kill -STOP "$1"
+  sleep 2
+  kill -CONT "$1"
+}
 # wait_gone PID SECONDS: true once PID has exited (reaped by us or not), within SECONDS.
 wait_gone() {
   local i
@@ -52,10 +59,7 @@ wait
 # lease ran out, terminate the command and exit 75.
 "$simba" lock stall -- sleep 30 2>"$dir/stall.err" &
 holder=$!
-sleep 0.5
-kill -STOP "$holder"
-sleep 2
-kill -CONT "$holder"
+stall "$holder"
 wait "$holder"; got=$?
 if [ "$got" -eq 75 ] && grep -q "lost the lease" "$dir/stall.err"; then
   echo "ok: lease lost while running (exit 75)"; passes=$((passes + 1))
@@ -66,10 +70,7 @@ check "the library's warning is logged by default" grep -q "\[warning\].*no long
 # The same with SIMBA_LOG=error: the library's warnings go, simba's own line stays.
 SIMBA_LOG=error "$simba" lock quiet -- sleep 30 2>"$dir/quiet.err" &
 holder=$!
-sleep 0.5
-kill -STOP "$holder"
-sleep 2
-kill -CONT "$holder"
+stall "$holder"
 wait "$holder"
 check "SIMBA_LOG=error silences the library's warnings" bash -c "! grep -q '\[warning\]' '$dir/quiet.err' && grep -q 'lost the lease' '$dir/quiet.err'"
 # The child sees its contender id, the one `simba status` shows as owner.
@@ -105,10 +106,7 @@ check "SIGTERM is passed to the command, whose status is simba's (42, was $got)"
 "$simba" lock --kill-after 300ms stubborn -- sh -c 'trap "" TERM; echo $$ > "$0"; while :; do sleep 0.1; done' \
   "$dir/stubborn.pid" 2>/dev/null &
 holder=$!
-sleep 0.5
-kill -STOP "$holder"
-sleep 2
-kill -CONT "$holder"
+stall "$holder"
 wait "$holder"; got=$?
 check "lease lost, command ignores SIGTERM: exit 75 (was $got)" [ "$got" -eq 75 ]
 check "... and the command was SIGKILLed after --kill-after" wait_gone "$(cat "$dir/stubborn.pid")" 3

@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "simba/owner.h"
 
@@ -49,6 +50,20 @@ struct Capabilities {
   bool multi_process = false;           // Contenders in different processes can share it.
   bool multi_host = false;              // Contenders on different hosts can share it.
   std::size_t max_mutex_bytes = 0;      // Longest mutex name accepted; 0 = no limit.
+};
+
+// One mutex the backend holds a record for, as list() found it (owner judged as read() does).
+struct MutexRecord {
+  std::string mutex;
+  MutexOwner owner;
+};
+
+// What list() returns: records by name, the backend clock when they were judged, and whether
+// more matched than were returned.
+struct MutexListing {
+  std::vector<MutexRecord> records;
+  EpochMillis now = 0;
+  bool truncated = false;
 };
 
 // What a watch reports: the owner was released (the mutex may be free now), or taken; or the
@@ -106,6 +121,29 @@ class Backend {
   virtual std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                               std::function<void(WatchEvent)> on_change) = 0;
 
+  // The mutexes whose names start with `prefix` (empty: all) that this backend holds a record
+  // for, free or owned, sorted by name, at most `limit` of them (`truncated` says if more
+  // matched). A record is what the engine keeps for a mutex between uses (a row, a Redis
+  // fencing hash or lock key, a ZooKeeper latch folder); a swept mutex has none.
+  // Blocks: for a scan of the engine's records of that prefix (SQL: an index range; Redis:
+  // SCAN, never KEYS; ZooKeeper: one listing of /simba) and one read per returned record.
+  virtual MutexListing list(const std::string& prefix, std::size_t limit) = 0;
+
+  // Deletes the records of mutexes that have been idle for at least `idle_for`: no live lease,
+  // nobody waiting, nothing changed for that long (judged by the backend's clock; ZooKeeper:
+  // the folder's last change against this host's clock). At most `limit` records per call.
+  // Never deletes the record of a held or awaited mutex, and never lets a token go back: the
+  // next owner of a swept mutex gets a token larger than any the mutex had (engines start a
+  // new record's token from the backend clock, epoch ms x 1000, and sweep only records whose
+  // token is below the clock's; ZooKeeper's tokens are zxids, which never go back). A swept
+  // mutex reads with no owner and a token no larger than its last (0 on most engines).
+  // Every engine but memory (which forgets idle records by itself) also sweeps on its own:
+  // records idle for the engine's `sweep_idle` option (default 1h, 0 = never) are deleted at
+  // most every sweep_idle / 2, by whichever release comes then (Redis: by key expiry).
+  // Returns: how many records this call deleted.
+  // Blocks: for a scan of the records and one delete per swept record (or one statement).
+  virtual std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) = 0;
+
   // What this backend can do. Never blocks; constant for the backend's life.
   virtual Capabilities capabilities() const = 0;
 
@@ -131,6 +169,10 @@ class ForwardingBackend : public Backend {
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override {
     return target_->watch(mutex, contender_id, std::move(on_change));
+  }
+  MutexListing list(const std::string& prefix, std::size_t limit) override { return target_->list(prefix, limit); }
+  std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {
+    return target_->sweep(idle_for, limit);
   }
   Capabilities capabilities() const override { return target_->capabilities(); }
   std::string describe() const override { return target_->describe(); }

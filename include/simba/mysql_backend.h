@@ -35,6 +35,8 @@ struct MysqlOptions {
   // How often a waiting contender looks again (a primary-key read). Default: 25ms.
   std::chrono::milliseconds poll_interval{25};
   unsigned pool_size = 4;  // Connections kept for statements. Default: 4.
+  // Rows of mutexes idle this long are deleted (see Backend::sweep); 0: never. Default: 1h.
+  std::chrono::milliseconds sweep_idle{std::chrono::hours(1)};
   // Use INSERT ... RETURNING where the server has it (MariaDB 10.5+); false: the upsert plus a
   // read that MySQL gets. Default: true.
   bool returning = true;

@@ -27,6 +27,8 @@ struct PostgresOptions {
   // Bound on one statement (statement_timeout) and on unacknowledged sends. Default: 2s.
   std::chrono::milliseconds command_timeout{std::chrono::seconds(2)};
   unsigned pool_size = 4;  // Connections kept for statements. Default: 4.
+  // Rows of mutexes idle this long are deleted (see Backend::sweep); 0: never. Default: 1h.
+  std::chrono::milliseconds sweep_idle{std::chrono::hours(1)};
 };
 
 // Connects once to check the server and create the table. Throws Error with

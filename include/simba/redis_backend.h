@@ -34,6 +34,9 @@ struct RedisOptions {
   std::chrono::milliseconds command_timeout{std::chrono::seconds(2)};
   // Connections kept for commands (more callers wait for a free one). Default: 4.
   unsigned pool_size = 4;
+  // A free mutex's keys (its fencing hash) expire after this long unused (see
+  // Backend::sweep); 0: never. Default: 1h.
+  std::chrono::milliseconds sweep_idle{std::chrono::hours(1)};
 };
 
 // Connects once to check the server (so a wrong password or a port that is not Redis fails

@@ -19,6 +19,8 @@ struct SqliteOptions {
   std::chrono::milliseconds busy_timeout{std::chrono::seconds(5)};
   // Suggested poll interval for waiters and observers. Default: 25ms.
   std::chrono::milliseconds poll_interval{25};
+  // Rows of mutexes idle this long are deleted (see Backend::sweep); 0: never. Default: 1h.
+  std::chrono::milliseconds sweep_idle{std::chrono::hours(1)};
 };
 
 // Opens (and if needed creates) the database. Throws Error(errc::unavailable) naming the

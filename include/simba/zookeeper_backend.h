@@ -66,6 +66,9 @@ struct ZookeeperOptions {
   // How long a call waits for the session to be connected before failing with
   // errc::unavailable. Default: 5s.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(5)};
+  // Latch folders of mutexes idle this long are deleted (see Backend::sweep); 0: never.
+  // Default: 1h.
+  std::chrono::milliseconds sweep_idle{std::chrono::hours(1)};
 };
 
 // Opens the session and waits up to connect_timeout for it (so an unreachable ensemble or a

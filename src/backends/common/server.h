@@ -18,6 +18,7 @@ std::string check_server_options(const char* scheme, const char* engine, const O
   if (options.connect_timeout.count() <= 0 || options.command_timeout.count() <= 0) {
     throw Error(errc::invalid_argument, std::string(engine) + " timeouts must be > 0");
   }
+  if (options.sweep_idle.count() < 0) throw Error(errc::invalid_argument, std::string(engine) + " sweep_idle must be >= 0");
   std::string where = std::string(scheme) + "://";
   if (!options.user.empty()) where += options.user + (options.password.empty() ? "" : ":***") + "@";
   return where + options.host + ":" + std::to_string(options.port) + "/" + options.database;

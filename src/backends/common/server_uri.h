@@ -2,6 +2,7 @@
 // Internal to the SQL engines' URI openers.
 #pragma once
 
+#include "backends/common/sweep.h"
 #include "backends/engine.h"
 #include "simba/error.h"
 
@@ -9,6 +10,7 @@ namespace simba::internal {
 
 inline const EngineOption kConnectTimeoutOption{"connect_timeout", "bound on connecting (default 2s)"};
 inline const EngineOption kCommandTimeoutOption{"command_timeout", "bound on one statement (default 2s)"};
+inline const EngineOption kSweepIdleOption{kSweepIdleKey, kSweepIdleHelp};
 
 template <class Options>
 void take_server_basics(const Uri& uri, const EngineQuery& query, Options& options) {
@@ -20,6 +22,7 @@ void take_server_basics(const Uri& uri, const EngineQuery& query, Options& optio
   options.database = uri.path.size() > 1 ? uri.path.substr(1) : "";
   options.connect_timeout = duration_option(query, "connect_timeout", options.connect_timeout);
   options.command_timeout = duration_option(query, "command_timeout", options.command_timeout);
+  options.sweep_idle = duration_option(query, kSweepIdleKey, options.sweep_idle);
 }
 
 }  // namespace simba::internal

@@ -79,6 +79,45 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
     return {owner, now};
   }
 
+  MutexListing list(const std::string& prefix, std::size_t limit) override {
+    MutexListing out;
+    std::lock_guard lock(mutex_);
+    out.now = clock_->now();
+    for (const auto& [name, entry] : entries_) {
+      if (name.compare(0, prefix.size(), prefix) != 0) continue;
+      MutexOwner owner = entry.owner;
+      if (owner.empty() || owner.transition_at < out.now) owner = MutexOwner::none();
+      owner.fencing_token = entry.last_token;
+      out.records.push_back({name, std::move(owner)});
+    }
+    std::sort(out.records.begin(), out.records.end(),
+              [](const MutexRecord& a, const MutexRecord& b) { return a.mutex < b.mutex; });
+    if (out.records.size() > limit) {
+      out.records.resize(limit);
+      out.truncated = true;
+    }
+    return out;
+  }
+
+  // Memory also forgets idle records by itself (see touch_locked); this forgets them sooner.
+  std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {
+    std::lock_guard lock(mutex_);
+    const EpochMillis now = clock_->now();
+    std::size_t swept = 0;
+    for (auto it = entries_.begin(); it != entries_.end() && swept < limit;) {
+      const Entry& entry = it->second;
+      const bool live = !entry.owner.empty() && entry.owner.transition_at >= now - idle_for.count();
+      if (live || entry.changed_at > now - idle_for.count()) {
+        ++it;
+        continue;
+      }
+      forgotten_token_ = std::max(forgotten_token_, entry.last_token);
+      it = entries_.erase(it);
+      ++swept;
+    }
+    return swept;
+  }
+
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& /*contender_id*/,
                                       std::function<void(WatchEvent)> on_change) override {
     auto watcher = std::make_shared<Watcher>(std::move(on_change));
@@ -120,6 +159,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
     MutexOwner owner;
     std::uint64_t last_token = 0;
     std::uint64_t touched = 0;  // the change that last queued it in recent_
+    EpochMillis changed_at = 0;  // the clock at its last change of owner
   };
   static constexpr std::size_t kRemembered = 4096;
 
@@ -127,6 +167,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
   // mutex is free and has not changed since.
   void touch_locked(const std::string& mutex, Entry& entry, EpochMillis now) {
     entry.touched = ++changes_;
+    entry.changed_at = now;
     recent_.emplace_back(mutex, changes_);
     if (recent_.size() <= kRemembered) return;
     auto [name, change] = std::move(recent_.front());

@@ -79,14 +79,21 @@ std::uint64_t Connection::execute(const std::string& name, const std::vector<Par
 }
 
 std::optional<LeaseRow> Connection::query_lease(const std::string& name, const std::vector<Param>& params) {
+  auto rows = query_leases(name, params, false);
+  if (rows.empty()) return std::nullopt;
+  return std::move(rows.front());
+}
+
+std::vector<LeaseRow> Connection::query_leases(const std::string& name, const std::vector<Param>& params,
+                                               bool named) {
   std::vector<MYSQL_BIND> binds;
   std::vector<unsigned long> lengths;
   MYSQL_STMT* stmt = bound(name, params, binds, lengths);
-  char owner[513] = {};
-  unsigned long owner_length = 0;
+  char owner[513] = {}, mutex[513] = {};
+  unsigned long owner_length = 0, mutex_length = 0;
   long long numbers[5] = {};
-  my_bool nulls[6] = {};
-  MYSQL_BIND result[6] = {};
+  my_bool nulls[7] = {};
+  MYSQL_BIND result[7] = {};
   result[0].buffer_type = MYSQL_TYPE_STRING;
   result[0].buffer = owner;
   result[0].buffer_length = sizeof owner - 1;
@@ -97,29 +104,37 @@ std::optional<LeaseRow> Connection::query_lease(const std::string& name, const s
     result[i + 1].buffer = &numbers[i];
     result[i + 1].is_null = &nulls[i + 1];
   }
+  result[6].buffer_type = MYSQL_TYPE_STRING;
+  result[6].buffer = mutex;
+  result[6].buffer_length = sizeof mutex - 1;
+  result[6].length = &mutex_length;
+  result[6].is_null = &nulls[6];
   if (mysql_stmt_bind_result(stmt, result) != 0) fail(name.c_str(), mysql_stmt_errno(stmt), mysql_stmt_error(stmt));
-  int rc = mysql_stmt_fetch(stmt);
-  std::optional<LeaseRow> row;
-  if (rc == 0 || rc == MYSQL_DATA_TRUNCATED) {
-    row.emplace();
-    if (!nulls[0]) row->owner.owner_id.assign(owner, std::min<unsigned long>(owner_length, sizeof owner - 1));
-    row->owner.acquired_at = numbers[0];
-    row->owner.ttl_at = numbers[1];
-    row->owner.transition_at = numbers[2];
-    row->owner.fencing_token = static_cast<std::uint64_t>(numbers[3]);
-    row->now = numbers[4];
-    while (mysql_stmt_fetch(stmt) == 0) {
-    }
-  } else if (rc != MYSQL_NO_DATA) {
+  std::vector<LeaseRow> rows;
+  int rc;
+  while ((rc = mysql_stmt_fetch(stmt)) == 0 || rc == MYSQL_DATA_TRUNCATED) {
+    LeaseRow& row = rows.emplace_back();
+    if (!nulls[0]) row.owner.owner_id.assign(owner, std::min<unsigned long>(owner_length, sizeof owner - 1));
+    row.owner.acquired_at = numbers[0];
+    row.owner.ttl_at = numbers[1];
+    row.owner.transition_at = numbers[2];
+    row.owner.fencing_token = static_cast<std::uint64_t>(numbers[3]);
+    row.now = numbers[4];
+    if (named && !nulls[6]) row.mutex.assign(mutex, std::min<unsigned long>(mutex_length, sizeof mutex - 1));
+    if (!named) break;  // one row is asked for: the rest (if any) is drained below
+  }
+  if (rc != 0 && rc != MYSQL_DATA_TRUNCATED && rc != MYSQL_NO_DATA) {
     unsigned error = mysql_stmt_errno(stmt);
     std::string text = mysql_stmt_error(stmt);
     mysql_stmt_free_result(stmt);
     fail(name.c_str(), error, text.c_str());
   }
+  while (mysql_stmt_fetch(stmt) == 0) {
+  }
   mysql_stmt_free_result(stmt);
   // A statement with RETURNING leaves the connection ready only once every result is read.
   while (mysql_stmt_next_result(stmt) == 0) mysql_stmt_free_result(stmt);
-  return row;
+  return rows;
 }
 
 void Connection::run(const std::string& sql) { run_tolerating(sql, 0); }

@@ -23,6 +23,7 @@ using Param = std::variant<std::string, std::int64_t>;
 struct LeaseRow {
   MutexOwner owner;  // owner_id empty when the row is missing
   EpochMillis now = 0;
+  std::string mutex;  // query_leases(..., named): a seventh column, the mutex's name
 };
 
 class Connection {
@@ -35,6 +36,8 @@ class Connection {
   std::uint64_t execute(const std::string& name, const std::vector<Param>& params);
   // Executes a prepared statement that returns at most one LeaseRow.
   std::optional<LeaseRow> query_lease(const std::string& name, const std::vector<Param>& params);
+  // Every LeaseRow a prepared statement returns; `named`: with the mutex as seventh column.
+  std::vector<LeaseRow> query_leases(const std::string& name, const std::vector<Param>& params, bool named);
   // Plain SQL without parameters (schema); throws Error.
   void run(const std::string& sql);
   // run(), except that the server error `tolerated` (e.g. ER_DUP_FIELDNAME) is no failure:

@@ -19,6 +19,7 @@ const Engine& mysql_engine() {
       "mysql://user:password@host:port/db (or mariadb://)",
       {kConnectTimeoutOption,
        kCommandTimeoutOption,
+       kSweepIdleOption,
        {"returning", "off: the upsert + read that servers without INSERT ... RETURNING get (default on)"}},
       &open};
   return engine;

@@ -4,12 +4,15 @@
 
 #include <mysqld_error.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <mutex>
 #include <unordered_set>
 
 #include "backends/common/lease_row.h"
 #include "backends/common/pool.h"
 #include "backends/common/raw_probe.h"
+#include "backends/common/sweep.h"
 #include "backends/common/server.h"
 #include "backends/mysql/connection.h"
 #include "backends/mysql/monitor.h"
@@ -65,11 +68,12 @@ constexpr const char* kAddFencingIfMissing =
 // gives the row after the call whichever happened. Assignments run left to right and see the
 // columns already assigned, so the ones the condition reads (owner_id, transition_at) come
 // last (with owner_id changed, the condition still holds exactly when it held before).
-// Params: mutex, ttl, ttl, transition, contender id. Without RETURNING (MySQL) the same upsert
+// A new row's token starts at now x 1000 (see common/sweep.h); rows JVM Simba inserts start at
+// 0. Params: mutex, ttl, ttl, transition, contender id. Without RETURNING (MySQL) the same upsert
 // is followed by kRead: the row read then is the owner after the call (or a later one).
 #define SIMBA_MY_UPSERT \
   "INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token) " \
-  "VALUES (?, " SIMBA_MY_NOW ", " SIMBA_MY_NOW " + ?, " SIMBA_MY_NOW " + ? + ?, ?, 1, 1) " \
+  "VALUES (?, " SIMBA_MY_NOW ", " SIMBA_MY_NOW " + ?, " SIMBA_MY_NOW " + ? + ?, ?, 1, " SIMBA_MY_NOW " * 1000) " \
   "ON DUPLICATE KEY UPDATE " \
   "fencing_token = IF(" SIMBA_MY_MAY_TAKE ", fencing_token + (owner_id <> VALUES(owner_id)), fencing_token), " \
   "version = IF(" SIMBA_MY_MAY_TAKE ", version + 1, version), " \
@@ -86,10 +90,27 @@ constexpr const char* kRead =
     "SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now "
     "FROM (SELECT " SIMBA_MY_NOW " AS now) n LEFT JOIN simba_mutex m ON m.mutex = ?";
 
-// Simba's release. Params: mutex, contender id.
+// Simba's release, except that the row keeps when it became free (transition_at = now - 1)
+// for the sweep. Params: mutex, contender id.
 constexpr const char* kRelease =
-    "UPDATE simba_mutex SET acquired_at = 0, ttl_at = 0, transition_at = 0, owner_id = '', version = version + 1 "
-    "WHERE mutex = ? AND owner_id = ?";
+    "UPDATE simba_mutex SET acquired_at = 0, ttl_at = 0, transition_at = " SIMBA_MY_NOW " - 1, owner_id = '', "
+    "version = version + 1 WHERE mutex = ? AND owner_id = ?";
+
+// Names starting with the parameter, in order (the exact collation is byte order), at most
+// the limit. Params: prefix, prefix, limit.
+constexpr const char* kList =
+    "SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now, m.mutex "
+    "FROM (SELECT " SIMBA_MY_NOW " AS now) n JOIN simba_mutex m ON LEFT(m.mutex, CHAR_LENGTH(?)) = ? "
+    "ORDER BY m.mutex LIMIT ?";
+
+// Rows free for the idle time (ms) whose token is below now x 1000, at most the limit. Only
+// rows simba made (token from the clock, >= 10^15): rows JVM Simba inserted (token 0 and up)
+// stay, since older JVM Simba versions insert their row only once, at start. The table has no
+// index on these columns: the statement runs READ COMMITTED, so InnoDB keeps locks only on the
+// rows it deletes, not on every row it scanned. Params: idle ms, limit.
+constexpr const char* kSweep =
+    "DELETE FROM simba_mutex WHERE transition_at < " SIMBA_MY_NOW " - ? "
+    "AND fencing_token < " SIMBA_MY_NOW " * 1000 AND fencing_token >= 1000000000000000 LIMIT ?";
 
 class MysqlBackend final : public Backend, public internal::RawProbe {
  public:
@@ -97,6 +118,7 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
       : options_(options),
         where_(std::move(where)),
         pool_(options.pool_size, [this] { return open(); }),
+        sweeps_(options.sweep_idle),
         monitor_(mysql::make_monitor(options, where_)) {
     auto connection = std::make_unique<Connection>(options_, where_, options_.command_timeout);
     const std::string server = connection->server_info();
@@ -159,7 +181,39 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
 
   bool release(const std::string& mutex, const std::string& contender_id) override {
     set_waiting(mutex + '\0' + contender_id, false);
-    return pool_.with([&](Connection& connection) { return connection.execute("release", {mutex, contender_id}) == 1; });
+    const bool released =
+        pool_.with([&](Connection& connection) { return connection.execute("release", {mutex, contender_id}) == 1; });
+    sweeps_.maybe(where_, [&](std::chrono::milliseconds idle) { sweep(idle, internal::kSweepBatch); });
+    return released;
+  }
+
+  MutexListing list(const std::string& prefix, std::size_t limit) override {
+    return pool_.with([&](Connection& connection) {
+      const auto asked = static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX - 1) + 1);
+      auto rows = connection.query_leases("list", {prefix, prefix, asked}, true);
+      MutexListing out;
+      for (auto& row : rows) {
+        if (out.records.size() == limit) {
+          out.truncated = true;
+          break;
+        }
+        out.now = row.now;
+        out.records.push_back({std::move(row.mutex), internal::snapshot_of_row(std::move(row.owner), row.now).owner});
+      }
+      if (out.now == 0) {
+        auto clock = connection.query_lease("read", {std::string()});
+        if (clock) out.now = clock->now;
+      }
+      return out;
+    });
+  }
+
+  std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {
+    return pool_.with([&](Connection& connection) {
+      const auto most = static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX));
+      connection.run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED");  // the next statement only
+      return static_cast<std::size_t>(connection.execute("sweep", {std::int64_t{idle_for.count()}, most}));
+    });
   }
 
   OwnerSnapshot read(const std::string& mutex) override {
@@ -216,6 +270,8 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
     connection.prepare(returning_ ? "acquire" : "upsert", returning_ ? kAcquire : kUpsert);
     connection.prepare("read", kRead);
     connection.prepare("release", kRelease);
+    connection.prepare("list", kList);
+    connection.prepare("sweep", kSweep);
     // simba-bench's baseline (RawProbe): a bare one-row UPDATE of a private row.
     connection.prepare("raw_update", "UPDATE simba_mutex SET version = version + 1 WHERE mutex = ?");
     connection.prepare("raw_row", "INSERT IGNORE INTO simba_mutex (mutex) VALUES (?)");
@@ -238,6 +294,7 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
   const std::string where_;
   bool returning_ = true;  // set once, before the pool opens a connection
   internal::Pool<Connection> pool_;
+  internal::SweepSchedule sweeps_;
   std::unique_ptr<internal::PushChannel> monitor_;
   std::mutex waiting_mutex_;
   std::unordered_set<std::string> waiting_;  // contenders of this process that last saw another owner

@@ -18,7 +18,8 @@ const Engine& postgres_engine() {
   static const Engine engine{"postgresql://user:password@host:port/db",
                              {{"sslmode", "passed to libpq (disable, prefer, require, ...)"},
                               kConnectTimeoutOption,
-                              kCommandTimeoutOption},
+                              kCommandTimeoutOption,
+                              kSweepIdleOption},
                              &open};
   return engine;
 }

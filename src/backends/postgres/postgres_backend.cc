@@ -2,6 +2,8 @@
 // clock in UTC milliseconds, NOTIFY on release.
 #include "simba/postgres_backend.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <string_view>
@@ -9,6 +11,7 @@
 #include "backends/common/lease_row.h"
 #include "backends/common/pool.h"
 #include "backends/common/raw_probe.h"
+#include "backends/common/sweep.h"
 #include "backends/common/server.h"
 #include "backends/postgres/connection.h"
 #include "backends/postgres/listener.h"
@@ -58,10 +61,11 @@ constexpr const char* kTake =
     " RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, acquired_at";
 
 // Otherwise: create the row race-free, or take it if it became free meanwhile, or note that
-// we wait (until two of our leases from now). Always returns the row after the call.
+// we wait (until two of our leases from now). Always returns the row after the call. A new
+// row's token starts at now x 1000 (see common/sweep.h).
 constexpr const char* kTakeOrWait = R"sql(
 INSERT INTO simba_mutex AS m (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token)
-SELECT $1, n.now, n.now + $3::bigint, n.now + $3::bigint + $4::bigint, $2, 1, 1
+SELECT $1, n.now, n.now + $3::bigint, n.now + $3::bigint + $4::bigint, $2, 1, n.now * 1000
 FROM (SELECT )sql" SIMBA_PG_NOW R"sql( AS now) n
 ON CONFLICT (mutex) DO UPDATE SET
   fencing_token = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN m.fencing_token + (m.owner_id <> $2)::int ELSE m.fencing_token END,
@@ -79,11 +83,25 @@ constexpr const char* kRead = R"sql(
 SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now
 FROM (SELECT )sql" SIMBA_PG_NOW R"sql( AS now) n LEFT JOIN simba_mutex m ON m.mutex = $1)sql";
 
-// Release only if ours; says whether a waiter listens (then the caller NOTIFYs).
-// $1 mutex, $2 contender id.
+// Release only if ours; says whether a waiter listens (then the caller NOTIFYs). The row keeps
+// when it became free (transition_at = now - 1) for the sweep. $1 mutex, $2 contender id.
 constexpr const char* kRelease =
-    "UPDATE simba_mutex SET owner_id = '', acquired_at = 0, ttl_at = 0, transition_at = 0, version = version + 1 "
-    "WHERE mutex = $1 AND owner_id = $2 RETURNING waiting_until >= " SIMBA_PG_NOW;
+    "UPDATE simba_mutex SET owner_id = '', acquired_at = 0, ttl_at = 0, transition_at = " SIMBA_PG_NOW " - 1, "
+    "version = version + 1 WHERE mutex = $1 AND owner_id = $2 RETURNING waiting_until >= " SIMBA_PG_NOW;
+
+// Names starting with $1, in byte order, at most $2; each row with the database clock.
+constexpr const char* kList = R"sql(
+SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, )sql" SIMBA_PG_NOW R"sql(, m.mutex
+FROM simba_mutex m WHERE left(m.mutex, char_length($1)) = $1 ORDER BY m.mutex COLLATE "C" LIMIT $2)sql";
+
+// Rows free and unawaited for $1 ms whose token is below now x 1000, at most $2 of them.
+constexpr const char* kSweep = R"sql(
+DELETE FROM simba_mutex WHERE mutex IN (
+  SELECT mutex FROM simba_mutex
+  WHERE transition_at < )sql" SIMBA_PG_NOW R"sql( - $1::bigint AND waiting_until < )sql" SIMBA_PG_NOW R"sql( - $1::bigint
+    AND fencing_token < )sql" SIMBA_PG_NOW R"sql( * 1000
+  LIMIT $2 FOR UPDATE SKIP LOCKED)
+AND transition_at < )sql" SIMBA_PG_NOW R"sql( - $1::bigint AND waiting_until < )sql" SIMBA_PG_NOW R"sql( - $1::bigint)sql";
 
 // simba-bench's baseline (RawProbe): a bare one-row UPDATE. $1 mutex.
 constexpr const char* kRawUpdate = "UPDATE simba_mutex SET version = version + 1 WHERE mutex = $1";
@@ -92,19 +110,19 @@ constexpr const char* kRawRow = "INSERT INTO simba_mutex (mutex) VALUES ($1) ON 
 // Wakes the waiters of every process. $1 mutex.
 constexpr const char* kNotify = "SELECT pg_notify('simba_mutex', 'released@@' || $1)";
 
-std::int64_t integer(const PGresult* result, int column) {
-  return PQgetisnull(result, 0, column) ? 0 : std::strtoll(PQgetvalue(result, 0, column), nullptr, 10);
+std::int64_t integer(const PGresult* result, int column, int row = 0) {
+  return PQgetisnull(result, row, column) ? 0 : std::strtoll(PQgetvalue(result, row, column), nullptr, 10);
 }
 
-// Row 0 of a result with columns owner_id, acquired_at, ttl_at, transition_at, token, now.
-OwnerSnapshot snapshot_of(const PGresult* result) {
+// Row `i` of a result with columns owner_id, acquired_at, ttl_at, transition_at, token, now.
+OwnerSnapshot snapshot_of(const PGresult* result, int i = 0) {
   MutexOwner row;
-  if (!PQgetisnull(result, 0, 0)) row.owner_id.assign(PQgetvalue(result, 0, 0), PQgetlength(result, 0, 0));
-  row.acquired_at = integer(result, 1);
-  row.ttl_at = integer(result, 2);
-  row.transition_at = integer(result, 3);
-  row.fencing_token = static_cast<std::uint64_t>(integer(result, 4));
-  return internal::snapshot_of_row(std::move(row), integer(result, 5));
+  if (!PQgetisnull(result, i, 0)) row.owner_id.assign(PQgetvalue(result, i, 0), PQgetlength(result, i, 0));
+  row.acquired_at = integer(result, 1, i);
+  row.ttl_at = integer(result, 2, i);
+  row.transition_at = integer(result, 3, i);
+  row.fencing_token = static_cast<std::uint64_t>(integer(result, 4, i));
+  return internal::snapshot_of_row(std::move(row), integer(result, 5, i));
 }
 
 class PostgresBackend final : public Backend, public internal::RawProbe {
@@ -113,6 +131,7 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
       : options_(options),
         where_(std::move(where)),
         pool_(options.pool_size, [this] { return open(); }),
+        sweeps_(options.sweep_idle),
         listener_(postgres::make_listener(options, where_)) {
     auto connection = std::make_unique<Connection>(options_, where_);
     create_table(*connection);
@@ -132,11 +151,42 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
   }
 
   bool release(const std::string& mutex, const std::string& contender_id) override {
-    return pool_.with([&](Connection& connection) {
+    const bool released = pool_.with([&](Connection& connection) {
       auto released = connection.execute("release", {mutex, contender_id});
       if (PQntuples(released.get()) != 1) return false;
       if (std::string_view(PQgetvalue(released.get(), 0, 0)) == "t") connection.execute("notify", {mutex});
       return true;
+    });
+    sweeps_.maybe(where_, [&](std::chrono::milliseconds idle) { sweep(idle, internal::kSweepBatch); });
+    return released;
+  }
+
+  MutexListing list(const std::string& prefix, std::size_t limit) override {
+    return pool_.with([&](Connection& connection) {
+      const auto asked = std::min<std::size_t>(limit, INT64_MAX - 1) + 1;
+      auto rows = connection.execute("list", {prefix, std::to_string(asked)});
+      MutexListing out;
+      const int count = PQntuples(rows.get());
+      for (int i = 0; i < count; ++i) {
+        if (out.records.size() == limit) {
+          out.truncated = true;
+          break;
+        }
+        OwnerSnapshot row = snapshot_of(rows.get(), i);
+        out.now = row.now;
+        out.records.push_back({std::string(PQgetvalue(rows.get(), i, 6), PQgetlength(rows.get(), i, 6)),
+                               std::move(row.owner)});
+      }
+      if (out.now == 0) out.now = snapshot_of(connection.execute("read", {std::string()}).get(), 0).now;
+      return out;
+    });
+  }
+
+  std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {
+    return pool_.with([&](Connection& connection) {
+      auto deleted = connection.execute(
+          "sweep", {std::to_string(idle_for.count()), std::to_string(std::min<std::size_t>(limit, INT64_MAX))});
+      return static_cast<std::size_t>(std::strtoull(PQcmdTuples(deleted.get()), nullptr, 10));
     });
   }
 
@@ -191,6 +241,8 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
     connection.prepare("take_or_wait", kTakeOrWait);
     connection.prepare("read", kRead);
     connection.prepare("release", kRelease);
+    connection.prepare("list", kList);
+    connection.prepare("sweep", kSweep);
     connection.prepare("notify", kNotify);
     connection.prepare("raw_update", kRawUpdate);
     connection.prepare("raw_row", kRawRow);
@@ -211,6 +263,7 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
   const PostgresOptions options_;
   const std::string where_;
   internal::Pool<Connection> pool_;
+  internal::SweepSchedule sweeps_;
   std::unique_ptr<internal::PushChannel> listener_;
 };
 

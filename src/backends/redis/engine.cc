@@ -1,4 +1,5 @@
 // "redis://[user:password@]host:port[/db][?prefix=simba]".
+#include "backends/common/sweep.h"
 #include "backends/engine.h"
 #include "simba/error.h"
 #include "simba/redis_backend.h"
@@ -26,6 +27,7 @@ std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
   options.prefix = text_option(query, "prefix", options.prefix);
   options.connect_timeout = duration_option(query, "connect_timeout", options.connect_timeout);
   options.command_timeout = duration_option(query, "command_timeout", options.command_timeout);
+  options.sweep_idle = duration_option(query, kSweepIdleKey, options.sweep_idle);
   return make_redis_backend(options);
 }
 
@@ -35,7 +37,8 @@ const Engine& redis_engine() {
   static const Engine engine{"redis://[user:password@]host:port[/db][?prefix=simba]",
                              {{"prefix", "first part of every key and channel (default simba)"},
                               {"connect_timeout", "bound on connecting (default 2s)"},
-                              {"command_timeout", "bound on one command (default 2s)"}},
+                              {"command_timeout", "bound on one command (default 2s)"},
+                              {kSweepIdleKey, kSweepIdleHelp}},
                              &open};
   return engine;
 }

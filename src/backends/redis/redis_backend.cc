@@ -3,6 +3,8 @@
 #include "simba/redis_backend.h"
 
 #include <mutex>
+#include <set>
+#include <string_view>
 #include <vector>
 
 #include "backends/common/pool.h"
@@ -19,7 +21,10 @@ using redis::Connection;
 using redis::Reply;
 
 // Acquire-or-renew. KEYS: lock, fencing hash, wait queue. ARGV: contender id, lease ms
-// (ttl + transition), the "acquired" channel, ttl ms.
+// (ttl + transition), the "acquired" channel, ttl ms, sweep_idle ms (0: no expiry).
+// Idle records go by expiry: the fencing hash outlives the lease by sweep_idle, and never goes
+// before the server clock passes token / 1000, so a hash made again (HINCRBY from nothing
+// gives 1) starts at now x 1000, above every token before it.
 // The token rises whenever the lock was free (a new ownership); a renewal keeps it. The
 // fencing hash also records when the holder last renewed and its ttl, so any reader can tell
 // ttl_at exactly (JVM Simba holders, which do not write it, get an estimate).
@@ -35,6 +40,12 @@ constexpr const char* kAcquire = R"lua(
 local id = ARGV[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local idle = tonumber(ARGV[5])
+local function keep(token)
+  if idle > 0 then
+    redis.call('PEXPIREAT', KEYS[2], math.max(now + tonumber(ARGV[2]) + idle, math.floor(token / 1000) + 1))
+  end
+end
 if redis.call('SET', KEYS[1], id, 'NX', 'PX', ARGV[2]) then
   local token = redis.call('HINCRBY', KEYS[2], 'token', 1)
   if token == 1 then
@@ -42,6 +53,7 @@ if redis.call('SET', KEYS[1], id, 'NX', 'PX', ARGV[2]) then
     token = now * 1000
   end
   redis.call('HSET', KEYS[2], 'owner', id, 'token', token, 'at', now, 'ttl', ARGV[4])
+  keep(token)
   redis.call('PUBLISH', ARGV[3], 'acquired@@' .. id)
   redis.call('ZREM', KEYS[3], id)
   return {id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4])}
@@ -50,9 +62,12 @@ local owner = redis.call('GET', KEYS[1])
 if owner == id then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('HSET', KEYS[2], 'owner', id, 'at', now, 'ttl', ARGV[4])
-  return {id, tonumber(ARGV[2]), tonumber(redis.call('HGET', KEYS[2], 'token')), now, now, tonumber(ARGV[4])}
+  local token = tonumber(redis.call('HGET', KEYS[2], 'token'))
+  keep(token)
+  return {id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4])}
 end
 redis.call('ZADD', KEYS[3], 'NX', string.format('%.6f', tonumber(t[1]) + tonumber(t[2]) / 1e6 - 0.5), id)
+if idle > 0 then redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[2]) + idle) end
 if owner then redis.call('ZREM', KEYS[3], owner) end
 local holder = redis.call('HMGET', KEYS[2], 'owner', 'token', 'at', 'ttl')
 if holder[1] ~= owner then holder = {owner, holder[2], -1, -1} end
@@ -63,13 +78,25 @@ return {owner, redis.call('PTTL', KEYS[1]), tonumber(holder[2] or 0), now, tonum
 // taking it out of the queue: a wake-up nobody hears (its contender left: PUBLISH reached
 // no one) takes that entry out too and goes to the next. Observers hear every release on the
 // channel "<prefix>:{<mutex>}:". A waiter that gives up leaves the queue.
-// KEYS: lock, wait queue. ARGV: contender id, waiter channel prefix "<prefix>:{<mutex>}:".
+// The fencing hash notes when the mutex became free ('free') and stays for sweep_idle.
+// KEYS: lock, wait queue, fencing hash. ARGV: contender id, waiter channel prefix
+// "<prefix>:{<mutex>}:", sweep_idle ms (0: no expiry).
 constexpr const char* kRelease = R"lua(
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   redis.call('ZREM', KEYS[2], ARGV[1])
   return 0
 end
 redis.call('DEL', KEYS[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('HSET', KEYS[3], 'free', now)
+  local idle = tonumber(ARGV[3])
+  if idle > 0 then
+    local token = tonumber(redis.call('HGET', KEYS[3], 'token') or 0)
+    redis.call('PEXPIREAT', KEYS[3], math.max(now + idle, math.floor(token / 1000) + 1))
+  end
+end
 redis.call('ZREM', KEYS[2], ARGV[1])
 local message = 'released@@' .. ARGV[1]
 for _ = 1, 1000 do
@@ -80,6 +107,25 @@ for _ = 1, 1000 do
 end
 redis.call('PUBLISH', ARGV[2], message)
 return 1
+)lua";
+
+// Deletes idle records: no lock key, no wait queue, nothing done for ARGV[1] ms (the last
+// renewal 'at' and release 'free'), and a token below now x 1000. KEYS: (lock, wait queue,
+// fencing hash) for each mutex. Returns how many hashes it deleted.
+constexpr const char* kSweep = R"lua(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local deleted = 0
+for i = 1, #KEYS, 3 do
+  if redis.call('EXISTS', KEYS[i], KEYS[i + 1]) == 0 then
+    local record = redis.call('HMGET', KEYS[i + 2], 'token', 'at', 'free')
+    local last = math.max(tonumber(record[2] or 0), tonumber(record[3] or 0))
+    if last <= now - tonumber(ARGV[1]) and tonumber(record[1] or 0) < now * 1000 then
+      deleted = deleted + redis.call('DEL', KEYS[i + 2])
+    end
+  end
+end
+return deleted
 )lua";
 
 // KEYS: lock, fencing hash. Returns what kAcquire returns, without contending.
@@ -106,7 +152,7 @@ class RedisBackend final : public Backend, public internal::RawProbe {
         subscriber_(redis::make_subscriber(options, where_)) {
     // Connect now: a wrong password or a port that is not Redis fails here, not later.
     auto connection = std::make_unique<Connection>(options_, where_);
-    for (Script* script : {&acquire_, &release_, &read_}) load(*connection, *script);
+    for (Script* script : {&acquire_, &release_, &read_, &sweep_}) load(*connection, *script);
     pool_.seed(std::move(connection));
   }
 
@@ -114,18 +160,59 @@ class RedisBackend final : public Backend, public internal::RawProbe {
                         std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
     const auto lease = ttl + transition;
     auto reply = run(acquire_, {lock_key(mutex), fencing_key(mutex), queue_key(mutex)},
-                     {contender_id, std::to_string(lease.count()), lock_key(mutex), std::to_string(ttl.count())});
+                     {contender_id, std::to_string(lease.count()), lock_key(mutex), std::to_string(ttl.count()),
+                      std::to_string(options_.sweep_idle.count())});
     return snapshot(*reply, ttl, transition);
   }
 
   bool release(const std::string& mutex, const std::string& contender_id) override {
-    auto reply = run(release_, {lock_key(mutex), queue_key(mutex)}, {contender_id, lock_key(mutex) + ":"});
+    auto reply = run(release_, {lock_key(mutex), queue_key(mutex), fencing_key(mutex)},
+                     {contender_id, lock_key(mutex) + ":", std::to_string(options_.sweep_idle.count())});
     return reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
   }
 
   OwnerSnapshot read(const std::string& mutex) override {
     auto reply = run(read_, {lock_key(mutex), fencing_key(mutex)}, {});
     return snapshot(*reply, std::chrono::milliseconds(0), std::chrono::milliseconds(0));
+  }
+
+  // Every name with a lock key, fencing hash or wait queue under our prefix, found by SCAN.
+  MutexListing list(const std::string& prefix, std::size_t limit) override {
+    std::set<std::string> names;
+    scan(prefix, [&](const std::string& name, const std::string&) { names.insert(name); });
+    MutexListing out;
+    for (const auto& name : names) {
+      if (out.records.size() == limit) {
+        out.truncated = true;
+        break;
+      }
+      OwnerSnapshot seen = read(name);
+      out.now = seen.now;
+      out.records.push_back({name, std::move(seen.owner)});
+    }
+    if (out.now == 0) out.now = read(std::string()).now;
+    return out;
+  }
+
+  // Expiry sweeps by itself (see kAcquire); this deletes idle fencing hashes now.
+  // Expiry sweeps by itself (see kAcquire); this deletes idle fencing hashes now, checked by
+  // the script 100 mutexes a call (at most `limit` mutexes are looked at past the first).
+  std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {
+    std::size_t swept = 0;
+    std::vector<std::string> keys;
+    auto flush = [&] {
+      if (keys.empty()) return;
+      auto reply = run(sweep_, keys, {std::to_string(idle_for.count())});
+      if (reply->type == REDIS_REPLY_INTEGER) swept += static_cast<std::size_t>(reply->integer);
+      keys.clear();
+    };
+    scan("", [&](const std::string& name, const std::string& kind) {
+      if (kind != "fencing" || swept + keys.size() / 3 >= limit) return;
+      for (auto key : {lock_key(name), queue_key(name), fencing_key(name)}) keys.push_back(std::move(key));
+      if (keys.size() >= 300) flush();
+    });
+    flush();
+    return swept;
   }
 
   // A waiting contender listens on its own Simba waiter channel, where releases (ours and
@@ -168,6 +255,45 @@ class RedisBackend final : public Backend, public internal::RawProbe {
   std::string lock_key(const std::string& mutex) const { return options_.prefix + ":{" + mutex + "}"; }
   std::string queue_key(const std::string& mutex) const { return lock_key(mutex) + ":contender"; }
   std::string fencing_key(const std::string& mutex) const { return lock_key(mutex) + ":fencing"; }
+
+  // Calls found(name, kind) for every key of a mutex whose name starts with `prefix`; kind is
+  // "lock", "fencing" or "contender". SCAN, so the server never blocks on the whole keyspace.
+  template <class Found>
+  void scan(const std::string& prefix, Found&& found) {
+    const std::string head = options_.prefix + ":{";
+    const std::string pattern = glob_escaped(head + prefix) + "*";
+    std::string cursor = "0";
+    do {
+      auto reply = pool_.with(
+          [&](Connection& connection) { return connection.checked({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}); });
+      if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[1]->type != REDIS_REPLY_ARRAY) {
+        throw Error(errc::internal, where_ + ": unexpected SCAN reply");
+      }
+      cursor.assign(reply->element[0]->str, reply->element[0]->len);
+      for (std::size_t i = 0; i < reply->element[1]->elements; ++i) {
+        const redisReply* key = reply->element[1]->element[i];
+        std::string_view text(key->str, key->len);
+        if (text.substr(0, head.size()) != head) continue;
+        text.remove_prefix(head.size());
+        for (const char* kind : {"lock", "fencing", "contender"}) {
+          const std::string suffix = std::string(kind) == "lock" ? "}" : std::string("}:") + kind;
+          if (text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix) {
+            found(std::string(text.substr(0, text.size() - suffix.size())), kind);
+            break;
+          }
+        }
+      }
+    } while (cursor != "0");
+  }
+
+  static std::string glob_escaped(const std::string& text) {
+    std::string out;
+    for (char c : text) {
+      if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out;
+  }
 
   // Turns a script's {owner, lease ms left, token, now, acquired_at, ttl} into an owner
   // record. Without the holder's own acquired_at/ttl (a JVM Simba holder), ttl_at is
@@ -233,7 +359,7 @@ class RedisBackend final : public Backend, public internal::RawProbe {
   const std::string where_;
   std::mutex mutex_;  // guards the scripts' SHAs
   internal::Pool<Connection> pool_;
-  Script acquire_{kAcquire, {}}, release_{kRelease, {}}, read_{kRead, {}};
+  Script acquire_{kAcquire, {}}, release_{kRelease, {}}, read_{kRead, {}}, sweep_{kSweep, {}};
   std::unique_ptr<internal::PushChannel> subscriber_;
   const std::string raw_id_ = contender_id::uuid();  // simba-bench's baseline key
 };
@@ -248,6 +374,7 @@ std::shared_ptr<Backend> make_redis_backend(const RedisOptions& options) {
   if (options.connect_timeout.count() <= 0 || options.command_timeout.count() <= 0) {
     throw Error(errc::invalid_argument, "Redis timeouts must be > 0");
   }
+  if (options.sweep_idle.count() < 0) throw Error(errc::invalid_argument, "Redis sweep_idle must be >= 0");
   std::string where = "redis://";
   if (!options.user.empty() || !options.password.empty()) {
     where += options.user + (options.password.empty() ? "" : ":***") + "@";

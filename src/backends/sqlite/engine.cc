@@ -1,4 +1,5 @@
 // "sqlite:///abs/file.db" (also sqlite://localhost/abs/file.db, sqlite:rel.db, sqlite://rel.db).
+#include "backends/common/sweep.h"
 #include "backends/engine.h"
 #include "simba/error.h"
 #include "simba/sqlite_backend.h"
@@ -9,6 +10,7 @@ namespace {
 std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
   SqliteOptions options;
   options.busy_timeout = duration_option(query, "busy_timeout", options.busy_timeout);
+  options.sweep_idle = duration_option(query, kSweepIdleKey, options.sweep_idle);
   if (!uri.user.empty() || uri.has_password || uri.port != 0) {
     throw Error(errc::invalid_argument, "sqlite URI takes a file path, like sqlite:///var/lib/app/simba.db");
   }
@@ -24,7 +26,8 @@ std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
 const Engine& sqlite_engine() {
   static const Engine engine{
       "sqlite:///path/to/file.db",
-      {{"busy_timeout", "how long SQLite waits for another process's write lock (default 5s)"}},
+      {{"busy_timeout", "how long SQLite waits for another process's write lock (default 5s)"},
+       {kSweepIdleKey, kSweepIdleHelp}},
       &open};
   return engine;
 }

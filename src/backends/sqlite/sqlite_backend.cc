@@ -3,12 +3,15 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "backends/common/lease_row.h"
 #include "backends/common/raw_probe.h"
+#include "backends/common/sweep.h"
 #include "simba/error.h"
 
 namespace simba {
@@ -26,10 +29,11 @@ CREATE TABLE IF NOT EXISTS simba_mutex (
 ) WITHOUT ROWID)sql";
 
 // Acquire-or-renew in one statement: take a free or expired row, renew our own live one; the
-// fencing token rises only when the owner id changes. All SET expressions see the old row.
+// fencing token rises only when the owner id changes. All SET expressions see the old row. A
+// new row's token starts at ?6 = now x 1000 (see common/sweep.h).
 constexpr const char* kAcquire = R"sql(
 INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token)
-VALUES (?1, ?2, ?3, ?4, ?5, 1, 1)
+VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6)
 ON CONFLICT (mutex) DO UPDATE SET
   fencing_token = fencing_token + (owner_id <> excluded.owner_id),
   acquired_at = excluded.acquired_at,
@@ -44,9 +48,20 @@ RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token)sql";
 constexpr const char* kSelect =
     "SELECT owner_id, acquired_at, ttl_at, transition_at, fencing_token FROM simba_mutex WHERE mutex = ?1";
 
+// Release if ours; transition_at = ?3 (now - 1) keeps when the row became free, for sweep().
 constexpr const char* kRelease =
-    "UPDATE simba_mutex SET owner_id = '', acquired_at = 0, ttl_at = 0, transition_at = 0, "
+    "UPDATE simba_mutex SET owner_id = '', acquired_at = 0, ttl_at = 0, transition_at = ?3, "
     "version = version + 1 WHERE mutex = ?1 AND owner_id = ?2";
+
+// Names starting with ?1, in order, at most ?2.
+constexpr const char* kList =
+    "SELECT owner_id, acquired_at, ttl_at, transition_at, fencing_token, mutex FROM simba_mutex "
+    "WHERE substr(mutex, 1, length(?1)) = ?1 ORDER BY mutex LIMIT ?2";
+
+// Rows free since before ?1 whose token is below ?2 (now x 1000), at most ?3 of them.
+constexpr const char* kSweep =
+    "DELETE FROM simba_mutex WHERE mutex IN (SELECT mutex FROM simba_mutex "
+    "WHERE transition_at < ?1 AND fencing_token < ?2 LIMIT ?3)";
 
 class Statement {
  public:
@@ -77,7 +92,7 @@ class Use {
 
 class SqliteBackend final : public Backend, public internal::RawProbe {
  public:
-  explicit SqliteBackend(const SqliteOptions& options) : options_(options) {
+  explicit SqliteBackend(const SqliteOptions& options) : options_(options), sweeps_(options.sweep_idle) {
     int rc = sqlite3_open_v2(options.path.c_str(), &connection_.db,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
     db_ = connection_.db;
@@ -96,6 +111,8 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
       prepare(acquire_, kAcquire);
       prepare(select_, kSelect);
       prepare(release_, kRelease);
+      prepare(list_, kList);
+      prepare(sweep_, kSweep);
     }
   }
 
@@ -117,6 +134,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
       sqlite3_bind_int64(*use, 3, now + ttl.count());
       sqlite3_bind_int64(*use, 4, now + ttl.count() + transition.count());
       bind_text(*use, 5, contender_id);
+      sqlite3_bind_int64(*use, 6, now * internal::kTokensPerMilli);
       int rc = sqlite3_step(*use);
       if (rc == SQLITE_ROW) {
         MutexOwner owner = row_owner(*use);
@@ -130,11 +148,43 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
 
   bool release(const std::string& mutex, const std::string& contender_id) override {
     std::lock_guard lock(mutex_);
-    Use use(release_);
-    bind_text(*use, 1, mutex);
-    bind_text(*use, 2, contender_id);
-    check(sqlite3_step(*use), SQLITE_DONE, "release");
-    return sqlite3_changes(db_) > 0;
+    bool released;
+    {
+      Use use(release_);
+      bind_text(*use, 1, mutex);
+      bind_text(*use, 2, contender_id);
+      sqlite3_bind_int64(*use, 3, epoch_millis_now() - 1);
+      check(sqlite3_step(*use), SQLITE_DONE, "release");
+      released = sqlite3_changes(db_) > 0;
+    }
+    sweeps_.maybe(describe(), [&](std::chrono::milliseconds idle) { sweep_locked(idle, internal::kSweepBatch); });
+    return released;
+  }
+
+  MutexListing list(const std::string& prefix, std::size_t limit) override {
+    std::lock_guard lock(mutex_);
+    MutexListing out;
+    out.now = epoch_millis_now();
+    Use use(list_);
+    bind_text(*use, 1, prefix);
+    sqlite3_bind_int64(*use, 2, static_cast<sqlite3_int64>(std::min<std::size_t>(limit, INT64_MAX - 1) + 1));
+    int rc;
+    while ((rc = sqlite3_step(*use)) == SQLITE_ROW) {
+      if (out.records.size() == limit) {
+        out.truncated = true;
+        break;
+      }
+      auto text = reinterpret_cast<const char*>(sqlite3_column_text(*use, 5));
+      std::string name(text ? text : "", static_cast<std::size_t>(sqlite3_column_bytes(*use, 5)));
+      out.records.push_back({std::move(name), internal::snapshot_of_row(row_owner(*use), out.now).owner});
+    }
+    if (!out.truncated) check(rc, SQLITE_DONE, "listing mutexes");
+    return out;
+  }
+
+  std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {
+    std::lock_guard lock(mutex_);
+    return sweep_locked(idle_for, limit);
   }
 
   OwnerSnapshot read(const std::string& mutex) override {
@@ -223,6 +273,16 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
           SQLITE_OK, "binding a parameter");
   }
 
+  std::size_t sweep_locked(std::chrono::milliseconds idle_for, std::size_t limit) {
+    const EpochMillis now = epoch_millis_now();
+    Use use(sweep_);
+    sqlite3_bind_int64(*use, 1, now - idle_for.count());
+    sqlite3_bind_int64(*use, 2, now * internal::kTokensPerMilli);
+    sqlite3_bind_int64(*use, 3, static_cast<sqlite3_int64>(std::min<std::size_t>(limit, INT64_MAX)));
+    check(sqlite3_step(*use), SQLITE_DONE, "sweeping idle mutexes");
+    return static_cast<std::size_t>(sqlite3_changes(db_));
+  }
+
   std::optional<MutexOwner> select(const std::string& mutex) {
     Use use(select_);
     bind_text(*use, 1, mutex);
@@ -254,7 +314,8 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
   std::mutex mutex_;
   Connection connection_;
   sqlite3* db_ = nullptr;
-  Statement acquire_, select_, release_;
+  internal::SweepSchedule sweeps_;
+  Statement acquire_, select_, release_, list_, sweep_;
   Statement raw_;  // simba-bench's baseline, prepared on first use
 };
 
@@ -265,6 +326,7 @@ std::shared_ptr<Backend> make_sqlite_backend(const SqliteOptions& options) {
   if (options.busy_timeout.count() < 0 || options.busy_timeout.count() > INT32_MAX) {
     throw Error(errc::invalid_argument, "SQLite busy_timeout out of range");
   }
+  if (options.sweep_idle.count() < 0) throw Error(errc::invalid_argument, "SQLite sweep_idle must be >= 0");
   return std::make_shared<SqliteBackend>(options);
 }
 

@@ -1,4 +1,5 @@
 // "zookeeper://[user:password@]host:port[,host:port...][/chroot][?session_timeout=10s]".
+#include "backends/common/sweep.h"
 #include "backends/engine.h"
 #include "simba/error.h"
 #include "simba/zookeeper_backend.h"
@@ -42,6 +43,7 @@ std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
   if (uri.path.size() > 1) options.chroot = uri.path;
   options.session_timeout = duration_option(query, "session_timeout", options.session_timeout);
   options.connect_timeout = duration_option(query, "connect_timeout", options.connect_timeout);
+  options.sweep_idle = duration_option(query, kSweepIdleKey, options.sweep_idle);
   return make_zookeeper_backend(options);
 }
 
@@ -51,7 +53,8 @@ const Engine& zookeeper_engine() {
   static const Engine engine{
       "zookeeper://[user:password@]host:port[,host:port...][/chroot]",
       {{"session_timeout", "asked of the server; caps the lease at 9/10 of it (default 10s)"},
-       {"connect_timeout", "how long a call waits for the session to be connected (default 5s)"}},
+       {"connect_timeout", "how long a call waits for the session to be connected (default 5s)"},
+       {kSweepIdleKey, kSweepIdleHelp}},
       &open};
   return engine;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/common/raw_probe.h"
+#include "backends/common/sweep.h"
 #include "backends/zookeeper/latch_book.h"
 #include "backends/zookeeper/lease_judge.h"
 #include "backends/zookeeper/session.h"
@@ -25,6 +26,8 @@ class LatchBackend final : public Backend, public internal::RawProbe {
   OwnerSnapshot read(const std::string& mutex) override;
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override;
+  MutexListing list(const std::string& prefix, std::size_t limit) override;  // records.cc
+  std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override;
   Capabilities capabilities() const override;
   std::string describe() const override { return where_; }
   double raw_once() override;
@@ -32,6 +35,9 @@ class LatchBackend final : public Backend, public internal::RawProbe {
  private:
   // How often one call re-reads a latch that changed under it before giving up for this round.
   static constexpr int kRounds = 8;
+
+  // release() without the sweep it may run after.
+  bool leave(const std::string& mutex, const std::string& id);
 
   // acquire.cc: one round of acquire() for a contender without a claimed node.
   struct Joined {
@@ -53,6 +59,9 @@ class LatchBackend final : public Backend, public internal::RawProbe {
   bool recover(const std::string& key, Entry& entry, const std::string& folder, const std::vector<LatchNode>& nodes);
   void create_folder(const std::string& mutex, const std::string& folder);
 
+  // records.cc: the names of the latch folders under /simba that start with `prefix`, sorted.
+  std::vector<std::string> folders(const std::string& prefix);
+
   // The leader of `mutex` read just now, judged by how long it has looked unchanged here.
   LeaderView leader_view(const std::string& mutex, const std::string& path, const LatchNode& node, const Reply& reply,
                          Steady::time_point joined = Steady::time_point::min());
@@ -64,6 +73,7 @@ class LatchBackend final : public Backend, public internal::RawProbe {
   const ZookeeperOptions options_;
   const std::string where_;
   LatchBook book_;
+  internal::SweepSchedule sweeps_;
   // Last: closed first when the backend goes, before anything its callbacks touch.
   Session session_;
 };

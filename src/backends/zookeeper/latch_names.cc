@@ -89,6 +89,29 @@ std::string encode_component(std::string_view name) {
   return out;
 }
 
+std::optional<std::string> decode_component(std::string_view component) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(component.size());
+  for (std::size_t i = 0; i < component.size(); ++i) {
+    if (component[i] != '%') {
+      out += component[i];
+      continue;
+    }
+    if (i + 2 >= component.size()) return std::nullopt;
+    const int high = hex(component[i + 1]), low = hex(component[i + 2]);
+    if (high < 0 || low < 0) return std::nullopt;
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  if (encode_component(out) != component) return std::nullopt;  // not how we would write it
+  return out;
+}
+
 std::string latch_path(std::string_view mutex) { return "/simba/" + encode_component(mutex); }
 
 Lease capped_lease(std::chrono::milliseconds ttl, std::chrono::milliseconds transition,

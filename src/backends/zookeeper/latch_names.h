@@ -15,6 +15,8 @@ namespace simba::zookeeper {
 // or of characters ZooKeeper rejects, and the dots of "." and ".."), so it is injective.
 std::string latch_path(std::string_view mutex);
 std::string encode_component(std::string_view name);
+// The mutex name of an encoded component; nullopt if `component` is no encoding (a stray '%').
+std::optional<std::string> decode_component(std::string_view component);
 
 struct Lease {
   std::chrono::milliseconds ttl{0};

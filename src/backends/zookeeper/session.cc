@@ -119,6 +119,7 @@ Session::Session(const ZookeeperOptions& options, std::string where, Events even
   if (options_.session_timeout.count() <= 0 || options_.connect_timeout.count() <= 0) {
     throw Error(errc::invalid_argument, "zookeeper timeouts must be > 0");
   }
+  if (options_.sweep_idle.count() < 0) throw Error(errc::invalid_argument, "zookeeper sweep_idle must be >= 0");
   if (options_.user.empty() != options_.password.empty()) {
     throw Error(errc::invalid_argument, "zookeeper digest authentication needs both user and password");
   }

@@ -37,6 +37,7 @@ void tell(const WatcherList& watchers, WatchEvent event) {
 LatchBackend::LatchBackend(const ZookeeperOptions& options)
     : options_(options),
       where_(describe_of(options)),
+      sweeps_(options.sweep_idle),
       session_(options, where_,
                Session::Events{[this](int state, bool fresh) { on_state(state, fresh); },
                                [this](int type, const std::string& path) { on_node(type, path); }}) {
@@ -44,6 +45,12 @@ LatchBackend::LatchBackend(const ZookeeperOptions& options)
 }
 
 bool LatchBackend::release(const std::string& mutex, const std::string& id) {
+  const bool released = leave(mutex, id);
+  sweeps_.maybe(where_, [&](std::chrono::milliseconds idle) { sweep(idle, internal::kSweepBatch); });
+  return released;
+}
+
+bool LatchBackend::leave(const std::string& mutex, const std::string& id) {
   const std::string key = key_of(mutex, id);
   std::optional<Entry> entry = book_.entry(key);
   if (!entry) return false;
@@ -180,7 +187,17 @@ void LatchBackend::on_node(int type, const std::string& path) {
     });
     return;
   }
-  if (type == ZOO_DELETED_EVENT) tell(book_.woken_by_deletion(path), WatchEvent::released);
+  if (type == ZOO_DELETED_EVENT) {
+    // A swept latch folder that observers watch: make it again and watch it (the calls go in
+    // order on the session; nothing here waits for them).
+    auto observers = book_.observers_of(path);
+    if (!observers.empty()) {
+      session_.create(path, "", ZOO_PERSISTENT, session_.node_acl());
+      session_.watch_children(path);
+      tell(observers, WatchEvent::released);
+    }
+    tell(book_.woken_by_deletion(path), WatchEvent::released);
+  }
 }
 
 }  // namespace zookeeper

@@ -1,0 +1,88 @@
+// The ZooKeeper backend's records: list() and sweep() over the latch folders under /simba.
+// Tokens are creation zxids, which never go back, so deleting a folder loses nothing a later
+// owner needs; a folder is deleted only empty and unchanged since it was read (its version),
+// and a contender that finds it gone makes it again (acquire.cc).
+#include <algorithm>
+#include <deque>
+
+#include "backends/zookeeper/latch_backend.h"
+#include "backends/zookeeper/latch_names.h"
+
+namespace simba::zookeeper {
+namespace {
+
+constexpr const char* kRoot = "/simba";
+constexpr std::size_t kInFlight = 64;  // reads or deletes sent before waiting for the first
+
+}  // namespace
+
+std::vector<std::string> LatchBackend::folders(const std::string& prefix) {
+  session_.ensure();
+  Reply listing = session_.children(kRoot).wait();
+  if (listing.rc == ZNONODE) return {};
+  if (listing.rc != ZOK) session_.fail(listing.rc, "listing the mutexes under /simba");
+  std::vector<std::string> names;
+  for (const auto& child : listing.children) {
+    auto name = decode_component(child);
+    if (name && name->compare(0, prefix.size(), prefix) == 0) names.push_back(std::move(*name));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+MutexListing LatchBackend::list(const std::string& prefix, std::size_t limit) {
+  MutexListing out;
+  for (const auto& name : folders(prefix)) {
+    if (out.records.size() == limit) {
+      out.truncated = true;
+      break;
+    }
+    OwnerSnapshot seen = read(name);
+    out.now = seen.now;
+    out.records.push_back({name, std::move(seen.owner)});
+  }
+  if (out.now == 0) out.now = epoch_millis_now();
+  return out;
+}
+
+// Idle: no nodes, and neither made nor written (the last release leaves its token) for
+// `idle_for` by this host's clock against the server's mtime. Reads and deletes travel in
+// batches; a delete that meets a new node (ZNOTEMPTY) or a release (ZBADVERSION) keeps it.
+std::size_t LatchBackend::sweep(std::chrono::milliseconds idle_for, std::size_t limit) {
+  const auto names = folders("");
+  std::size_t swept = 0;
+  std::deque<std::pair<std::string, Call>> reads, deletes;
+  auto finish_delete = [&] {
+    auto [folder, call] = std::move(deletes.front());
+    deletes.pop_front();
+    Reply removed = call.wait();
+    if (removed.rc == ZOK) {
+      ++swept;
+    } else if (removed.rc != ZNONODE && removed.rc != ZNOTEMPTY && removed.rc != ZBADVERSION) {
+      session_.fail(removed.rc, "deleting the idle latch folder " + folder);
+    }
+  };
+  auto finish_read = [&] {
+    auto [folder, call] = std::move(reads.front());
+    reads.pop_front();
+    Reply seen = call.wait();
+    if (seen.rc == ZNONODE) return;
+    if (seen.rc != ZOK) session_.fail(seen.rc, "reading the latch folder " + folder);
+    const EpochMillis idle_since = epoch_millis_now() - idle_for.count();
+    if (seen.stat.numChildren != 0 || seen.stat.mtime > idle_since || seen.stat.ctime > idle_since) return;
+    if (swept + deletes.size() >= limit) return;
+    deletes.emplace_back(folder, session_.remove(folder, seen.stat.version));
+    if (deletes.size() >= kInFlight) finish_delete();
+  };
+  for (const auto& name : names) {
+    if (swept + deletes.size() >= limit) break;
+    const std::string folder = latch_path(name);
+    reads.emplace_back(folder, session_.get(folder));
+    if (reads.size() >= kInFlight) finish_read();
+  }
+  while (!reads.empty()) finish_read();
+  while (!deletes.empty()) finish_delete();
+  return swept;
+}
+
+}  // namespace simba::zookeeper

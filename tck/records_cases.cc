@@ -1,0 +1,175 @@
+// Conformance cases for what an engine keeps between uses: list() finds the records of a
+// prefix, sweep() deletes those of idle mutexes and nothing else, and a swept mutex's next
+// owner still gets a larger fencing token than any before.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+
+#include "kit.h"
+
+namespace simba::tck {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kTtl = 60s;  // the leases these cases hold never run out while they look
+constexpr auto kIdle = 1s;
+
+// How many names the sweep case locks: SIMBA_TCK_SWEEP_NAMES, default 100,000 (5,000 in the
+// sanitizer builds; see tck/CMakeLists.txt).
+std::size_t sweep_names() {
+  const char* text = std::getenv("SIMBA_TCK_SWEEP_NAMES");
+  return text ? std::strtoull(text, nullptr, 10) : SIMBA_TCK_SWEEP_NAMES_DEFAULT;
+}
+
+// Runs fn(i) for i in [0, n) on `threads` threads.
+void in_parallel(std::size_t n, unsigned threads, const std::function<void(std::size_t)>& fn) {
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> workers;
+  std::exception_ptr failed;
+  std::mutex failed_mutex;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      try {
+        for (std::size_t i; (i = next.fetch_add(1)) < n;) fn(i);
+      } catch (...) {
+        std::lock_guard lock(failed_mutex);
+        failed = std::current_exception();
+        next = n;
+      }
+    });
+  }
+  for (auto& worker : workers) worker.join();
+  if (failed) std::rethrow_exception(failed);
+}
+
+TEST(RecordsTest, ListFindsARecordPerMutexOfThePrefixInNameOrder) {
+  auto backend = make_backend();
+  const std::string prefix = unique_mutex() + "/";
+  for (const char* tail : {"c", "a", "b"}) {
+    backend->acquire(prefix + tail, "lister", kTtl, 0ms);
+  }
+  ASSERT_TRUE(backend->release(prefix + "b", "lister"));
+  backend->acquire(prefix.substr(0, prefix.size() - 1) + "-not-in-prefix", "lister", kTtl, 0ms);
+
+  const MutexListing all = backend->list(prefix, 10);
+  ASSERT_EQ(all.records.size(), 3u);
+  EXPECT_FALSE(all.truncated);
+  EXPECT_GT(all.now, 0);
+  EXPECT_EQ(all.records[0].mutex, prefix + "a");
+  EXPECT_EQ(all.records[1].mutex, prefix + "b");
+  EXPECT_EQ(all.records[2].mutex, prefix + "c");
+  EXPECT_EQ(all.records[0].owner.owner_id, "lister");
+  EXPECT_TRUE(all.records[1].owner.empty());  // released: a record, free
+  EXPECT_GT(all.records[1].owner.fencing_token, 0u);
+  EXPECT_EQ(all.records[2].owner.fencing_token, backend->read(prefix + "c").owner.fencing_token);
+
+  const MutexListing two = backend->list(prefix, 2);
+  ASSERT_EQ(two.records.size(), 2u);
+  EXPECT_TRUE(two.truncated);
+  EXPECT_EQ(two.records[1].mutex, prefix + "b");
+  EXPECT_TRUE(backend->list(prefix + "zz", 10).records.empty());
+  for (const char* tail : {"a", "c"}) backend->release(prefix + tail, "lister");
+  backend->release(prefix.substr(0, prefix.size() - 1) + "-not-in-prefix", "lister");
+}
+
+// Locks many distinct names once each (a service locking per entity id), lets them idle, and
+// sweeps: every record of an idle mutex goes; a held one, and one released just before the
+// sweep, stay; the next owner of a swept mutex gets a larger token than its last.
+TEST(RecordsTest, SweepDeletesIdleRecordsKeepsLiveOnesAndTokensNeverGoBack) {
+  auto backend = make_backend();
+  const std::size_t n = sweep_names();
+  const std::string prefix = unique_mutex() + "/";
+  const std::string held = prefix + "held", recent = prefix + "recent";
+  const auto name = [&](std::size_t i) { return prefix + std::to_string(i); };
+
+  std::mutex tokens_mutex;
+  std::map<std::size_t, std::uint64_t> tokens;  // a sample: the first 20 and every 997th
+  const auto started = std::chrono::steady_clock::now();
+  in_parallel(n, 8, [&](std::size_t i) {
+    const std::string mutex = name(i);
+    const OwnerSnapshot got = backend->acquire(mutex, "sweeper", kTtl, 0ms);
+    ASSERT_EQ(got.owner.owner_id, "sweeper") << mutex;
+    ASSERT_TRUE(backend->release(mutex, "sweeper")) << mutex;
+    if (i < 20 || i % 997 == 0) {
+      std::lock_guard lock(tokens_mutex);
+      tokens[i] = got.owner.fencing_token;
+    }
+  });
+  const auto locked_in = std::chrono::steady_clock::now() - started;
+  const std::uint64_t held_token = backend->acquire(held, "holder", kTtl, 0ms).owner.fencing_token;
+  // The names left records (a page of them: list reads every record it returns).
+  const MutexListing before = backend->list(prefix, 1000);
+  const bool forgets_by_itself = backend->capabilities().engine == "memory";  // after 4,096 changes
+  if (!forgets_by_itself) {
+    ASSERT_EQ(before.records.size(), std::min<std::size_t>(n + 1, 1000));
+    EXPECT_EQ(before.truncated, n + 1 > 1000);
+  }
+
+  std::this_thread::sleep_for(kIdle + 200ms);
+  backend->acquire(held, "holder", kTtl, 0ms);  // renewed: live, and changed just now
+
+  std::size_t swept = 0;
+  const auto sweep_started = std::chrono::steady_clock::now();
+  for (std::size_t round = 0; round < 3 && swept < n; ++round) swept += backend->sweep(kIdle, n + 1000);
+  if (!forgets_by_itself) {
+    EXPECT_GE(swept, n);  // (and those of other idle mutexes of the store)
+  }
+  std::cout << "[ INFO     ] " << backend->capabilities().engine << ": " << n << " names locked in "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(locked_in).count() << " ms, " << swept
+            << " records swept in " << std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::steady_clock::now() - sweep_started).count()
+            << " ms\n";
+  // Released just now: not idle, so a sweep leaves it.
+  backend->acquire(recent, "holder", kTtl, 0ms);
+  ASSERT_TRUE(backend->release(recent, "holder"));
+  backend->sweep(kIdle, 1000);
+  const MutexListing left = backend->list(prefix, 10);
+  ASSERT_EQ(left.records.size(), 2u) << "records of idle mutexes left after the sweep, or live ones swept: "
+                                     << (left.records.empty() ? "" : left.records[0].mutex);
+  EXPECT_EQ(left.records[0].mutex, held);
+  EXPECT_EQ(left.records[0].owner.owner_id, "holder");
+  EXPECT_EQ(left.records[0].owner.fencing_token, held_token);
+  EXPECT_EQ(left.records[1].mutex, recent);
+
+  for (const auto& [i, before] : tokens) {
+    const OwnerSnapshot again = backend->acquire(name(i), "next", kTtl, 0ms);
+    ASSERT_EQ(again.owner.owner_id, "next");
+    EXPECT_GT(again.owner.fencing_token, before) << name(i) << ": a swept mutex's token went back";
+    backend->release(name(i), "next");
+  }
+  backend->release(held, "holder");
+}
+
+// With sweep_idle on its URI an engine deletes idle records by itself (when a release comes
+// by, or by key expiry on Redis), without anyone calling sweep().
+TEST(RecordsTest, AnEngineSweepsIdleRecordsByItself) {
+  const std::string& uri = backend_uri();
+  if (uri.empty() || uri.rfind("memory:", 0) == 0) {
+    return;  // no URI option to set (memory forgets idle records by itself: see backend_test.cc)
+  }
+  auto backend = open_backend(uri + (uri.find('?') == std::string::npos ? "?" : "&") + "sweep_idle=300ms");
+  const std::string prefix = unique_mutex() + "/";
+  for (int i = 0; i < 20; ++i) {
+    const std::string mutex = prefix + std::to_string(i);
+    backend->acquire(mutex, "self", kTtl, 0ms);
+    ASSERT_TRUE(backend->release(mutex, "self"));
+  }
+  ASSERT_EQ(backend->list(prefix, 100).records.size(), 20u);
+  // Releases of another mutex give the engine its chances to sweep.
+  const std::string other = unique_mutex("other");
+  EXPECT_TRUE(wait_until(
+      [&] {
+        backend->acquire(other, "self", kTtl, 0ms);
+        backend->release(other, "self");
+        std::this_thread::sleep_for(50ms);
+        return backend->list(prefix, 100).records.empty();
+      },
+      10s))
+      << backend->list(prefix, 100).records.size() << " of 20 idle records still there";
+}
+
+}  // namespace
+}  // namespace simba::tck

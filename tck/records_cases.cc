@@ -52,7 +52,7 @@ TEST(RecordsTest, ListFindsARecordPerMutexOfThePrefixInNameOrder) {
     backend->acquire(prefix + tail, "lister", kTtl, 0ms);
   }
   ASSERT_TRUE(backend->release(prefix + "b", "lister"));
-  backend->acquire(prefix.substr(0, prefix.size() - 1) + "-not-in-prefix", "lister", kTtl, 0ms);
+  backend->acquire(prefix.substr(0, prefix.size() - 1) + "-x", "lister", kTtl, 0ms);
 
   const MutexListing all = backend->list(prefix, 10);
   ASSERT_EQ(all.records.size(), 3u);
@@ -72,7 +72,7 @@ TEST(RecordsTest, ListFindsARecordPerMutexOfThePrefixInNameOrder) {
   EXPECT_EQ(two.records[1].mutex, prefix + "b");
   EXPECT_TRUE(backend->list(prefix + "zz", 10).records.empty());
   for (const char* tail : {"a", "c"}) backend->release(prefix + tail, "lister");
-  backend->release(prefix.substr(0, prefix.size() - 1) + "-not-in-prefix", "lister");
+  backend->release(prefix.substr(0, prefix.size() - 1) + "-x", "lister");
 }
 
 // Locks many distinct names once each (a service locking per entity id), lets them idle, and

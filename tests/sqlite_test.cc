@@ -20,13 +20,15 @@ TEST(SqliteBackendTest, TwoConnectionsToOneFileShareTheLease) {
   auto second = make_sqlite_backend(options);
   EXPECT_FALSE(first->capabilities().push);
   EXPECT_TRUE(first->capabilities().multi_process);
-  EXPECT_EQ(first->acquire("m", "a", 10s, 0ms).owner.owner_id, "a");
+  const MutexOwner held = first->acquire("m", "a", 10s, 0ms).owner;
+  EXPECT_EQ(held.owner_id, "a");
+  EXPECT_GE(held.fencing_token, 1'000'000'000'000'000u);  // a new row's token starts at the clock (ms x 1000)
   EXPECT_EQ(second->acquire("m", "b", 10s, 0ms).owner.owner_id, "a");
   EXPECT_FALSE(second->release("m", "b"));
   EXPECT_TRUE(first->release("m", "a"));
   auto taken = second->acquire("m", "b", 10s, 0ms).owner;
   EXPECT_EQ(taken.owner_id, "b");
-  EXPECT_EQ(taken.fencing_token, 2u);
+  EXPECT_EQ(taken.fencing_token, held.fencing_token + 1);
   EXPECT_EQ(second->watch("m", "", [](WatchEvent) {}), nullptr);
   first.reset();
   second.reset();

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "base/log.h"
+#include "simba/backend.h"
 
 namespace simba::internal {
 
@@ -66,5 +67,23 @@ class SweepSchedule {
   std::chrono::steady_clock::time_point next_;
   bool running_ = false;
 };
+
+// list() for engines that find names first and read each record: the first `limit` of the
+// sorted `names`, each read with read(name); `now` from the last read (or read("") if none).
+template <class Names, class Read>
+MutexListing listing_of(const Names& names, std::size_t limit, Read&& read) {
+  MutexListing out;
+  for (const auto& name : names) {
+    if (out.records.size() == limit) {
+      out.truncated = true;
+      break;
+    }
+    OwnerSnapshot seen = read(name);
+    out.now = seen.now;
+    out.records.push_back({name, std::move(seen.owner)});
+  }
+  if (out.now == 0) out.now = read(std::string()).now;
+  return out;
+}
 
 }  // namespace simba::internal

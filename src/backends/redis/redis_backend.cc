@@ -9,6 +9,7 @@
 
 #include "backends/common/pool.h"
 #include "backends/common/raw_probe.h"
+#include "backends/common/sweep.h"
 #include "backends/redis/connection.h"
 #include "backends/redis/subscriber.h"
 #include "simba/contender.h"
@@ -180,18 +181,7 @@ class RedisBackend final : public Backend, public internal::RawProbe {
   MutexListing list(const std::string& prefix, std::size_t limit) override {
     std::set<std::string> names;
     scan(prefix, [&](const std::string& name, const std::string&) { names.insert(name); });
-    MutexListing out;
-    for (const auto& name : names) {
-      if (out.records.size() == limit) {
-        out.truncated = true;
-        break;
-      }
-      OwnerSnapshot seen = read(name);
-      out.now = seen.now;
-      out.records.push_back({name, std::move(seen.owner)});
-    }
-    if (out.now == 0) out.now = read(std::string()).now;
-    return out;
+    return internal::listing_of(names, limit, [&](const std::string& name) { return read(name); });
   }
 
   // Expiry sweeps by itself (see kAcquire); this deletes idle fencing hashes now.

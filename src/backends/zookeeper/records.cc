@@ -30,19 +30,11 @@ std::vector<std::string> LatchBackend::folders(const std::string& prefix) {
   return names;
 }
 
+// `now` is this host's clock when nothing matched (there is no folder to read).
 MutexListing LatchBackend::list(const std::string& prefix, std::size_t limit) {
-  MutexListing out;
-  for (const auto& name : folders(prefix)) {
-    if (out.records.size() == limit) {
-      out.truncated = true;
-      break;
-    }
-    OwnerSnapshot seen = read(name);
-    out.now = seen.now;
-    out.records.push_back({name, std::move(seen.owner)});
-  }
-  if (out.now == 0) out.now = epoch_millis_now();
-  return out;
+  return internal::listing_of(folders(prefix), limit, [&](const std::string& name) {
+    return name.empty() ? OwnerSnapshot{MutexOwner::none(), epoch_millis_now()} : read(name);
+  });
 }
 
 // Idle: no nodes, and neither made nor written (the last release leaves its token) for

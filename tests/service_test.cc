@@ -220,6 +220,27 @@ TEST(ServiceTest, ARenewalThatLeavesAfterTheLeaseRanOutIsALoss) {
   service->stop();
 }
 
+TEST(ServiceTest, ALeaseReleasedByForceIsALossAtTheNextRenewal) {
+  // An operator's `simba release --force` deletes the lease; the owner's next renewal then takes
+  // the mutex anew with a new token. That is a loss (someone may have held it in between), then
+  // a new ownership with the new token, never a silent renewal.
+  auto backend = make_memory_backend();
+  ContendOptions options;
+  options.ttl = 200ms;
+  options.transition = 200ms;
+  Client client(backend, options, std::make_shared<Runtime>());
+  auto recorder = std::make_shared<Recorder>("forced");
+  auto service = client.contend_service(recorder);
+  service->start();
+  ASSERT_TRUE(wait_until([&] { return recorder->acquired_count() == 1; }, kSoon));
+  const std::uint64_t before = service->fencing_token();
+  ASSERT_TRUE(backend->release("forced", service->contender_id()));
+  ASSERT_TRUE(wait_until([&] { return recorder->released_count() == 1; }, kSoon)) << "the loss was not reported";
+  ASSERT_TRUE(wait_until([&] { return recorder->acquired_count() == 2; }, kSoon));
+  EXPECT_GT(service->fencing_token(), before);
+  service->stop();
+}
+
 TEST(ServiceTest, TwoThousandContendersShareAFewThreads) {
   auto runtime = std::make_shared<Runtime>();
   Client client(make_memory_backend(), fast(), runtime);

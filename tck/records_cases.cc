@@ -172,6 +172,30 @@ TEST(RecordsTest, AnObserverOfASweptMutexSeesTheNextOwner) {
   backend->release(mutex, "next");
 }
 
+// `simba release --force`: another process ends the holder's lease; the holder hears of the loss
+// at its next renewal (within a lease), and the next owner gets a larger token.
+TEST(RecordsTest, EvictByAnotherProcessEndsTheLeaseAndTheHolderFindsOut) {
+  auto client = make_client();
+  const std::string mutex = unique_mutex();
+  auto recorder = std::make_shared<Recorder>(mutex);
+  auto holder = client.contend_service(recorder);
+  holder->start();
+  ASSERT_TRUE(wait_until([&] { return holder->is_owner(); }, 5s));
+  const std::uint64_t token = holder->fencing_token();
+  auto operator_backend = other_process(client).backend();
+  EXPECT_FALSE(operator_backend->evict(mutex, "someone-else"));  // only the named owner's lease
+  EXPECT_EQ(operator_backend->read(mutex).owner.owner_id, holder->contender_id());
+  ASSERT_TRUE(operator_backend->evict(mutex, holder->contender_id()));
+  const auto options = fast_options();
+  EXPECT_TRUE(wait_until([&] { return recorder->released_count() >= 1; }, options.ttl + options.transition + 1s))
+      << "the holder never found out";
+  holder->stop();
+  const OwnerSnapshot next = operator_backend->acquire(mutex, "next", kTtl, 0ms);
+  ASSERT_EQ(next.owner.owner_id, "next");
+  EXPECT_GT(next.owner.fencing_token, token);
+  operator_backend->release(mutex, "next");
+}
+
 // With sweep_idle on its URI an engine deletes idle records by itself (when a release comes
 // by, or by key expiry on Redis), without anyone calling sweep().
 TEST(RecordsTest, AnEngineSweepsIdleRecordsByItself) {

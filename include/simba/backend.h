@@ -105,6 +105,14 @@ class Backend {
   // Blocks: for one round trip.
   virtual bool release(const std::string& mutex, const std::string& contender_id) = 0;
 
+  // Ends the lease of `owner_id` on `mutex`, whichever process holds it: for an operator
+  // clearing a hung holder (`simba release --force`). As release() does for its own contender:
+  // only that owner's lease, never a successor's; the fencing token is kept, so the next owner
+  // gets a larger one; the holder finds out at its next renewal (its lease is gone).
+  // Returns: true if this call ended a lease of `owner_id`.
+  // Blocks: for one round trip (ZooKeeper: a listing, a read and a delete).
+  virtual bool evict(const std::string& mutex, const std::string& owner_id) = 0;
+
   // Reads the current owner without contending. An expired lease reads as no owner (owner_id
   // empty, times 0) but keeps the mutex's last fencing token.
   // Blocks: for one round trip.
@@ -164,6 +172,9 @@ class ForwardingBackend : public Backend {
   }
   bool release(const std::string& mutex, const std::string& contender_id) override {
     return target_->release(mutex, contender_id);
+  }
+  bool evict(const std::string& mutex, const std::string& owner_id) override {
+    return target_->evict(mutex, owner_id);
   }
   OwnerSnapshot read(const std::string& mutex) override { return target_->read(mutex); }
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,

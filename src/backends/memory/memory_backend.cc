@@ -64,6 +64,9 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
     return true;
   }
 
+  // Another process's lease ends the way its own release would end it.
+  bool evict(const std::string& mutex, const std::string& owner_id) override { return release(mutex, owner_id); }
+
   OwnerSnapshot read(const std::string& mutex) override {
     std::lock_guard lock(mutex_);
     const EpochMillis now = clock_->now();

@@ -172,6 +172,9 @@ class RedisBackend final : public Backend, public internal::RawProbe {
     return reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
   }
 
+  // Another process's lease ends the way its own release would end it.
+  bool evict(const std::string& mutex, const std::string& owner_id) override { return release(mutex, owner_id); }
+
   OwnerSnapshot read(const std::string& mutex) override {
     auto reply = run(read_, {lock_key(mutex), fencing_key(mutex)}, {});
     return snapshot(*reply, std::chrono::milliseconds(0), std::chrono::milliseconds(0));

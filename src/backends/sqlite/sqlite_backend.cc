@@ -161,6 +161,9 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
     return released;
   }
 
+  // Another process's lease ends the way its own release would end it.
+  bool evict(const std::string& mutex, const std::string& owner_id) override { return release(mutex, owner_id); }
+
   MutexListing list(const std::string& prefix, std::size_t limit) override {
     std::lock_guard lock(mutex_);
     MutexListing out;

@@ -30,6 +30,28 @@ std::vector<std::string> LatchBackend::folders(const std::string& prefix) {
   return names;
 }
 
+// The leader's node goes if its data names `owner_id` (at the version read, so a renewal in
+// between keeps it); the folder keeps its token, as an owner's own release leaves it. The
+// holder's next renewal finds its node gone.
+bool LatchBackend::evict(const std::string& mutex, const std::string& owner_id) {
+  session_.ensure();
+  const std::string folder = latch_path(mutex);
+  Reply listing = session_.children(folder).wait();
+  if (listing.rc == ZNONODE) return false;
+  if (listing.rc != ZOK) session_.fail(listing.rc, "listing the latch of mutex '" + mutex + "'");
+  const auto nodes = latch_nodes(listing.children);
+  if (nodes.empty()) return false;
+  const std::string path = folder + "/" + nodes[0].name;
+  Reply leader = session_.get(path).wait();
+  if (leader.rc == ZNONODE || leader.value != owner_id) return false;
+  if (leader.rc != ZOK) session_.fail(leader.rc, "reading the owner of mutex '" + mutex + "'");
+  Reply removed =
+      session_.remove_and_set(path, leader.stat.version, folder, std::to_string(leader.stat.czxid)).wait();
+  if (removed.rc == ZNONODE || removed.rc == ZBADVERSION) return false;
+  if (removed.rc != ZOK) session_.fail(removed.rc, "deleting the lease of '" + owner_id + "' on mutex '" + mutex + "'");
+  return true;
+}
+
 // `now` is this host's clock when nothing matched (there is no folder to read).
 MutexListing LatchBackend::list(const std::string& prefix, std::size_t limit) {
   return internal::listing_of(folders(prefix), limit, [&](const std::string& name) {

@@ -118,7 +118,8 @@ kill -KILL "$(cat "$dir/stubborn.pid")" 2>/dev/null  # never leave it behind, ev
 holder=$!
 sleep 0.5
 script -qec "'$simba' lock --timeout 500ms tty -- true" /dev/null > "$dir/tty" 2>&1
-check "on a terminal: 'waiting for mutex' with the holder" grep -q "waiting for mutex 'tty' (held by " "$dir/tty"
+check "on a terminal: one line names the mutex, the holder, how long and its token" \
+  grep -qE "waiting for mutex 'tty': held by [^ ]+ for [0-9]+s \(token [0-9]+\)" "$dir/tty"
 wait "$holder"
 
 # No --backend and no $SIMBA_BACKEND: the SQLite file under $XDG_STATE_HOME.

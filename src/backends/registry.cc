@@ -2,6 +2,7 @@
 // engines this build has. Common options are parsed here, once, for every engine.
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "backends/engine.h"
 #include "core/uri.h"
@@ -42,7 +43,7 @@ namespace {
 
 using internal::EngineSlot;
 
-constexpr const char* kCommonOptions = "ttl, transition, initial_delay, poll, backoff";
+constexpr const char* kCommonOptions = "ttl, transition, initial_delay, poll, backoff, password_file";
 
 // "memory:, sqlite:///path/to/file.db, ...": the URI forms of the engines this build has.
 std::string accepted_forms() {
@@ -63,6 +64,26 @@ const EngineSlot* slot_for(const std::string& scheme) {
   return nullptr;
 }
 
+// `password_file=PATH` (any engine): the password is the file's first line, so it need not
+// appear on a command line (where every user sees it through ps) or in a config value.
+void take_password_file(internal::Uri& uri) {
+  auto it = uri.query.find("password_file");
+  if (it == uri.query.end()) return;
+  const std::string path = it->second;
+  uri.query.erase(it);
+  if (uri.has_password) {
+    throw Error(errc::invalid_argument, "'" + uri.redacted() + "' has both a password and password_file: give one");
+  }
+  std::ifstream file(path);
+  if (!file) throw Error(errc::invalid_argument, "password_file '" + path + "' cannot be read");
+  std::string line;
+  std::getline(file, line);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.empty()) throw Error(errc::invalid_argument, "password_file '" + path + "' has an empty first line");
+  uri.password = line;
+  uri.has_password = true;
+}
+
 }  // namespace
 
 std::shared_ptr<Backend> open_backend(std::string_view text, ContendOptions* timing) {
@@ -77,6 +98,7 @@ std::shared_ptr<Backend> open_backend(std::string_view text, ContendOptions* tim
                                        "'): it was left out (" + slot->left_out_because + "); rebuild with -D" +
                                        slot->cmake_option + "=ON");
   }
+  take_password_file(uri);
   internal::EngineQuery query = uri.query;
   ContendOptions options;
   options.apply_query(query);  // takes the common options out of `query`

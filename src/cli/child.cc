@@ -6,6 +6,9 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <cstring>
+
+#include "cli/exit_codes.h"
 
 extern char** environ;
 
@@ -53,6 +56,66 @@ int wait_exit(pid_t pid) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
+}
+
+std::unique_ptr<RunningChild> RunningChild::start(const std::vector<std::string>& argv,
+                                                  const std::vector<std::string>& extra_env, int& error) {
+  Spawned spawned = spawn(argv, extra_env);
+  error = spawned.error;
+  if (spawned.pid < 0) return nullptr;
+  return std::unique_ptr<RunningChild>(new RunningChild(spawned.pid));
+}
+
+RunningChild::RunningChild(pid_t pid) : pid_(pid) {
+  reaper_ = std::thread([this] {
+    const int status = wait_exit(pid_);
+    {
+      std::lock_guard lock(mutex_);
+      exited_ = true;
+      status_ = status;
+    }
+    changed_.notify_all();
+  });
+}
+
+RunningChild::~RunningChild() {
+  if (reaper_.joinable()) reaper_.join();
+}
+
+bool RunningChild::wait_exited_or(const std::function<bool()>& stop) {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return exited_ || stop(); });
+  return exited_;
+}
+
+void RunningChild::wake() {
+  { std::lock_guard lock(mutex_); }  // a waiter between its check and its wait sees the change
+  changed_.notify_all();
+}
+
+void RunningChild::signal(int sig) {
+  std::lock_guard lock(mutex_);
+  if (!exited_) kill(pid_, sig);  // not yet reaped: the pid is still ours
+}
+
+int RunningChild::terminate(std::chrono::milliseconds kill_after) {
+  std::unique_lock lock(mutex_);
+  if (!exited_) kill(pid_, SIGTERM);
+  if (!changed_.wait_for(lock, kill_after, [&] { return exited_; })) {
+    kill(pid_, SIGKILL);
+    changed_.wait(lock, [&] { return exited_; });
+  }
+  return status_;
+}
+
+int RunningChild::status() {
+  std::lock_guard lock(mutex_);
+  return status_;
+}
+
+int spawn_failure(const std::string& command, int error) {
+  return fail(error == ENOENT ? code::not_found : code::cannot_run,
+              "cannot run '" + command + "': " + std::strerror(error));
 }
 
 }  // namespace simba::cli

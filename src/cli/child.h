@@ -1,9 +1,16 @@
-// Running the command of `simba lock`: spawn with extra environment, wait, terminate.
+// Running the command of `simba lock`, `leader` and `schedule`: spawn with extra environment,
+// wait, pass signals on, terminate.
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace simba::cli {
@@ -20,5 +27,38 @@ Spawned spawn(const std::vector<std::string>& argv, const std::vector<std::strin
 // Blocks until `pid` exits; returns its exit status the way a shell reports it (128 + signal
 // for a signal).
 int wait_exit(pid_t pid);
+
+// A command running under simba: a thread reaps it; waits can also end on another condition
+// (a lost lease, a signal to simba), which the code that changes it announces with wake().
+class RunningChild {
+ public:
+  // Spawns the command; on failure returns null and sets `error` (errno of the spawn).
+  static std::unique_ptr<RunningChild> start(const std::vector<std::string>& argv,
+                                             const std::vector<std::string>& extra_env, int& error);
+  ~RunningChild();  // waits for the reaper (the child has exited by then or is killed)
+
+  pid_t pid() const { return pid_; }
+  // Blocks until the child exited or `stop()` holds (evaluated under the child's lock, after
+  // each wake()); returns whether it exited.
+  bool wait_exited_or(const std::function<bool()>& stop);
+  void wake();
+  void signal(int sig);
+  // SIGTERM, then SIGKILL after `kill_after` if it still runs; waits; returns its status.
+  int terminate(std::chrono::milliseconds kill_after);
+  // Its exit status (as a shell reports it); only after it exited.
+  int status();
+
+ private:
+  explicit RunningChild(pid_t pid);
+  const pid_t pid_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool exited_ = false;
+  int status_ = 0;
+  std::thread reaper_;
+};
+
+// "cannot run 'x': ..." with exit code 127 (not found) or 126.
+int spawn_failure(const std::string& command, int error);
 
 }  // namespace simba::cli

@@ -1,0 +1,134 @@
+// `simba leader`: keeps a long-running command alive on the leader only.
+//
+// Stands by until this process owns the mutex, runs the command while it does, and on a lost
+// lease terminates it (SIGTERM, SIGKILL after --kill-after) and stands by again. When the
+// command exits by itself: --restart no releases and exits with its status; on-failure
+// (non-zero status) and always run it again while still leader, after a backoff that doubles
+// from 500 ms to 30 s (and starts over once a run lasted 30 s). SIGINT/SIGTERM/SIGHUP to simba
+// terminate the command the same way, release, and exit 128 + N.
+#include <iostream>
+
+#include "cli/child.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "cli/terminal.h"
+
+namespace simba::cli {
+namespace {
+
+constexpr auto kFirstBackoff = std::chrono::milliseconds(500);
+constexpr auto kLongestBackoff = std::chrono::seconds(30);
+
+enum class Restart { no, on_failure, always };
+
+Restart restart_of(const std::string& text) {
+  if (text == "no") return Restart::no;
+  if (text == "on-failure") return Restart::on_failure;
+  if (text == "always") return Restart::always;
+  throw Error(errc::invalid_argument, "--restart is no, on-failure or always, not '" + text + "'");
+}
+
+// Shared with the signal thread, which outlives run_leader().
+struct Shared {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::shared_ptr<RunningChild> child;
+  int stop_signal = 0;  // a signal asked simba to stop
+  bool lost = false;    // the current hold's lease was lost
+};
+
+}  // namespace
+
+int run_leader(const BackendChoice& backend, const CommandRun& run, const std::string& restart_text) {
+  if (run.command.empty()) return fail(code::usage, "leader: no command given (simba leader MUTEX -- COMMAND...)");
+  const Restart restart = restart_of(restart_text);
+  const auto kill_after = parse_duration(run.kill_after);
+  Client client = backend.connect();
+  client.owner(run.mutex);  // fails fast if the backend is unreachable
+
+  Locker locker(run.mutex, client);
+  auto shared = std::make_shared<Shared>();
+  // Standing by (no command): give back anything won and exit. Running: stop it, then exit.
+  handle_signals([shared, client, mutex = run.mutex, id = locker.contender_id()](int sig) {
+    std::unique_lock lock(shared->mutex);
+    if (shared->stop_signal == 0) shared->stop_signal = sig;
+    if (shared->child) {
+      auto child = shared->child;
+      lock.unlock();
+      shared->changed.notify_all();
+      child->wake();
+      return;
+    }
+    try {
+      client.release(mutex, id);
+    } catch (const std::exception& e) {
+      std::cerr << "simba: " << e.what() << "\n";
+    }
+    std::_Exit(128 + sig);
+  });
+
+  for (;;) {
+    {
+      std::atomic<bool> waiting{true};
+      WaitingLine line(client, run.mutex, [&] { return waiting.load(); });
+      locker.acquire();
+      waiting = false;
+    }
+    {
+      std::lock_guard lock(shared->mutex);
+      shared->lost = false;
+    }
+    std::stop_callback on_lost(locker.lease_token(), [&] {
+      std::shared_ptr<RunningChild> child;
+      {
+        std::lock_guard lock(shared->mutex);
+        shared->lost = true;
+        child = shared->child;
+      }
+      shared->changed.notify_all();
+      if (child) child->wake();
+    });
+    auto backoff = std::chrono::milliseconds(kFirstBackoff);
+    for (;;) {  // runs of the command while leader
+      std::shared_ptr<RunningChild> child;
+      {
+        std::lock_guard lock(shared->mutex);
+        if (shared->stop_signal != 0) return 128 + shared->stop_signal;  // locker's destructor releases
+        if (shared->lost) break;
+        int error = 0;
+        child = RunningChild::start(run.command,
+                                    {"SIMBA_MUTEX=" + run.mutex, "SIMBA_FENCING_TOKEN=" + std::to_string(locker.fencing_token()),
+                                     "SIMBA_CONTENDER_ID=" + locker.contender_id()},
+                                    error);
+        if (!child) return spawn_failure(run.command[0], error);
+        shared->child = child;
+      }
+      const auto started = std::chrono::steady_clock::now();
+      const bool exited = child->wait_exited_or([&] {
+        std::lock_guard lock(shared->mutex);
+        return shared->lost || shared->stop_signal != 0;
+      });
+      const int status = exited ? child->status() : child->terminate(kill_after);
+      {
+        std::lock_guard lock(shared->mutex);
+        shared->child.reset();
+        if (shared->stop_signal != 0) return 128 + shared->stop_signal;
+        if (shared->lost) {
+          std::cerr << "simba: lost leadership of mutex '" << run.mutex << "'"
+                    << (exited ? "" : "; the command was terminated") << "; standing by\n";
+          break;
+        }
+      }
+      if (restart == Restart::no || (restart == Restart::on_failure && status == 0)) return status;
+      if (std::chrono::steady_clock::now() - started >= kLongestBackoff) backoff = kFirstBackoff;
+      std::cerr << "simba: the command exited with status " << status << "; running it again in "
+                << format_duration(backoff) << "\n";
+      std::unique_lock lock(shared->mutex);
+      shared->changed.wait_for(lock, backoff, [&] { return shared->lost || shared->stop_signal != 0; });
+      backoff = std::min<std::chrono::milliseconds>(backoff * 2, kLongestBackoff);
+    }
+    locker.unlock();  // lost: stand by again
+  }
+}
+
+}  // namespace simba::cli

@@ -1,0 +1,141 @@
+// The subcommands that look at records: `status`, `watch`, `list`, and `release --force`.
+#include <unistd.h>
+
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "cli/terminal.h"
+
+namespace simba::cli {
+namespace {
+
+std::string in(EpochMillis at, EpochMillis now) {
+  return at <= 0 ? std::string() : "  (in " + format_duration(std::chrono::milliseconds(at - now)) + ")";
+}
+
+}  // namespace
+
+int run_status(const BackendChoice& backend, const std::string& mutex, bool json) {
+  Client client = backend.connect();
+  const auto snapshot = client.snapshot(mutex);
+  const auto& owner = snapshot.owner;
+  if (json) {
+    auto out = nlohmann::json::parse(record_json(mutex, owner, snapshot.now));
+    out["backend"] = client.describe();
+    std::cout << out.dump() << "\n";
+    return 0;
+  }
+  std::cout << "mutex:          " << mutex << "\n"
+            << "owner:          " << (owner.empty() ? "(none)" : owner.owner_id) << "\n"
+            << "fencing token:  " << owner.fencing_token << "\n"
+            << "acquired at:    " << iso_time(owner.acquired_at) << "\n"
+            << "ttl at:         " << iso_time(owner.ttl_at) << in(owner.ttl_at, snapshot.now) << "\n"
+            << "transition at:  " << iso_time(owner.transition_at) << in(owner.transition_at, snapshot.now) << "\n"
+            << "backend:        " << client.describe() << "\n";
+  return 0;
+}
+
+// One line per change of owner, as the observer hears it (push engines within their handover
+// bound, others within the poll interval), until a signal: then exit 0.
+int run_watch(const BackendChoice& backend, const std::string& mutex, bool json) {
+  Client client = backend.connect();
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool stop = false;
+    std::string last;  // owner id and token last printed
+  };
+  auto shared = std::make_shared<Shared>();
+  handle_signals([shared](int) {
+    {
+      std::lock_guard lock(shared->mutex);
+      shared->stop = true;
+    }
+    shared->changed.notify_all();
+  });
+  auto print = [shared, mutex, json](const MutexOwner& owner, EpochMillis now) {
+    std::lock_guard lock(shared->mutex);
+    const std::string key = owner.owner_id + "@" + std::to_string(owner.fencing_token);
+    if (key == shared->last) return;
+    shared->last = key;
+    if (json) {
+      std::cout << record_json(mutex, owner, now) << std::endl;
+    } else {
+      std::cout << iso_time(now) << "  " << mutex << "  "
+                << (owner.empty() ? std::string("free") : "owner " + owner.owner_id) << "  token "
+                << owner.fencing_token << std::endl;
+    }
+  };
+  const auto first = client.snapshot(mutex);
+  print(first.owner, first.now);
+  auto observer = client.retrieval_service(make_retriever(mutex, [&, print](const MutexState& state) {
+    print(state.after, epoch_millis_now());
+  }));
+  observer->start();
+  std::unique_lock lock(shared->mutex);
+  shared->changed.wait(lock, [&] { return shared->stop; });
+  lock.unlock();
+  observer->stop();
+  return 0;
+}
+
+int run_list(const BackendChoice& backend, const std::string& prefix, std::size_t limit, bool json) {
+  Client client = backend.connect();
+  const MutexListing listing = client.backend()->list(prefix, limit);
+  if (json) {
+    for (const auto& record : listing.records) std::cout << record_json(record.mutex, record.owner, listing.now) << "\n";
+  } else {
+    std::size_t width = 5;
+    for (const auto& record : listing.records) width = std::max(width, record.mutex.size());
+    std::cout << std::left << std::setw(static_cast<int>(width)) << "MUTEX" << "  " << std::setw(12) << "TOKEN"
+              << "  " << std::setw(26) << "TTL AT" << "  OWNER\n";
+    for (const auto& record : listing.records) {
+      const auto& owner = record.owner;
+      std::cout << std::setw(static_cast<int>(width)) << record.mutex << "  " << std::setw(12) << owner.fencing_token
+                << "  " << std::setw(26) << iso_time(owner.ttl_at) << "  "
+                << (owner.empty() ? std::string("(free)") : owner.owner_id) << "\n";
+    }
+  }
+  std::cout.flush();
+  if (listing.truncated) {
+    std::cerr << "simba: more than " << limit << " mutexes match; --limit shows more\n";
+  }
+  return 0;
+}
+
+// Deletes whatever lease holds the mutex (evict), after a yes on a terminal unless --yes.
+int run_release(const BackendChoice& backend, const std::string& mutex, bool force, bool yes) {
+  if (!force) {
+    return fail(code::usage, "release deletes the lease of whichever process holds '" + mutex +
+                                 "'; say so with --force (simba release --force MUTEX)");
+  }
+  Client client = backend.connect();
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const MutexOwner owner = client.owner(mutex);
+    if (owner.empty()) {
+      std::cerr << "simba: mutex '" << mutex << "' is free; nothing to release\n";
+      return 0;
+    }
+    if (!yes && isatty(STDIN_FILENO)) {
+      std::cerr << "Delete the lease of " << owner.owner_id << " on mutex '" << mutex << "' (token "
+                << owner.fencing_token << ")? [y/N] " << std::flush;
+      std::string answer;
+      std::getline(std::cin, answer);
+      if (answer != "y" && answer != "Y" && answer != "yes") return fail(code::not_confirmed, "not released");
+      yes = true;  // asked once
+    }
+    if (client.backend()->evict(mutex, owner.owner_id)) {
+      std::cerr << "simba: released the lease of " << owner.owner_id << " on mutex '" << mutex << "' (token "
+                << owner.fencing_token << "); it finds out at its next renewal\n";
+      return 0;
+    }
+    // The owner changed between the read and the delete: look again.
+  }
+  return fail(code::unavailable, "the owner of mutex '" + mutex + "' kept changing; nothing released");
+}
+
+}  // namespace simba::cli

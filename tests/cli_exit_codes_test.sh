@@ -5,36 +5,13 @@ simba=${1:?usage: cli_exit_codes_test.sh path/to/simba}
 dir=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
 export SIMBA_BACKEND="sqlite://$dir/locks.db?ttl=1s&transition=500ms"
-failures=0
-passes=0
-expect() {  # expect CODE DESCRIPTION -- COMMAND...
-  local want=$1 what=$2; shift 3
-  "$@" 2>"$dir/err" >"$dir/out"; local got=$?
-  if [ "$got" -ne "$want" ]; then
-    echo "FAIL: $what: exit $got, want $want; stderr: $(cat "$dir/err")"; failures=$((failures + 1))
-  elif [ "$want" -ge 64 ] && [ "$(wc -l < "$dir/err")" -ne 1 ]; then
-    echo "FAIL: $what: want a one-line message, got: $(cat "$dir/err")"; failures=$((failures + 1))
-  else
-    echo "ok: $what (exit $got)"; passes=$((passes + 1))
-  fi
-}
-# check DESCRIPTION CONDITION...: a pass if the condition (a command) holds.
-check() {
-  local what=$1; shift
-  if "$@"; then echo "ok: $what"; passes=$((passes + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi
-}
+source "$(dirname "$0")/cli_checks.sh"
 # stall PID: SIGSTOPs a holding simba past its lease (ttl 1s + transition 500ms), then SIGCONT.
 stall() {
   sleep 0.5
   kill -STOP "$1"
   sleep 2
   kill -CONT "$1"
-}
-# wait_gone PID SECONDS: true once PID has exited (reaped by us or not), within SECONDS.
-wait_gone() {
-  local i
-  for ((i = 0; i < $2 * 20; i++)); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
-  return 1
 }
 
 expect 3 "command's own status" -- "$simba" lock m -- sh -c 'exit 3'

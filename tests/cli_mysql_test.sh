@@ -20,8 +20,20 @@ expect_held_by "$uri" jvm-job "7:4242@jvm-host"
 [ "$(cat token.txt 2>/dev/null)" = 1 ] || fail "the first simba owner of a JVM row should get token 1, got $(cat token.txt)"
 expect_secret_hidden "mysql://simba:hunter2@127.0.0.1:$SIMBA_TEST_MYSQL_PORT/simba" jvm-job hunter2
 # That password is wrong: refused credentials have their own exit code, not "unreachable".
-"$simba" status --backend "mysql://simba:hunter2@127.0.0.1:$SIMBA_TEST_MYSQL_PORT/simba" jvm-job > out.txt 2>&1
+# (From password_file, so no warning about a password on the command line.)
+echo hunter2 > wrong.pw
+"$simba" status --backend "mysql://simba@127.0.0.1:$SIMBA_TEST_MYSQL_PORT/simba?password_file=$PWD/wrong.pw" jvm-job > out.txt 2>&1
 rc=$?
 [ "$rc" -eq 77 ] || fail "a refused password should exit 77, got $rc"
 [ "$(wc -l < out.txt)" -eq 1 ] || fail "a refused password should print one line: $(cat out.txt)"
+! grep -q hunter2 out.txt || fail "the password from password_file appeared: $(cat out.txt)"
+# The right one from a file works, with no warning.
+echo simba-pw > right.pw
+"$simba" status --backend "mysql://simba@127.0.0.1:$SIMBA_TEST_MYSQL_PORT/simba?password_file=$PWD/right.pw" jvm-job \
+  > out.txt 2> err.txt || fail "password_file with the right password: exit $?: $(cat err.txt)"
+[ ! -s err.txt ] || fail "password_file: want no warning, got: $(cat err.txt)"
+# A password in --backend works too, with one warning that ps shows it.
+"$simba" status --backend "mysql://simba:simba-pw@127.0.0.1:$SIMBA_TEST_MYSQL_PORT/simba" jvm-job > out.txt 2> err.txt \
+  || fail "a password in --backend: exit $?"
+[ "$(grep -c 'visible to every user' err.txt)" -eq 1 ] || fail "want one warning about ps: $(cat err.txt)"
 finish

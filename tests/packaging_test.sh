@@ -42,6 +42,9 @@ check "libsimba_core.so has the SONAME libsimba_core.so.0.2" \
   bash -c "readelf -d '$work/prefix-shared/$libdir/libsimba_core.so' | grep -q 'SONAME.*\[libsimba_core.so.${version%.*}\]'"
 check "the installed simba --version says $version" \
   bash -c "'$work/prefix-shared/bin/simba' --version | grep -qx 'simba $version'"
+check "the man page is installed and lists every subcommand and the exit codes" \
+  bash -c "for word in lock leader schedule status watch list release SIMBA_BACKEND password_file 124 77; do
+             grep -q -- \"\$word\" '$work/prefix-shared/share/man/man1/simba.1' || exit 1; done"
 check "cpack -G DEB" bash -c "cd '$shared' && cpack -G DEB"
 deb=$(ls "$shared"/simba_*.deb 2>/dev/null | head -n 1)
 check "the .deb holds the CLI, the libraries, the headers and the CMake package" \

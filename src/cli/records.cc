@@ -91,11 +91,11 @@ int run_list(const BackendChoice& backend, const std::string& prefix, std::size_
   } else {
     std::size_t width = 5;
     for (const auto& record : listing.records) width = std::max(width, record.mutex.size());
-    std::cout << std::left << std::setw(static_cast<int>(width)) << "MUTEX" << "  " << std::setw(12) << "TOKEN"
+    std::cout << std::left << std::setw(static_cast<int>(width)) << "MUTEX" << "  " << std::setw(17) << "TOKEN"
               << "  " << std::setw(26) << "TTL AT" << "  OWNER\n";
     for (const auto& record : listing.records) {
       const auto& owner = record.owner;
-      std::cout << std::setw(static_cast<int>(width)) << record.mutex << "  " << std::setw(12) << owner.fencing_token
+      std::cout << std::setw(static_cast<int>(width)) << record.mutex << "  " << std::setw(17) << owner.fencing_token
                 << "  " << std::setw(26) << iso_time(owner.ttl_at) << "  "
                 << (owner.empty() ? std::string("(free)") : owner.owner_id) << "\n";
     }

@@ -1,0 +1,27 @@
+# Sourced by the CLI process tests on SQLite (after they set $dir, their temporary folder):
+# expect (an exact exit code, and one line on stderr for simba's own failures), check (any
+# condition) and wait_gone; they count passes and failures.
+failures=0
+passes=0
+expect() {  # expect CODE DESCRIPTION -- COMMAND...
+  local want=$1 what=$2; shift 3
+  "$@" 2>"$dir/err" >"$dir/out"; local got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "FAIL: $what: exit $got, want $want; stderr: $(cat "$dir/err")"; failures=$((failures + 1))
+  elif [ "$want" -ge 64 ] && [ "$(wc -l < "$dir/err")" -ne 1 ]; then
+    echo "FAIL: $what: want a one-line message, got: $(cat "$dir/err")"; failures=$((failures + 1))
+  else
+    echo "ok: $what (exit $got)"; passes=$((passes + 1))
+  fi
+}
+# check DESCRIPTION CONDITION...: a pass if the condition (a command) holds.
+check() {
+  local what=$1; shift
+  if "$@"; then echo "ok: $what"; passes=$((passes + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi
+}
+# wait_gone PID SECONDS: true once PID has exited (reaped by us or not), within SECONDS.
+wait_gone() {
+  local i
+  for ((i = 0; i < $2 * 20; i++)); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
+  return 1
+}

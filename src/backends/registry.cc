@@ -2,7 +2,6 @@
 // engines this build has. Common options are parsed here, once, for every engine.
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include "backends/engine.h"
 #include "core/uri.h"
@@ -74,12 +73,7 @@ void take_password_file(internal::Uri& uri) {
   if (uri.has_password) {
     throw Error(errc::invalid_argument, "'" + uri.redacted() + "' has both a password and password_file: give one");
   }
-  std::ifstream file(path);
-  if (!file) throw Error(errc::invalid_argument, "password_file '" + path + "' cannot be read");
-  std::string line;
-  std::getline(file, line);
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  if (line.empty()) throw Error(errc::invalid_argument, "password_file '" + path + "' has an empty first line");
+  const std::string line = internal::first_line_of(path, "password_file");
   uri.password = line;
   uri.has_password = true;
 }

@@ -113,6 +113,10 @@ int RunningChild::status() {
   return status_;
 }
 
+std::vector<std::string> command_env(const std::string& mutex, std::uint64_t token, const std::string& contender) {
+  return {"SIMBA_MUTEX=" + mutex, "SIMBA_FENCING_TOKEN=" + std::to_string(token), "SIMBA_CONTENDER_ID=" + contender};
+}
+
 int spawn_failure(const std::string& command, int error) {
   return fail(error == ENOENT ? code::not_found : code::cannot_run,
               "cannot run '" + command + "': " + std::strerror(error));

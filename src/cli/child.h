@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -57,6 +58,9 @@ class RunningChild {
   int status_ = 0;
   std::thread reaper_;
 };
+
+// SIMBA_MUTEX, SIMBA_FENCING_TOKEN and SIMBA_CONTENDER_ID for the command.
+std::vector<std::string> command_env(const std::string& mutex, std::uint64_t token, const std::string& contender);
 
 // "cannot run 'x': ..." with exit code 127 (not found) or 126.
 int spawn_failure(const std::string& command, int error);

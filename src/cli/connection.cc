@@ -1,24 +1,10 @@
 #include "cli/connection.h"
 
-#include <fstream>
 #include <iostream>
 
 #include "core/uri.h"
 
 namespace simba::cli {
-namespace {
-
-std::string first_line_of(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) throw Error(errc::invalid_argument, "--backend-file '" + path + "' cannot be read");
-  std::string line;
-  std::getline(file, line);
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  if (line.empty()) throw Error(errc::invalid_argument, "--backend-file '" + path + "' has an empty first line");
-  return line;
-}
-
-}  // namespace
 
 Client BackendChoice::connect() const {
   if (!backend.empty() && !backend_file.empty()) {
@@ -32,7 +18,7 @@ Client BackendChoice::connect() const {
                    "put the URI in $SIMBA_BACKEND or --backend-file, or the password in password_file=PATH\n";
     }
   } else if (!backend_file.empty()) {
-    uri = first_line_of(backend_file);
+    uri = internal::first_line_of(backend_file, "--backend-file");
   } else {
     uri = default_backend_uri();
   }

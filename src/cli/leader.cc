@@ -59,12 +59,7 @@ int run_leader(const BackendChoice& backend, const CommandRun& run, const std::s
       child->wake();
       return;
     }
-    try {
-      client.release(mutex, id);
-    } catch (const std::exception& e) {
-      std::cerr << "simba: " << e.what() << "\n";
-    }
-    std::_Exit(128 + sig);
+    give_back_and_exit(client, mutex, id, sig);
   });
 
   for (;;) {
@@ -97,8 +92,7 @@ int run_leader(const BackendChoice& backend, const CommandRun& run, const std::s
         if (shared->lost) break;
         int error = 0;
         child = RunningChild::start(run.command,
-                                    {"SIMBA_MUTEX=" + run.mutex, "SIMBA_FENCING_TOKEN=" + std::to_string(locker.fencing_token()),
-                                     "SIMBA_CONTENDER_ID=" + locker.contender_id()},
+                                    command_env(run.mutex, locker.fencing_token(), locker.contender_id()),
                                     error);
         if (!child) return spawn_failure(run.command[0], error);
         shared->child = child;

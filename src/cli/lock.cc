@@ -36,12 +36,7 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
       shared->child->signal(sig);
       return;
     }
-    try {
-      client.release(mutex, id);
-    } catch (const std::exception& e) {
-      std::cerr << "simba: " << e.what() << "\n";
-    }
-    std::_Exit(128 + sig);
+    give_back_and_exit(client, mutex, id, sig);
   });
 
   {
@@ -63,8 +58,7 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
     }
     int error = 0;
     running = RunningChild::start(run.command,
-                                  {"SIMBA_MUTEX=" + run.mutex, "SIMBA_FENCING_TOKEN=" + std::to_string(locker.fencing_token()),
-                                   "SIMBA_CONTENDER_ID=" + locker.contender_id()},
+                                  command_env(run.mutex, locker.fencing_token(), locker.contender_id()),
                                   error);
     if (!running) return spawn_failure(run.command[0], error);
     shared->child = running;

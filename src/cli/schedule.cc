@@ -44,7 +44,7 @@ int run_schedule(const BackendChoice& backend, const CommandRun& run, const Ever
     int error = 0;
     std::shared_ptr<RunningChild> child = RunningChild::start(
         run.command,
-        {"SIMBA_MUTEX=" + run.mutex, "SIMBA_FENCING_TOKEN=" + std::to_string(token), "SIMBA_CONTENDER_ID=" + contender},
+        command_env(run.mutex, token, contender),
         error);
     if (!child) {
       spawn_failure(run.command[0], error);

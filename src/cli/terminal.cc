@@ -22,6 +22,15 @@ void handle_signals(std::function<void(int)> handler) {
   }).detach();
 }
 
+void give_back_and_exit(const Client& client, const std::string& mutex, const std::string& id, int sig) {
+  try {
+    client.release(mutex, id);
+  } catch (const std::exception& e) {
+    std::cerr << "simba: " << e.what() << "\n";
+  }
+  std::_Exit(128 + sig);
+}
+
 WaitingLine::WaitingLine(Client client, std::string mutex, std::function<bool()> waiting)
     : client_(std::move(client)), mutex_(std::move(mutex)), waiting_(std::move(waiting)) {
   if (isatty(STDERR_FILENO)) thread_ = std::thread([this] { loop(); });

@@ -17,6 +17,10 @@ namespace simba::cli {
 // it first); this starts the one thread that takes them and calls handler(sig) for each.
 void handle_signals(std::function<void(int)> handler);
 
+// For a signal that came while simba waits (nothing running): gives back anything `id` won on
+// `mutex`, reporting a failure on stderr, and exits 128 + sig.
+[[noreturn]] void give_back_and_exit(const Client& client, const std::string& mutex, const std::string& id, int sig);
+
 // On a terminal (stderr a TTY), one line on stderr, rewritten every 500 ms while `waiting()`
 // holds: the mutex, who holds it, since when this process sees that holder, and its token.
 // Nothing at all when stderr is not a terminal. Cleared when waiting ends and on destruction.

@@ -2,6 +2,7 @@
 #include "core/uri.h"
 
 #include <cctype>
+#include <fstream>
 
 #include "simba/error.h"
 
@@ -117,6 +118,16 @@ std::string Uri::redacted() const {
   }
   out += path;
   return out;
+}
+
+std::string first_line_of(const std::string& path, const std::string& what) {
+  std::ifstream file(path);
+  if (!file) throw Error(errc::invalid_argument, what + " '" + path + "' cannot be read");
+  std::string line;
+  std::getline(file, line);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.empty()) throw Error(errc::invalid_argument, what + " '" + path + "' has an empty first line");
+  return line;
 }
 
 }  // namespace simba::internal

@@ -24,6 +24,11 @@ struct Uri {
   std::string redacted() const;
 };
 
+// The first line of a file (a password or a URI kept off the command line), without its line
+// end. Error(errc::invalid_argument) naming `what` and the path if it cannot be read or the
+// line is empty.
+std::string first_line_of(const std::string& path, const std::string& what);
+
 // Throws Error(errc::invalid_argument) naming what is malformed (never echoing a password).
 Uri parse_uri(std::string_view text);
 

@@ -17,6 +17,7 @@ cat > job.sh <<'EOF'
 exec 9>>overlap.lock
 flock -n 9 || echo "OVERLAP $1" >> log
 echo "$1 start $SIMBA_FENCING_TOKEN $SIMBA_CONTENDER_ID" >> log
+echo $$ > "$1.pid"
 trap 'echo "$1 term" >> log; exit 0' TERM
 i=0
 while [ "$i" -lt "$(($2 * 10))" ]; do sleep 0.1; i=$((i + 1)); done
@@ -58,6 +59,19 @@ check "leader: SIGINT exits 130 (was $got)" [ "$got" -eq 130 ]
 check "leader: never two commands at once" [ "$(count OVERLAP)" -eq 0 ]
 "$simba" status --json L > status.json
 check "leader: the mutex is free after simba exits" grep -q '"owner":null' status.json
+
+# A simba killed with SIGKILL takes its command with it (the kernel kills the child when its
+# parent dies), so the next leader never runs beside an orphan.
+: > log
+"$simba" leader K -- ./job.sh K1 100 2>/dev/null & k1=$!
+wait_for 5 grep -q "K1 start" log
+"$simba" leader K -- ./job.sh K2 100 2>/dev/null & k2=$!
+sleep 0.3
+kill -KILL "$k1"; wait "$k1" 2>/dev/null
+check "leader killed with SIGKILL: its command is gone too" wait_gone "$(cat K1.pid)" 2
+check "... and the other leads after the lease" wait_for 5 grep -q "K2 start" log
+kill -TERM "$k2"; wait "$k2"
+check "... never two commands at once" [ "$(count OVERLAP)" -eq 0 ]
 
 # --restart: no exits with the command's status; on-failure runs again until success; always
 # runs again after success too.

@@ -1,11 +1,14 @@
 // Spawning and reaping the command run under a lock.
 #include "cli/child.h"
 
+#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "cli/exit_codes.h"
@@ -14,7 +17,43 @@ extern char** environ;
 
 namespace simba::cli {
 
+namespace {
+
+// The file execve() runs for argv[0]: as given if it has a '/', else the first match in PATH
+// that exists (what execvp does; EACCES if only non-executable matches exist).
+std::string resolve(const std::string& name, int& error) {
+  error = 0;
+  if (name.empty()) {
+    error = ENOENT;
+    return name;
+  }
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  int found_error = ENOENT;
+  for (std::size_t start = 0; start <= dirs.size();) {
+    auto colon = dirs.find(':', start);
+    std::string dir = dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (access(candidate.c_str(), F_OK) == 0) found_error = EACCES;
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  error = found_error;
+  return name;
+}
+
+}  // namespace
+
+// fork + execve rather than posix_spawn, for one thing posix_spawn cannot do: the child asks
+// the kernel for SIGKILL when simba dies (PR_SET_PDEATHSIG), so a command never outlives a
+// killed simba and runs on beside the next owner's. The child between fork and execve makes
+// only async-signal-safe calls; an execve failure comes back through a close-on-exec pipe.
 Spawned spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
+  Spawned result;
+  const std::string file = resolve(argv.empty() ? std::string() : argv[0], result.error);
+  if (result.error != 0) return result;
   std::vector<std::string> env_storage;
   for (char** e = environ; *e; ++e) {
     std::string entry(*e);
@@ -32,19 +71,43 @@ Spawned spawn(const std::vector<std::string>& argv, const std::vector<std::strin
   for (auto& a : argv_copy) args.push_back(a.data());
   args.push_back(nullptr);
 
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t empty, defaults;
-  sigemptyset(&empty);
-  sigemptyset(&defaults);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaddset(&defaults, sig);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  Spawned result;
-  result.error = posix_spawnp(&result.pid, args[0], nullptr, &attr, args.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
-  if (result.error != 0) result.pid = -1;
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    result.error = errno;
+    return result;
+  }
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // simba died before the request took effect
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) signal(sig, SIG_DFL);
+    sigset_t empty;
+    sigemptyset(&empty);
+    sigprocmask(SIG_SETMASK, &empty, nullptr);
+    execve(file.c_str(), args.data(), envp.data());
+    const int error = errno;
+    ssize_t ignored = write(report[1], &error, sizeof error);
+    (void)ignored;
+    _exit(127);
+  }
+  close(report[1]);
+  if (pid < 0) {
+    result.error = errno;
+    close(report[0]);
+    return result;
+  }
+  int error = 0;
+  ssize_t got;
+  while ((got = read(report[0], &error, sizeof error)) < 0 && errno == EINTR) {
+  }
+  close(report[0]);
+  if (got == static_cast<ssize_t>(sizeof error)) {  // execve failed: reap the child
+    waitpid(pid, nullptr, 0);
+    result.error = error;
+    return result;
+  }
+  result.pid = pid;
   return result;
 }
 

@@ -22,7 +22,9 @@ struct Spawned {
 };
 
 // Spawns argv[0] (searched in PATH) with the parent's environment plus `extra_env`
-// ("NAME=value"), default signal dispositions and an empty signal mask.
+// ("NAME=value"), default signal dispositions and an empty signal mask. The child is killed
+// (SIGKILL) if simba dies, or if the thread that spawned it ends: spawn from a thread that
+// outlives the command.
 Spawned spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env);
 
 // Blocks until `pid` exits; returns its exit status the way a shell reports it (128 + signal

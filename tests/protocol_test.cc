@@ -241,6 +241,20 @@ TEST(UriTest, ParsesEveryPartAndNeverShowsThePassword) {
   }
 }
 
+// Found by fuzzing (fuzz/regressions/uri): control characters passed on to the engine, and a
+// scheme could start with '+'. Both are refused, saying where.
+TEST(UriTest, ControlCharactersAndBadSchemeStartsAreRefusedNamingThem) {
+  try {
+    internal::parse_uri(std::string("redis://u:pw@127.0.0\x18.1:6637/0"));
+    ADD_FAILURE() << "a control character was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("control character 0x18 at byte 20"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(internal::parse_uri("+redis://h:1"), Error);
+  EXPECT_THROW(internal::parse_uri(std::string("sqlite:///tmp/a\0b.db", 20)), Error);
+}
+
 // A loopback port this test holds closed: bound but never listening, so a connection to it is
 // refused, and no other program can take it meanwhile. No test assumes a well-known port is
 // free (a developer's machine may run Redis or ZooKeeper on theirs).

@@ -11,6 +11,7 @@
 #include "backends/common/raw_probe.h"
 #include "backends/common/sweep.h"
 #include "backends/redis/connection.h"
+#include "backends/redis/reply.h"
 #include "backends/redis/subscriber.h"
 #include "simba/contender.h"
 #include "simba/error.h"
@@ -163,7 +164,7 @@ class RedisBackend final : public Backend, public internal::RawProbe {
     auto reply = run(acquire_, {lock_key(mutex), fencing_key(mutex), queue_key(mutex)},
                      {contender_id, std::to_string(lease.count()), lock_key(mutex), std::to_string(ttl.count()),
                       std::to_string(options_.sweep_idle.count())});
-    return snapshot(*reply, ttl, transition);
+    return redis::owner_from_reply(*reply, ttl, transition, where_);
   }
 
   bool release(const std::string& mutex, const std::string& contender_id) override {
@@ -177,7 +178,7 @@ class RedisBackend final : public Backend, public internal::RawProbe {
 
   OwnerSnapshot read(const std::string& mutex) override {
     auto reply = run(read_, {lock_key(mutex), fencing_key(mutex)}, {});
-    return snapshot(*reply, std::chrono::milliseconds(0), std::chrono::milliseconds(0));
+    return redis::owner_from_reply(*reply, std::chrono::milliseconds(0), std::chrono::milliseconds(0), where_);
   }
 
   // Every name with a lock key, fencing hash or wait queue under our prefix, found by SCAN.
@@ -245,35 +246,29 @@ class RedisBackend final : public Backend, public internal::RawProbe {
   }
 
  private:
-  std::string lock_key(const std::string& mutex) const { return options_.prefix + ":{" + mutex + "}"; }
-  std::string queue_key(const std::string& mutex) const { return lock_key(mutex) + ":contender"; }
-  std::string fencing_key(const std::string& mutex) const { return lock_key(mutex) + ":fencing"; }
+  std::string lock_key(const std::string& mutex) const { return redis::lock_key(options_.prefix, mutex); }
+  std::string queue_key(const std::string& mutex) const { return redis::queue_key(options_.prefix, mutex); }
+  std::string fencing_key(const std::string& mutex) const { return redis::fencing_key(options_.prefix, mutex); }
 
   // Calls found(name, kind) for every key of a mutex whose name starts with `prefix`; kind is
   // "lock", "fencing" or "contender". SCAN, so the server never blocks on the whole keyspace.
   template <class Found>
   void scan(const std::string& prefix, Found&& found) {
-    const std::string head = options_.prefix + ":{";
-    const std::string pattern = glob_escaped(head + prefix) + "*";
+    const std::string pattern = glob_escaped(options_.prefix + ":{" + prefix) + "*";
     std::string cursor = "0";
     do {
       auto reply = pool_.with(
           [&](Connection& connection) { return connection.checked({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}); });
-      if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[1]->type != REDIS_REPLY_ARRAY) {
+      if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_STRING ||
+          reply->element[1]->type != REDIS_REPLY_ARRAY) {
         throw Error(errc::internal, where_ + ": unexpected SCAN reply");
       }
       cursor.assign(reply->element[0]->str, reply->element[0]->len);
       for (std::size_t i = 0; i < reply->element[1]->elements; ++i) {
         const redisReply* key = reply->element[1]->element[i];
-        std::string_view text(key->str, key->len);
-        if (text.substr(0, head.size()) != head) continue;
-        text.remove_prefix(head.size());
-        for (const char* kind : {"lock", "fencing", "contender"}) {
-          const std::string suffix = std::string(kind) == "lock" ? "}" : std::string("}:") + kind;
-          if (text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix) {
-            found(std::string(text.substr(0, text.size() - suffix.size())), kind);
-            break;
-          }
+        if (key->type != REDIS_REPLY_STRING) continue;
+        if (auto found_key = redis::key_of(options_.prefix, std::string_view(key->str, key->len))) {
+          if (found_key->mutex.compare(0, prefix.size(), prefix) == 0) found(found_key->mutex, found_key->kind);
         }
       }
     } while (cursor != "0");
@@ -284,38 +279,6 @@ class RedisBackend final : public Backend, public internal::RawProbe {
     for (char c : text) {
       if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') out += '\\';
       out += c;
-    }
-    return out;
-  }
-
-  // Turns a script's {owner, lease ms left, token, now, acquired_at, ttl} into an owner
-  // record. Without the holder's own acquired_at/ttl (a JVM Simba holder), ttl_at is
-  // estimated with our transition.
-  OwnerSnapshot snapshot(const redisReply& reply, std::chrono::milliseconds ttl,
-                         std::chrono::milliseconds transition) const {
-    if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 6) {
-      throw Error(errc::internal, where_ + ": unexpected script reply");
-    }
-    auto integer = [&](std::size_t i, long long fallback) {
-      return reply.element[i]->type == REDIS_REPLY_INTEGER ? reply.element[i]->integer : fallback;
-    };
-    OwnerSnapshot out;
-    out.now = integer(3, 0);
-    out.owner.fencing_token = static_cast<std::uint64_t>(std::max<long long>(integer(2, 0), 0));
-    const redisReply* id = reply.element[0];
-    if (id->type != REDIS_REPLY_STRING) return out;  // no owner
-    long long left = integer(1, -2);
-    if (left == -1) left = (ttl + transition).count();  // a key without expiry: assume one lease
-    if (left < 0) return out;                           // expired meanwhile
-    out.owner.owner_id.assign(id->str, id->len);
-    out.owner.transition_at = out.now + left;
-    long long at = integer(4, -1), holder_ttl = integer(5, -1);
-    if (at >= 0 && holder_ttl >= 0) {
-      out.owner.acquired_at = at;
-      out.owner.ttl_at = at + holder_ttl;
-    } else {
-      out.owner.ttl_at = std::max<EpochMillis>(out.now, out.owner.transition_at - transition.count());
-      out.owner.acquired_at = out.owner.ttl_at - ttl.count();
     }
     return out;
   }

@@ -285,8 +285,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     bool ours = claims && !dormant_ && Clock::now() < lease_deadline;
     if (ours && owned_ && snapshot.owner.fencing_token != token_) {
       // A new token: our lease ended between renewals (released by force, or expired by the
-      // backend's clock) and this renewal took the mutex anew. Someone may have held it in
-      // between: a loss, then (for services that rejoin) a new ownership.
+      // backend's clock) and this renewal took it anew: a loss, then perhaps a new ownership.
       log_warn("mutex '" + mutex() + "': the lease of " + contender_id() + " ended between renewals (token " +
                std::to_string(token_) + " -> " + std::to_string(snapshot.owner.fencing_token) + "); no longer owner");
       revoke_locked(generation);

@@ -162,6 +162,9 @@ wait_for 5 bash -c "'$simba' status --json WL | grep -q '\"owner\":\"'"
 timeout 2 script -qec "'$simba' leader WL -- true" /dev/null > tty-leader.txt 2>&1
 check "leader on a terminal: the waiting line names the holder and its token" \
   grep -qE "waiting for mutex 'WL': held by [^ ]+ for [0-9]+s \(token [0-9]+\)" tty-leader.txt
+timeout 2 script -qec "'$simba' schedule --every 1s WL -- true" /dev/null > tty-schedule.txt 2>&1
+check "schedule on a terminal: the same line while it stands by" \
+  grep -qE "waiting for mutex 'WL': held by [^ ]+ for [0-9]+s \(token [0-9]+\)" tty-schedule.txt
 "$simba" leader WL -- true 2>plain.err & plain=$!
 sleep 1; kill -TERM "$plain"; wait "$plain"
 check "leader off a terminal: no waiting line" bash -c "! grep -q 'waiting for' plain.err"

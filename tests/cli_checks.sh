@@ -1,6 +1,6 @@
 # Sourced by the CLI process tests on SQLite (after they set $dir, their temporary folder):
 # expect (an exact exit code, and one line on stderr for simba's own failures), check (any
-# condition) and wait_gone; they count passes and failures.
+# condition), wait_for and wait_gone; they count passes and failures.
 failures=0
 passes=0
 expect() {  # expect CODE DESCRIPTION -- COMMAND...
@@ -19,9 +19,11 @@ check() {
   local what=$1; shift
   if "$@"; then echo "ok: $what"; passes=$((passes + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi
 }
-# wait_gone PID SECONDS: true once PID has exited (reaped by us or not), within SECONDS.
-wait_gone() {
-  local i
-  for ((i = 0; i < $2 * 20; i++)); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
+# wait_for SECONDS COMMAND...: true once the command succeeds, within SECONDS (polled every 50 ms).
+wait_for() {
+  local i limit=$(($1 * 20)); shift
+  for ((i = 0; i < limit; i++)); do "$@" && return 0; sleep 0.05; done
   return 1
 }
+# wait_gone PID SECONDS: true once PID has exited (reaped by us or not), within SECONDS.
+wait_gone() { wait_for "$2" bash -c "! kill -0 $1 2>/dev/null"; }

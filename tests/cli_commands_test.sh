@@ -27,12 +27,6 @@ chmod +x job.sh
 count() { grep -c "$1" log 2>/dev/null || true; }
 count_at_least() { [ "$(count "$1")" -ge "$2" ]; }  # PATTERN N: log has N lines matching, or more
 lines_at_least() { [ -f "$1" ] && [ "$(wc -l < "$1")" -ge "$2" ]; }
-# wait_for SECONDS COMMAND...: true once the command succeeds, within SECONDS.
-wait_for() {
-  local i limit=$(($1 * 20)); shift
-  for ((i = 0; i < limit; i++)); do "$@" && return 0; sleep 0.05; done
-  return 1
-}
 
 # --- leader: one command at a time; SIGTERM stops it, releases, exits 143; the other takes over.
 "$simba" leader L -- ./job.sh A 100 2>leader-a.err & a=$!

@@ -6,6 +6,7 @@
 // (non-zero status) and always run it again while still leader, after a backoff that doubles
 // from 500 ms to 30 s (and starts over once a run lasted 30 s). SIGINT/SIGTERM/SIGHUP to simba
 // terminate the command the same way, release, and exit 128 + N.
+#include <atomic>
 #include <iostream>
 
 #include "cli/child.h"

@@ -1,6 +1,7 @@
 // `simba lock`: a distributed flock(1).
 #include <signal.h>
 
+#include <atomic>
 #include <iostream>
 #include <optional>
 

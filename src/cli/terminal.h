@@ -2,7 +2,6 @@
 // thread, and how owner records are printed.
 #pragma once
 
-#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>

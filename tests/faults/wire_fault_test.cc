@@ -1,0 +1,280 @@
+// Faults on the wire between one owner and its server (tests/faults/fault_proxy.h), on a real
+// server: the owner reaches it through the fault proxy, a rival contender directly.
+//
+//   simba_wire_fault_tests --backend URI     (run through tests/with_<server>.sh)
+//
+// Every case samples both contenders' is_owner() every millisecond for its whole length: the
+// two never believe at once. Figures (ms from the fault) go to stdout as JSON lines.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include "core/uri.h"
+#include "faults/fault_proxy.h"
+#include "kit.h"
+
+namespace simba::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using tck::wait_until;
+
+std::string g_uri;  // the server's own
+
+long ms_since(Clock::time_point from) {
+  return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - from).count());
+}
+
+// The lease every case uses: short, so a case takes seconds.
+ContendOptions lease_options() {
+  ContendOptions options;
+  options.ttl = 1000ms;
+  options.transition = 500ms;
+  options.backoff_initial = 20ms;
+  return options;
+}
+
+// Samples two services' beliefs every millisecond; counts the instants both believed.
+class Sampler {
+ public:
+  Sampler(MutexContendService& a, MutexContendService& b)
+      : thread_([this, &a, &b](std::stop_token stop) {
+          while (!stop.stop_requested()) {
+            const bool first = a.is_owner();
+            const bool second = b.is_owner();
+            if (first && second) ++overlaps_;
+            if (first) last_a_owned_.store(Clock::now().time_since_epoch().count());
+            if (second && first_b_owned_.load() == 0) first_b_owned_.store(Clock::now().time_since_epoch().count());
+            std::this_thread::sleep_for(1ms);
+          }
+        }) {}
+  ~Sampler() { stop(); }
+  void stop() {
+    thread_.request_stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  int overlaps() const { return overlaps_.load(); }
+  // When `a` was last seen owning and `b` first seen owning (time_since_epoch ticks; 0: never).
+  Clock::rep last_a_owned() const { return last_a_owned_.load(); }
+  Clock::rep first_b_owned() const { return first_b_owned_.load(); }
+  void forget_b() { first_b_owned_.store(0); }
+
+ private:
+  std::atomic<int> overlaps_{0};
+  std::atomic<Clock::rep> last_a_owned_{0};
+  std::atomic<Clock::rep> first_b_owned_{0};
+  std::jthread thread_;
+};
+
+void report(const std::string& scenario, const std::string& figures) {
+  std::cout << "{\"scenario\":\"" << scenario << "\",\"backend\":\"" << internal::parse_uri(g_uri).scheme << "\","
+            << figures << "}" << std::endl;
+}
+
+class WireFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // ZooKeeper's host list keeps its port in `host`.
+    auto uri = internal::parse_uri(g_uri);
+    std::string from = uri.port > 0 ? uri.host + ":" + std::to_string(uri.port) : uri.host;
+    auto colon = from.rfind(':');
+    ASSERT_TRUE(colon != std::string::npos && from.find(',') == std::string::npos)
+        << "the URI names no single host:port: " << uri.redacted();
+    proxy_ = std::make_unique<FaultProxy>(from.substr(0, colon), std::stoi(from.substr(colon + 1)));
+    proxied_uri_ = g_uri;
+    auto at = proxied_uri_.find(from);
+    ASSERT_NE(at, std::string::npos);
+    proxied_uri_.replace(at, from.size(), "127.0.0.1:" + std::to_string(proxy_->port()));
+    mutex_ = tck::unique_mutex();
+    owner_client_.emplace(open_backend(proxied_uri_), lease_options(), std::make_shared<Runtime>());
+    rival_client_.emplace(open_backend(g_uri), lease_options(), std::make_shared<Runtime>());
+    owner_ = std::make_shared<tck::Recorder>(mutex_, "owner-behind-the-proxy");
+    rival_ = std::make_shared<tck::Recorder>(mutex_, "rival-on-a-healthy-wire");
+    owner_service_ = owner_client_->contend_service(owner_);
+    rival_service_ = rival_client_->contend_service(rival_);
+  }
+  void TearDown() override {
+    sampler_.reset();
+    if (proxy_) proxy_->pass();
+    for (auto* service : {owner_service_.get(), rival_service_.get()}) {
+      if (service && service->status() == ServiceStatus::running) service->stop();
+    }
+  }
+
+  // The owner takes the mutex through the proxy; the rival then waits on a healthy wire.
+  void start_owned() {
+    owner_service_->start();
+    ASSERT_TRUE(wait_until([&] { return owner_service_->is_owner(); }, 10s)) << "no ownership through the proxy";
+    rival_service_->start();
+    sampler_ = std::make_unique<Sampler>(*owner_service_, *rival_service_);
+    std::this_thread::sleep_for(300ms);  // a few renewals, the rival waiting
+    ASSERT_TRUE(owner_service_->is_owner());
+  }
+
+  // After the fault healed: the two never overlap, and the old owner, never restarted, owns
+  // again once the rival lets go.
+  void expect_recovers(const std::string& scenario, const std::string& figures) {
+    proxy_->pass();
+    std::this_thread::sleep_for(1500ms);  // late bytes land; beliefs settle
+    if (rival_service_->is_owner()) rival_service_->stop();
+    auto healed = Clock::now();
+    EXPECT_TRUE(wait_until([&] { return owner_service_->is_owner(); }, 15s))
+        << scenario << ": the old owner did not own again after the fault healed";
+    const long recovered = ms_since(healed);
+    sampler_->stop();
+    EXPECT_EQ(sampler_->overlaps(), 0) << scenario << ": both contenders believed they owned at once";
+    report(scenario, figures + ",\"owns_again_ms\":" + std::to_string(recovered) +
+                         ",\"overlaps\":" + std::to_string(sampler_->overlaps()));
+  }
+
+  // A fault the owner cannot renew through: it stops believing by its own deadline (one ttl
+  // after its last renewal left, so at most ttl after the fault); when `takeover`, the rival
+  // wins, and only after the owner stopped believing.
+  void expect_partition(const std::string& scenario, const std::function<void()>& fault, bool takeover) {
+    ASSERT_NO_FATAL_FAILURE(start_owned());
+    const auto ttl = lease_options().ttl;
+    auto at = Clock::now();
+    fault();
+    ASSERT_TRUE(wait_until([&] { return !owner_service_->is_owner(); }, ttl + 2s))
+        << scenario << ": the owner still believes";
+    const long revoked = ms_since(at);
+    EXPECT_LE(revoked, ttl.count() + 100) << scenario << ": the owner believed past its own deadline";
+    std::string figures = "\"revoked_ms\":" + std::to_string(revoked);
+    if (takeover) {
+      ASSERT_TRUE(wait_until([&] { return rival_service_->is_owner(); }, 15s)) << scenario << ": no takeover";
+      figures += ",\"takeover_ms\":" + std::to_string(ms_since(at));
+      EXPECT_GT(sampler_->first_b_owned(), sampler_->last_a_owned())
+          << scenario << ": the rival won before the owner stopped believing";
+    } else {
+      std::this_thread::sleep_for(2500ms);  // whoever holds the server's lease keeps it
+      figures += ",\"takeover\":" + std::string(rival_service_->is_owner() ? "true" : "false");
+    }
+    expect_recovers(scenario, figures);
+  }
+
+  std::unique_ptr<FaultProxy> proxy_;
+  std::string proxied_uri_;
+  std::string mutex_;
+  std::optional<Client> owner_client_, rival_client_;
+  std::shared_ptr<tck::Recorder> owner_, rival_;
+  std::unique_ptr<MutexContendService> owner_service_, rival_service_;
+  std::unique_ptr<Sampler> sampler_;
+};
+
+TEST_F(WireFaultTest, APartitionedOwnerStopsBelievingBeforeTheRivalWinsAndRecoversAfter) {
+  expect_partition("partition", [&] { proxy_->blackhole(); }, true);
+}
+
+TEST_F(WireFaultTest, AOneWayPartitionOfRequestsIsTheSame) {
+  expect_partition("partition_up", [&] { proxy_->blackhole(FaultProxy::Direction::up); }, true);
+}
+
+TEST_F(WireFaultTest, AOneWayPartitionOfRepliesNeverLetsTwoBelieve) {
+  // Requests still arrive: the server may keep renewing a lease its owner cannot hear about.
+  // Safety holds; the mutex may stay with the deaf owner until the fault heals.
+  expect_partition("partition_down", [&] { proxy_->blackhole(FaultProxy::Direction::down); }, false);
+}
+
+TEST_F(WireFaultTest, AHalfOpenConnectionNeverLetsTwoBelieveAndTheOwnerReconnects) {
+  expect_partition("half_open", [&] { proxy_->half_open(); }, false);
+}
+
+TEST_F(WireFaultTest, ARenewalAnsweredAfterTheLeaseRanOutIsALoss) {
+  // Every byte arrives, 2 s late (longer than ttl + transition): the renewals land after the
+  // lease ended at the server and their answers after it ended here.
+  const auto ttl = lease_options().ttl;
+  ASSERT_NO_FATAL_FAILURE(start_owned());
+  auto at = Clock::now();
+  proxy_->delay(2000ms);
+  ASSERT_TRUE(wait_until([&] { return !owner_service_->is_owner(); }, ttl + 2s));
+  const long revoked = ms_since(at);
+  EXPECT_LE(revoked, ttl.count() + 100);
+  ASSERT_TRUE(wait_until([&] { return rival_service_->is_owner(); }, 15s)) << "no takeover";
+  const long takeover = ms_since(at);
+  // The late renewals and answers keep landing: neither makes the owner believe again nor
+  // ends the rival's lease.
+  const auto rival_token = rival_service_->fencing_token();
+  std::this_thread::sleep_for(4s);
+  EXPECT_FALSE(owner_service_->is_owner());
+  EXPECT_TRUE(rival_service_->is_owner()) << "a late renewal ended the successor's lease";
+  EXPECT_EQ(rival_service_->fencing_token(), rival_token);
+  EXPECT_EQ(rival_->released_count(), 0);
+  EXPECT_EQ(owner_->acquired_count(), 1) << "a late answer made the old owner believe again";
+  EXPECT_EQ(sampler_->overlaps(), 0);
+  expect_recovers("delay_past_lease", "\"revoked_ms\":" + std::to_string(revoked) +
+                                          ",\"takeover_ms\":" + std::to_string(takeover));
+}
+
+TEST_F(WireFaultTest, ALateReleaseByAnExpiredHolderLeavesItsSuccessorsLeaseAlone) {
+  ASSERT_NO_FATAL_FAILURE(start_owned());
+  proxy_->delay(2500ms);
+  // The release leaves now and lands 2.5 s later, after the rival took over at ttl+transition.
+  std::jthread releasing([&] { owner_service_->stop(); });
+  ASSERT_TRUE(wait_until([&] { return rival_service_->is_owner(); }, 15s)) << "no takeover";
+  const auto token = rival_service_->fencing_token();
+  auto snapshot = rival_client_->backend()->read(mutex_);
+  releasing.join();
+  std::this_thread::sleep_for(3s);  // the late release has landed
+  auto after = rival_client_->backend()->read(mutex_);
+  EXPECT_EQ(after.owner.owner_id, "rival-on-a-healthy-wire") << "the late release freed the successor's lease";
+  EXPECT_EQ(after.owner.fencing_token, snapshot.owner.fencing_token);
+  EXPECT_TRUE(rival_service_->is_owner());
+  EXPECT_EQ(rival_service_->fencing_token(), token);
+  EXPECT_EQ(rival_->released_count(), 0);
+  sampler_->stop();
+  EXPECT_EQ(sampler_->overlaps(), 0);
+  report("late_release", "\"successor_kept\":" + std::string(after.owner.owner_id == rival_->contender_id() ? "true" : "false"));
+}
+
+TEST_F(WireFaultTest, ResetsDuringAcquireRenewAndReleaseLeaveNoLeaseBehind) {
+  // Connections are reset every 0-40 ms while an owner acquires, renews and releases, 12
+  // times; after each release the mutex is free at once (the release got through on a new
+  // connection), and the two never believed at once.
+  rival_service_.reset();
+  std::atomic<bool> resetting{true};
+  std::jthread resets([&] {
+    unsigned seed = 12345;
+    while (resetting) {
+      seed = seed * 1103515245 + 12345;
+      std::this_thread::sleep_for(std::chrono::milliseconds((seed >> 16) % 40));
+      proxy_->reset();
+    }
+  });
+  int owned = 0, left_behind = 0;
+  for (int round = 0; round < 12; ++round) {
+    auto service = owner_client_->contend_service(owner_);
+    service->start();
+    owned += wait_until([&] { return service->is_owner(); }, 5s);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50 + 37 * round % 300));  // renewals
+    service->stop();
+    auto record = rival_client_->backend()->read(mutex_);
+    if (record.owner.has_owner(record.now) && record.owner.owner_id == owner_->contender_id()) ++left_behind;
+  }
+  resetting = false;
+  resets.join();
+  EXPECT_GT(owned, 6) << "too few ownerships to show anything";
+  EXPECT_EQ(left_behind, 0) << "releases that left a lease behind";
+  report("resets", "\"owned\":" + std::to_string(owned) + ",\"left_behind\":" + std::to_string(left_behind) +
+                       ",\"resets\":" + std::to_string(proxy_->accepted()));
+}
+
+}  // namespace
+}  // namespace simba::test
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--backend" && i + 1 < argc) simba::test::g_uri = argv[++i];
+  }
+  if (simba::test::g_uri.empty()) {
+    std::cerr << "usage: simba_wire_fault_tests --backend URI (a server's)\n";
+    return 64;
+  }
+  return RUN_ALL_TESTS();
+}

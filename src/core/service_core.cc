@@ -424,11 +424,19 @@ void ServiceCore::apply(std::uint64_t generation, const MutexOwner& owner) {
 }
 
 void ServiceCore::release_remote(const char* why) noexcept {
-  try {
-    backend_->release(mutex(), contender_->contender_id());
-  } catch (const std::exception& e) {
-    log_warn("mutex '" + mutex() + "': could not release the lease of " + contender_id() + " on " +
-             why + " (" + e.what() + "); it expires by itself after ttl + transition");
+  // A release is idempotent (only the owner's own lease goes), so one that failed on a broken
+  // connection (reset, timed out) is sent again, twice at most, on a new one.
+  for (int attempt = 1;; ++attempt) {
+    try {
+      backend_->release(mutex(), contender_->contender_id());
+      return;
+    } catch (const std::exception& e) {
+      const auto* error = dynamic_cast<const std::system_error*>(&e);
+      if (attempt < 3 && error && error->code() == make_error_code(errc::unavailable)) continue;
+      log_warn("mutex '" + mutex() + "': could not release the lease of " + contender_id() + " on " + why + " (" +
+               e.what() + "); it expires by itself after ttl + transition");
+      return;
+    }
   }
 }
 

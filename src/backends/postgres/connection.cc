@@ -1,14 +1,20 @@
 // Connecting to PostgreSQL and turning its failures into simba errors.
 #include "backends/postgres/connection.h"
 
+#include <poll.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "base/log.h"
+#include "simba/duration.h"
 #include "simba/error.h"
 
 namespace simba::postgres {
 
-Connection::Connection(const PostgresOptions& options, const std::string& where) : where_(where) {
+Connection::Connection(const PostgresOptions& options, const std::string& where)
+    : where_(where), answer_timeout_(options.command_timeout + std::chrono::milliseconds(500)) {
   const std::string port = std::to_string(options.port);
   // libpq counts whole seconds and takes at least 2.
   const std::string connect_timeout =
@@ -33,6 +39,7 @@ Connection::Connection(const PostgresOptions& options, const std::string& where)
   connection_.reset(PQconnectdbParams(keys.data(), values.data(), 0));
   if (!connection_) throw Error(errc::unavailable, where_ + ": cannot allocate a connection");
   if (PQstatus(connection_.get()) != CONNECTION_OK) fail("connecting", nullptr);
+  if (PQsetnonblocking(connection_.get(), 1) != 0) fail("making the connection non-blocking", nullptr);
   // Server notices ("relation already exists, skipping") go to the debug log, not stderr.
   PQsetNoticeProcessor(
       connection_.get(), [](void*, const char* message) { internal::log_debug(std::string("postgresql: ") + message); },
@@ -40,7 +47,8 @@ Connection::Connection(const PostgresOptions& options, const std::string& where)
 }
 
 void Connection::prepare(const char* name, const char* sql) {
-  check(PQprepare(connection_.get(), name, sql, 0, nullptr), "preparing a statement");
+  if (!PQsendPrepare(connection_.get(), name, sql, 0, nullptr)) fail("preparing a statement", nullptr);
+  check(await("preparing a statement"), "preparing a statement");
 }
 
 Result Connection::execute(const char* name, const std::vector<std::string>& params) {
@@ -50,12 +58,64 @@ Result Connection::execute(const char* name, const std::vector<std::string>& par
     values.push_back(p.c_str());
     lengths.push_back(static_cast<int>(p.size()));
   }
-  return check(PQexecPrepared(connection_.get(), name, static_cast<int>(params.size()), values.data(),
-                              lengths.data(), nullptr, 0),
-               name);
+  if (!PQsendQueryPrepared(connection_.get(), name, static_cast<int>(params.size()), values.data(), lengths.data(),
+                           nullptr, 0)) {
+    fail(name, nullptr);
+  }
+  return check(await(name), name);
 }
 
-Result Connection::run(const char* sql) { return check(PQexec(connection_.get(), sql), "a statement"); }
+Result Connection::run(const char* sql) {
+  if (!PQsendQuery(connection_.get(), sql)) fail("a statement", nullptr);
+  return check(await("a statement"), "a statement");
+}
+
+void Connection::wait_ready(short events, std::chrono::steady_clock::time_point deadline, const char* doing) {
+  for (;;) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      broken_ = true;
+      throw Error(errc::unavailable, where_ + ": " + doing + ": no answer within " + format_duration(answer_timeout_) +
+                                         " (the server or the network is not answering)");
+    }
+    pollfd ready{PQsocket(connection_.get()), events, 0};
+    int n = ::poll(&ready, 1, static_cast<int>(left.count()));
+    if (n > 0) return;
+    if (n < 0 && errno != EINTR) {
+      broken_ = true;
+      throw Error(errc::unavailable, where_ + ": " + doing + ": waiting for the server: " + std::strerror(errno));
+    }
+  }
+}
+
+PGresult* Connection::await(const char* doing) {
+  PGconn* c = connection_.get();
+  const auto deadline = std::chrono::steady_clock::now() + answer_timeout_;
+  for (int flushed = PQflush(c); flushed != 0; flushed = PQflush(c)) {
+    if (flushed < 0) fail(doing, nullptr);
+    wait_ready(POLLOUT | POLLIN, deadline, doing);
+    if (!PQconsumeInput(c)) fail(doing, nullptr);
+  }
+  PGresult* kept = nullptr;  // the last result, or the first that failed
+  for (;;) {
+    while (PQisBusy(c)) {
+      wait_ready(POLLIN, deadline, doing);
+      if (!PQconsumeInput(c)) {
+        PQclear(kept);
+        fail(doing, nullptr);
+      }
+    }
+    PGresult* next = PQgetResult(c);
+    if (!next) return kept;
+    const auto status = PQresultStatus(kept);
+    if (kept && status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+      PQclear(next);
+    } else {
+      PQclear(kept);
+      kept = next;
+    }
+  }
+}
 
 Result Connection::check(PGresult* raw, const char* doing) {
   Result result(raw);

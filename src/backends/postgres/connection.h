@@ -3,6 +3,7 @@
 
 #include <libpq-fe.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,7 +20,10 @@ using Result = std::unique_ptr<PGresult, ResultDeleter>;
 class Connection {
  public:
   // Connects and checks the connection. Throws Error (unavailable / permission_denied /
-  // invalid_argument).
+  // invalid_argument). Every statement then waits for its answer at most command_timeout +
+  // 500 ms by this process's clock (the server's statement_timeout ends it first when the
+  // server can hear us): a partition or a half-open connection is an unavailable error and a
+  // broken connection, never a call that blocks for ever.
   Connection(const PostgresOptions& options, const std::string& where);
 
   // Prepares `sql` under `name` (once per connection).
@@ -38,12 +42,18 @@ class Connection {
 
  private:
   Result check(PGresult* result, const char* doing);
+  // Sends what libpq queued and collects the statement's results (the last one, or the first
+  // failed one) before the deadline; on a timeout the connection is broken.
+  PGresult* await(const char* doing);
+  // Waits for the socket to be ready for `events` until the deadline; throws on a timeout.
+  void wait_ready(short events, std::chrono::steady_clock::time_point deadline, const char* doing);
 
   struct ConnDeleter {
     void operator()(PGconn* connection) const { PQfinish(connection); }
   };
   std::unique_ptr<PGconn, ConnDeleter> connection_;
   std::string where_;
+  std::chrono::milliseconds answer_timeout_;
   bool broken_ = false;
 };
 

@@ -8,7 +8,7 @@ simba_sqlite_packages=(cmake ninja-build g++ pkg-config libsqlite3-dev libspdlog
 # clang (the build is checked with it too) and dpkg-dev (cpack's dpkg-shlibdeps).
 simba_test_packages=(libgtest-dev libgmock-dev libasio-dev
                      libhiredis-dev redis-server libpq-dev postgresql libmariadb-dev mariadb-server
-                     libzookeeper-mt-dev zookeeper default-jre-headless clang dpkg-dev file help2man)
+                     libzookeeper-mt-dev zookeeper default-jre-headless clang dpkg-dev file help2man openssl)
 
 # simba_install PACKAGE...: installs those that are missing.
 simba_install() {

@@ -44,3 +44,36 @@ server_exec() {
   done
   "${args[@]}"
 }
+
+# server_make_tls DIR: a throwaway CA (DIR/ca.pem) and a server certificate it signed for
+# 127.0.0.1 and localhost (DIR/server.pem, DIR/server.key), plus another CA that signed
+# nothing here (DIR/wrong-ca.pem), for the TLS runs (SIMBA_TEST_TLS=1).
+server_make_tls() {
+  local out=$1
+  mkdir -p "$out"
+  (
+    cd "$out" || exit 1
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=simba test CA" -keyout ca.key -out ca.pem
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=not the simba test CA" -keyout wrong-ca.key \
+            -out wrong-ca.pem
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout server.key -out server.csr
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > san.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext -out server.pem
+    chmod 600 server.key
+  ) >"$out/openssl.log" 2>&1 || { cat "$out/openssl.log"; return 1; }
+}
+
+# server_exec_tls DIR URI_PLACEHOLDER URI PORT_PLACEHOLDER PORT COMMAND ARGS...: server_exec
+# that also replaces @TLS_CA@ and @TLS_WRONG_CA@ with DIR's files.
+server_exec_tls() {
+  local tls=$1 arg
+  shift
+  local head=("$1" "$2" "$3" "$4")
+  shift 4
+  local args=()
+  for arg in "$@"; do
+    arg=${arg//@TLS_CA@/$tls/ca.pem}
+    args+=("${arg//@TLS_WRONG_CA@/$tls/wrong-ca.pem}")
+  done
+  server_exec "${head[@]}" "${args[@]}"
+}

@@ -6,6 +6,8 @@
 #   with_postgres.sh COMMAND ARGS...   (every "@PG_URI@" and "@PG_PORT@" in ARGS is replaced)
 # The command also finds the server in $SIMBA_TEST_PG_URI, $SIMBA_TEST_PG_PORT, $SIMBA_TEST_PG_BIN
 # and $SIMBA_TEST_PG_DATA (for tests that restart it: see pg_ctl below).
+# With SIMBA_TEST_TLS=1 the server takes TLS connections only (a throwaway CA, see
+# server_make_tls; "@TLS_CA@" and "@TLS_WRONG_CA@" in ARGS are replaced by its files).
 set -euo pipefail
 source "$(dirname "$0")/server_lib.sh"
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
@@ -22,11 +24,19 @@ stop() {
 trap stop EXIT
 as_postgres "$bin/initdb" -D "$data" -U postgres --auth-local=trust --auth-host=scram-sha-256 >"$dir/initdb.log" 2>&1 \
   || { cat "$dir/initdb.log"; exit 1; }
+tls_options=
+if [ "${SIMBA_TEST_TLS:-}" = 1 ]; then
+  server_make_tls "$dir/tls"
+  [ "$(id -u)" -eq 0 ] && chown -R postgres "$dir/tls"
+  # TCP clients must use TLS: "hostssl" lines only.
+  sed -i -E 's/^host(\s)/hostssl\1/' "$data/pg_hba.conf"
+  tls_options="-c ssl=on -c ssl_cert_file=$dir/tls/server.pem -c ssl_key_file=$dir/tls/server.key"
+fi
 started=
 for attempt in $(seq 20); do
   port=$(server_random_port)
   if as_postgres "$bin/pg_ctl" -D "$data" -w -t 30 -l "$dir/server.log" \
-       -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null 2>&1; then
+       -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off $tls_options" start >/dev/null 2>&1; then
     started=1
     break
   fi
@@ -36,4 +46,4 @@ as_postgres "$bin/psql" -q -h "$dir" -p "$port" -U postgres -d postgres -v ON_ER
   -c "CREATE ROLE simba LOGIN PASSWORD 'simba-pw'" -c "CREATE DATABASE simba OWNER simba" >/dev/null
 export SIMBA_TEST_PG_URI="postgresql://simba:simba-pw@127.0.0.1:$port/simba" SIMBA_TEST_PG_PORT="$port" \
        SIMBA_TEST_PG_BIN="$bin" SIMBA_TEST_PG_DATA="$data" SIMBA_TEST_PG_SOCKET_DIR="$dir"
-server_exec @PG_URI@ "$SIMBA_TEST_PG_URI" @PG_PORT@ "$port" "$@"
+server_exec_tls "$dir/tls" @PG_URI@ "$SIMBA_TEST_PG_URI" @PG_PORT@ "$port" "$@"

@@ -40,6 +40,14 @@ struct MysqlOptions {
   // Use INSERT ... RETURNING where the server has it (MariaDB 10.5+); false: the upsert plus a
   // read that MySQL gets. Default: true.
   bool returning = true;
+  // TLS (Connector/C): `ssl` encrypts and refuses a server without TLS; the server's
+  // certificate is checked against `ssl_ca` (else the system's CAs), host name included,
+  // unless `ssl_verify` is false. `ssl_cert`/`ssl_key`: a client certificate. Default: off.
+  bool ssl = false;
+  bool ssl_verify = true;
+  std::string ssl_ca;
+  std::string ssl_cert;
+  std::string ssl_key;
 };
 
 // Connects once to check the server and create or extend the table. Throws Error with

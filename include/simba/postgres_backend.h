@@ -22,6 +22,11 @@ struct PostgresOptions {
   std::string password;  // Never appears in messages or logs.
   std::string database;
   std::string sslmode;   // libpq's sslmode (disable, prefer, require, ...); empty: libpq's default
+  // TLS files for libpq (empty: libpq's defaults): the CA that signed the server's
+  // certificate (checked with sslmode=verify-ca or verify-full), and a client certificate.
+  std::string sslrootcert;
+  std::string sslcert;
+  std::string sslkey;
   // Bound on connecting (libpq counts whole seconds, at least 2). Default: 2s.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};
   // Bound on one statement (statement_timeout) and on unacknowledged sends. Default: 2s.

@@ -29,6 +29,7 @@ RANDOM=$seed
 dir=$(mktemp -d)
 children=()
 cleanup() {
+  exec 2>/dev/null  # not the shell's "Killed" notes
   for pid in "${children[@]}"; do kill -CONT "$pid" 2>/dev/null; kill -9 "$pid" 2>/dev/null; done
   pkill -CONT -f "$dir/register" 2>/dev/null
   wait 2>/dev/null
@@ -70,7 +71,7 @@ worker() {
     "$simba" lock --backend "${uris[i]}" --ttl 1s --transition 500ms --kill-after 1s --timeout 3s "$mutex" -- \
       "$register" section "$log" --writes 8 --interval 25 "${no_fencing[@]}" 2>>"$dir/worker$i.err" &
     echo $! > "$dir/worker$i.pid"
-    wait $!
+    wait $! 2>/dev/null
     echo $? >> "$dir/worker$i.codes"
   done
 }

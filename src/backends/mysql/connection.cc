@@ -28,6 +28,14 @@ Connection::Connection(const MysqlOptions& options, const std::string& where, st
   mysql_options(mysql_.get(), MYSQL_OPT_READ_TIMEOUT, &read);
   mysql_options(mysql_.get(), MYSQL_OPT_WRITE_TIMEOUT, &write);
   mysql_options(mysql_.get(), MYSQL_SET_CHARSET_NAME, "utf8mb4");
+  if (options.ssl) {
+    my_bool enforce = 1, verify = options.ssl_verify ? 1 : 0;
+    mysql_options(mysql_.get(), MYSQL_OPT_SSL_ENFORCE, &enforce);
+    mysql_options(mysql_.get(), MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &verify);
+    if (!options.ssl_ca.empty()) mysql_options(mysql_.get(), MYSQL_OPT_SSL_CA, options.ssl_ca.c_str());
+    if (!options.ssl_cert.empty()) mysql_options(mysql_.get(), MYSQL_OPT_SSL_CERT, options.ssl_cert.c_str());
+    if (!options.ssl_key.empty()) mysql_options(mysql_.get(), MYSQL_OPT_SSL_KEY, options.ssl_key.c_str());
+  }
   if (!mysql_real_connect(mysql_.get(), options.host.c_str(), options.user.c_str(), options.password.c_str(),
                           options.database.c_str(), static_cast<unsigned int>(options.port), nullptr,
                           CLIENT_FOUND_ROWS)) {

@@ -30,9 +30,11 @@ Connection::Connection(const PostgresOptions& options, const std::string& where)
     keys.push_back("password");
     values.push_back(options.password.c_str());
   }
-  if (!options.sslmode.empty()) {
-    keys.push_back("sslmode");
-    values.push_back(options.sslmode.c_str());
+  for (const auto& [key, value] : {std::pair{"sslmode", &options.sslmode}, std::pair{"sslrootcert", &options.sslrootcert},
+                                   std::pair{"sslcert", &options.sslcert}, std::pair{"sslkey", &options.sslkey}}) {
+    if (value->empty()) continue;
+    keys.push_back(key);
+    values.push_back(value->c_str());
   }
   keys.push_back(nullptr);
   values.push_back(nullptr);

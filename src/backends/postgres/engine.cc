@@ -1,4 +1,4 @@
-// "postgresql://user:password@host:port/db[?sslmode=...]" (or postgres://).
+// "postgresql://user:password@host:port/db[?sslmode=...&sslrootcert=...]" (or postgres://).
 #include "backends/common/server_uri.h"
 #include "simba/postgres_backend.h"
 
@@ -9,6 +9,9 @@ std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
   PostgresOptions options;
   take_server_basics(uri, query, options);
   options.sslmode = text_option(query, "sslmode");
+  options.sslrootcert = text_option(query, "sslrootcert");
+  options.sslcert = text_option(query, "sslcert");
+  options.sslkey = text_option(query, "sslkey");
   return make_postgres_backend(options);
 }
 
@@ -16,7 +19,10 @@ std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
 
 const Engine& postgres_engine() {
   static const Engine engine{"postgresql://user:password@host:port/db",
-                             {{"sslmode", "passed to libpq (disable, prefer, require, ...)"},
+                             {{"sslmode", "passed to libpq (disable, prefer, require, verify-ca, verify-full)"},
+                              {"sslrootcert", "the CA file that signed the server's certificate (verify-ca, verify-full)"},
+                              {"sslcert", "a client certificate file"},
+                              {"sslkey", "the client certificate's key file"},
                               kConnectTimeoutOption,
                               kCommandTimeoutOption,
                               kSweepIdleOption},

@@ -423,37 +423,4 @@ void ServiceCore::apply(std::uint64_t generation, const MutexOwner& owner) {
   }
 }
 
-void ServiceCore::release_remote(const char* why) noexcept {
-  // A release is idempotent (only the owner's own lease goes), so one that failed on a broken
-  // connection (reset, timed out) is sent again, twice at most, on a new one.
-  for (int attempt = 1;; ++attempt) {
-    try {
-      backend_->release(mutex(), contender_->contender_id());
-      return;
-    } catch (const std::exception& e) {
-      const auto* error = dynamic_cast<const std::system_error*>(&e);
-      if (attempt < 3 && error && error->code() == make_error_code(errc::unavailable)) continue;
-      log_warn("mutex '" + mutex() + "': could not release the lease of " + contender_id() + " on " + why + " (" +
-               e.what() + "); it expires by itself after ttl + transition");
-      return;
-    }
-  }
-}
-
-void release_core(std::shared_ptr<ServiceCore>& core) noexcept {
-  if (!core) return;
-  core->close();
-  if (!on_runtime_thread()) {
-    try {
-      if (core->delivers_notifications()) core->flush();  // queued notifications drop their references
-    } catch (...) {
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (core.use_count() > 1 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  core.reset();
-}
-
 }  // namespace simba::internal

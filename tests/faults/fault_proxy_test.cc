@@ -94,6 +94,22 @@ std::string receive(int fd, std::chrono::milliseconds timeout) {
 
 void say(int fd, const std::string& text) { ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size())); }
 
+// An echo server, the proxy in front of it, and a client connection through it that has
+// carried one round trip.
+class FaultProxyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fd_ = dial(proxy_.port());
+    say(fd_, "1");
+    ASSERT_EQ(receive(fd_, 2s), "1");
+  }
+  void TearDown() override { close(fd_); }
+
+  EchoServer echo_;
+  FaultProxy proxy_{"127.0.0.1", echo_.port()};
+  int fd_ = -1;
+};
+
 bool eventually(const std::function<bool()>& predicate) {
   auto until = Clock::now() + 2s;
   while (Clock::now() < until) {
@@ -103,117 +119,81 @@ bool eventually(const std::function<bool()>& predicate) {
   return predicate();
 }
 
-TEST(FaultProxyTest, PassesBytesBothWays) {
-  EchoServer echo;
-  FaultProxy proxy("127.0.0.1", echo.port());
-  int fd = dial(proxy.port());
-  say(fd, "hello");
-  EXPECT_EQ(receive(fd, 2s), "hello");
-  close(fd);
+TEST_F(FaultProxyTest, PassesBytesBothWays) {
+  say(fd_, "hello");
+  EXPECT_EQ(receive(fd_, 2s), "hello");
 }
 
-TEST(FaultProxyTest, APartitionHoldsBytesUntilItHealsAndKeepsTheConnection) {
-  EchoServer echo;
-  FaultProxy proxy("127.0.0.1", echo.port());
-  int fd = dial(proxy.port());
-  say(fd, "a");
-  EXPECT_EQ(receive(fd, 2s), "a");
-  proxy.blackhole();
-  say(fd, "b");
-  EXPECT_EQ(receive(fd, 300ms), "");
-  EXPECT_EQ(proxy.connections(), 1u);
-  proxy.pass();
-  EXPECT_EQ(receive(fd, 2s), "b");
-  close(fd);
+TEST_F(FaultProxyTest, APartitionHoldsBytesUntilItHealsAndKeepsTheConnection) {
+  proxy_.blackhole();
+  say(fd_, "b");
+  EXPECT_EQ(receive(fd_, 300ms), "");
+  EXPECT_EQ(proxy_.connections(), 1u);
+  proxy_.pass();
+  EXPECT_EQ(receive(fd_, 2s), "b");
 }
 
-TEST(FaultProxyTest, AOneWayPartitionHoldsOnlyItsDirection) {
-  EchoServer echo;
-  FaultProxy proxy("127.0.0.1", echo.port());
-  int fd = dial(proxy.port());
-  say(fd, "x");
-  EXPECT_EQ(receive(fd, 2s), "x");
-  // Replies held: the request reaches the server (the echo is written back) but not us.
-  proxy.blackhole(FaultProxy::Direction::down);
-  say(fd, "y");
-  EXPECT_EQ(receive(fd, 300ms), "");
-  proxy.pass();
-  EXPECT_EQ(receive(fd, 2s), "y");
+TEST_F(FaultProxyTest, AOneWayPartitionHoldsOnlyItsDirection) {
+  // Answers held: the request reaches the server (the echo is written back) but not us.
+  proxy_.blackhole(FaultProxy::Direction::down);
+  say(fd_, "y");
+  EXPECT_EQ(receive(fd_, 300ms), "");
+  proxy_.pass();
+  EXPECT_EQ(receive(fd_, 2s), "y");
   // Requests held: nothing reaches the server.
-  proxy.blackhole(FaultProxy::Direction::up);
-  say(fd, "z");
-  EXPECT_EQ(receive(fd, 300ms), "");
-  proxy.pass();
-  EXPECT_EQ(receive(fd, 2s), "z");
-  close(fd);
+  proxy_.blackhole(FaultProxy::Direction::up);
+  say(fd_, "z");
+  EXPECT_EQ(receive(fd_, 300ms), "");
+  proxy_.pass();
+  EXPECT_EQ(receive(fd_, 2s), "z");
 }
 
-TEST(FaultProxyTest, DelaysEveryChunk) {
-  EchoServer echo;
-  FaultProxy proxy("127.0.0.1", echo.port());
-  int fd = dial(proxy.port());
-  proxy.delay(150ms);
+TEST_F(FaultProxyTest, DelaysEveryChunk) {
+  proxy_.delay(150ms);
   auto sent = Clock::now();
-  say(fd, "slow");
-  EXPECT_EQ(receive(fd, 2s), "slow");
+  say(fd_, "slow");
+  EXPECT_EQ(receive(fd_, 2s), "slow");
   EXPECT_GE(Clock::now() - sent, 300ms);  // 150 ms each way
-  close(fd);
 }
 
-TEST(FaultProxyTest, ResetsEveryConnection) {
-  EchoServer echo;
-  FaultProxy proxy("127.0.0.1", echo.port());
-  int fd = dial(proxy.port());
-  say(fd, "1");
-  EXPECT_EQ(receive(fd, 2s), "1");
-  proxy.reset();
-  EXPECT_EQ(receive(fd, 2s), "<reset>");
-  EXPECT_TRUE(eventually([&] { return echo.closed() == 1; }));
-  close(fd);
+TEST_F(FaultProxyTest, ResetsEveryConnection) {
+  proxy_.reset();
+  EXPECT_EQ(receive(fd_, 2s), "<reset>");
+  EXPECT_TRUE(eventually([&] { return echo_.closed() == 1; }));
 }
 
-TEST(FaultProxyTest, RefusesNewConnectionsWhileAsked) {
-  EchoServer echo;
-  FaultProxy proxy("127.0.0.1", echo.port());
-  proxy.refuse(true);
-  int fd = dial(proxy.port());
-  EXPECT_EQ(receive(fd, 2s), "<reset>");
-  close(fd);
-  EXPECT_EQ(echo.reached(), 0);
-  proxy.refuse(false);
-  fd = dial(proxy.port());
-  say(fd, "in");
-  EXPECT_EQ(receive(fd, 2s), "in");
-  close(fd);
-}
-
-TEST(FaultProxyTest, AHalfOpenConnectionIsClosedAtTheServerAndSilentAtTheClient) {
-  EchoServer echo;
-  FaultProxy proxy("127.0.0.1", echo.port());
-  int fd = dial(proxy.port());
-  say(fd, "1");
-  EXPECT_EQ(receive(fd, 2s), "1");
-  proxy.half_open();
-  EXPECT_TRUE(eventually([&] { return echo.closed() == 1; })) << "the server did not see its client go";
-  say(fd, "2");
-  EXPECT_EQ(receive(fd, 300ms), "") << "the client's side must stay open and silent";
-  int again = dial(proxy.port());
-  say(again, "3");
-  EXPECT_EQ(receive(again, 2s), "3") << "new connections pass";
-  close(fd);
+TEST_F(FaultProxyTest, RefusesNewConnectionsWhileAsked) {
+  proxy_.refuse(true);
+  int refused = dial(proxy_.port());
+  EXPECT_EQ(receive(refused, 2s), "<reset>");
+  close(refused);
+  EXPECT_EQ(echo_.reached(), 1);  // the fixture's connection only
+  proxy_.refuse(false);
+  int again = dial(proxy_.port());
+  say(again, "in");
+  EXPECT_EQ(receive(again, 2s), "in");
   close(again);
 }
 
-TEST(FaultProxyTest, CommandsAsTextNameWhatIsWrong) {
-  EchoServer echo;
-  FaultProxy proxy("127.0.0.1", echo.port());
-  EXPECT_EQ(proxy.command("partition up"), "ok");
-  EXPECT_EQ(proxy.command("delay 20"), "ok");
-  EXPECT_EQ(proxy.command("pass"), "ok");
-  EXPECT_NE(proxy.command("status").find("connections=0"), std::string::npos);
-  EXPECT_EQ(proxy.command("delay soon").rfind("error: unknown command 'delay soon'", 0), 0u);
-  EXPECT_EQ(proxy.command("partition sideways").rfind("error:", 0), 0u);
-  EXPECT_EQ(proxy.command("pass now please").rfind("error: too many words", 0), 0u);
+TEST_F(FaultProxyTest, AHalfOpenConnectionIsClosedAtTheServerAndSilentAtTheClient) {
+  proxy_.half_open();
+  EXPECT_TRUE(eventually([&] { return echo_.closed() == 1; })) << "the server did not see its client go";
+  say(fd_, "2");
+  EXPECT_EQ(receive(fd_, 300ms), "") << "the client's side must stay open and silent";
+  int again = dial(proxy_.port());
+  say(again, "3");
+  EXPECT_EQ(receive(again, 2s), "3") << "new connections pass";
+  close(again);
+}
+
+TEST_F(FaultProxyTest, CommandsAsTextNameWhatIsWrong) {
+  EXPECT_EQ(proxy_.command("partition up"), "ok");
+  EXPECT_EQ(proxy_.command("delay 20"), "ok");
+  EXPECT_EQ(proxy_.command("pass"), "ok");
+  EXPECT_NE(proxy_.command("status").find("connections=1"), std::string::npos);
+  EXPECT_EQ(proxy_.command("delay soon").rfind("error: unknown command 'delay soon'", 0), 0u);
+  EXPECT_EQ(proxy_.command("partition sideways").rfind("error:", 0), 0u);
+  EXPECT_EQ(proxy_.command("pass now please").rfind("error: too many words", 0), 0u);
 }
 
 }  // namespace

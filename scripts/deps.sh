@@ -5,10 +5,11 @@
 simba_sqlite_packages=(cmake ninja-build g++ pkg-config libsqlite3-dev libspdlog-dev libfmt-dev
                        libcli11-dev nlohmann-json3-dev)
 # Everything ./scripts/test needs on top: GoogleTest, standalone Asio (simba/asio.h), every engine's client library and server,
-# clang (the build is checked with it too) and dpkg-dev (cpack's dpkg-shlibdeps).
+# clang (the build is checked with it too), dpkg-dev (cpack's dpkg-shlibdeps), openssl (the TLS runs' throwaway CA)
+# and procps (the process tests' ps, pgrep, pkill).
 simba_test_packages=(libgtest-dev libgmock-dev libasio-dev
                      libhiredis-dev redis-server libpq-dev postgresql libmariadb-dev mariadb-server
-                     libzookeeper-mt-dev zookeeper default-jre-headless clang dpkg-dev file help2man openssl)
+                     libzookeeper-mt-dev zookeeper default-jre-headless clang dpkg-dev file help2man openssl procps)
 
 # simba_install PACKAGE...: installs those that are missing.
 simba_install() {

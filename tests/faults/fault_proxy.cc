@@ -69,6 +69,9 @@ struct Flow {
 struct Connection {
   int client = -1;
   int server = -1;  // -1 once half-open
+  // The client closed its side: what it sent before is still delivered (late, if delayed or
+  // held), as TCP would, then the connection closes; answers are dropped.
+  bool client_gone = false;
   Flow up;          // client -> server
   Flow down;        // server -> client
 };
@@ -300,8 +303,9 @@ void FaultProxy::State::loop() {
       bool alive = true;
       if (it->server >= 0) {
         if (!hold_up) alive = send_from(it->up, it->server, now);
-        if (alive && !hold_down) alive = send_from(it->down, it->client, now);
+        if (alive && !hold_down && !it->client_gone) alive = send_from(it->down, it->client, now);
       }
+      if (it->client_gone && (it->up.queue.empty() || it->server < 0)) alive = false;
       if (!alive) {
         close_connection(*it);
         it = open.erase(it);
@@ -315,7 +319,7 @@ void FaultProxy::State::loop() {
       if (!held_back && !flow.queue.empty()) next = std::min(next, flow.queue.front().due);
     };
     for (auto& c : open) {
-      short client_events = held(c.up) < kMaxHeld ? POLLIN : 0;
+      short client_events = !c.client_gone && held(c.up) < kMaxHeld ? POLLIN : 0;
       short server_events = c.server >= 0 && held(c.down) < kMaxHeld ? POLLIN : 0;
       if (c.server >= 0) {
         consider(c.up, hold_up);
@@ -323,7 +327,7 @@ void FaultProxy::State::loop() {
         if (!hold_up && !c.up.queue.empty() && c.up.queue.front().due <= now) server_events |= POLLOUT;
         if (!hold_down && !c.down.queue.empty() && c.down.queue.front().due <= now) client_events |= POLLOUT;
       }
-      fds.push_back({c.client, client_events, 0});
+      fds.push_back({c.client_gone ? -1 : c.client, client_events, 0});
       fds.push_back({c.server, server_events, 0});  // fd -1 is ignored by poll()
     }
     int timeout = -1;
@@ -352,14 +356,17 @@ void FaultProxy::State::loop() {
     for (auto it = open.begin(); it != open.end() && index + 1 < fds.size();) {
       const auto& client_fd = fds[index];
       const auto& server_fd = fds[index + 1];
-      if (client_fd.fd != it->client) break;  // the list changed under us: next round
+      if (client_fd.fd != (it->client_gone ? -1 : it->client)) break;  // the list changed: next round
       index += 2;
       bool alive = true;
-      if (client_fd.revents & (POLLIN | POLLHUP | POLLERR)) {
-        alive = read_into(it->client, it->up, it->server < 0);
+      if (client_fd.fd >= 0 && (client_fd.revents & (POLLIN | POLLHUP | POLLERR))) {
+        if (!read_into(it->client, it->up, it->server < 0)) {
+          it->client_gone = true;  // deliver what it sent first (the send pass closes it)
+          poke();
+        }
       }
-      if (alive && it->server >= 0 && server_fd.fd == it->server && (server_fd.revents & (POLLIN | POLLHUP | POLLERR))) {
-        alive = read_into(it->server, it->down, false);
+      if (it->server >= 0 && server_fd.fd == it->server && (server_fd.revents & (POLLIN | POLLHUP | POLLERR))) {
+        alive = read_into(it->server, it->down, it->client_gone);
       }
       if (!alive) {
         close_connection(*it);

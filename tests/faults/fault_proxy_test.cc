@@ -45,6 +45,7 @@ class EchoServer {
             if (poll(&q, 1, 20) <= 0) continue;
             ssize_t n = read(fd, buffer, sizeof buffer);
             if (n <= 0) break;
+            received_ += static_cast<int>(n);
             if (write(fd, buffer, static_cast<std::size_t>(n)) < 0) break;
           }
           ++closed_;
@@ -62,11 +63,12 @@ class EchoServer {
   int port() const { return port_; }
   int reached() const { return reached_; }
   int closed() const { return closed_; }
+  int received() const { return received_; }
 
  private:
   int listener_ = -1;
   int port_ = 0;
-  std::atomic<int> reached_{0}, closed_{0};
+  std::atomic<int> reached_{0}, closed_{0}, received_{0};
   std::vector<std::jthread> workers_;
   std::jthread thread_;
 };
@@ -103,7 +105,9 @@ class FaultProxyTest : public ::testing::Test {
     say(fd_, "1");
     ASSERT_EQ(receive(fd_, 2s), "1");
   }
-  void TearDown() override { close(fd_); }
+  void TearDown() override {
+    if (fd_ >= 0) close(fd_);
+  }
 
   EchoServer echo_;
   FaultProxy proxy_{"127.0.0.1", echo_.port()};
@@ -154,6 +158,17 @@ TEST_F(FaultProxyTest, DelaysEveryChunk) {
   say(fd_, "slow");
   EXPECT_EQ(receive(fd_, 2s), "slow");
   EXPECT_GE(Clock::now() - sent, 300ms);  // 150 ms each way
+}
+
+TEST_F(FaultProxyTest, WhatAClientSentBeforeClosingStillArrivesLate) {
+  proxy_.delay(200ms);
+  say(fd_, "late");
+  close(fd_);
+  fd_ = -1;
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(echo_.received(), 1) << "delivered before its time";
+  EXPECT_TRUE(eventually([&] { return echo_.received() == 5; })) << "dropped with the closed connection";
+  EXPECT_TRUE(eventually([&] { return proxy_.connections() == 0; }));
 }
 
 TEST_F(FaultProxyTest, ResetsEveryConnection) {

@@ -39,17 +39,22 @@ ContendOptions lease_options() {
   return options;
 }
 
-// Samples two services' beliefs every millisecond; counts the instants both believed.
+// Samples two services' beliefs every millisecond; counts the instants both believed. `a` is
+// read before and after `b`: only `a` true on both sides of a true `b` is an overlap, so a
+// sampler thread preempted between two reads never reports one that was not there.
 class Sampler {
  public:
   Sampler(MutexContendService& a, MutexContendService& b)
       : thread_([this, &a, &b](std::stop_token stop) {
+          auto now = [] { return Clock::now().time_since_epoch().count(); };
           while (!stop.stop_requested()) {
-            const bool first = a.is_owner();
-            const bool second = b.is_owner();
-            if (first && second) ++overlaps_;
-            if (first) last_a_owned_.store(Clock::now().time_since_epoch().count());
-            if (second && first_b_owned_.load() == 0) first_b_owned_.store(Clock::now().time_since_epoch().count());
+            const bool a_before = a.is_owner();
+            if (a_before) last_a_owned_.store(now());
+            const bool b_owns = b.is_owner();
+            if (b_owns && first_b_owned_.load() == 0) first_b_owned_.store(now());
+            const bool a_after = a.is_owner();
+            if (a_after) last_a_owned_.store(now());
+            if (a_before && b_owns && a_after) ++overlaps_;
             std::this_thread::sleep_for(1ms);
           }
         }) {}
@@ -120,7 +125,7 @@ class WireFaultTest : public ::testing::Test {
   // again once the rival lets go.
   void expect_recovers(const std::string& scenario, const std::string& figures) {
     proxy_->pass();
-    std::this_thread::sleep_for(1500ms);  // late bytes land; beliefs settle
+    std::this_thread::sleep_for(1000ms);  // late bytes land; beliefs settle
     if (rival_service_->is_owner()) rival_service_->stop();
     auto healed = Clock::now();
     EXPECT_TRUE(wait_until([&] { return owner_service_->is_owner(); }, 15s))
@@ -157,7 +162,7 @@ class WireFaultTest : public ::testing::Test {
                  .count()
           << " ms after the rival first was)";
     } else {
-      std::this_thread::sleep_for(2500ms);  // whoever holds the server's lease keeps it
+      std::this_thread::sleep_for(1500ms);  // whoever holds the server's lease keeps it
       figures += ",\"takeover\":" + std::string(rival_service_->is_owner() ? "true" : "false");
     }
     expect_recovers(scenario, figures);
@@ -205,7 +210,7 @@ TEST_F(WireFaultTest, ARenewalAnsweredAfterTheLeaseRanOutIsALoss) {
   // The late renewals and answers keep landing: neither makes the owner believe again nor
   // ends the rival's lease.
   const auto rival_token = rival_service_->fencing_token();
-  std::this_thread::sleep_for(4s);
+  std::this_thread::sleep_for(3s);  // more than the 2 s delay: every late byte has landed
   EXPECT_FALSE(owner_service_->is_owner());
   EXPECT_TRUE(rival_service_->is_owner()) << "a late renewal ended the successor's lease";
   EXPECT_EQ(rival_service_->fencing_token(), rival_token);
@@ -225,7 +230,7 @@ TEST_F(WireFaultTest, ALateReleaseByAnExpiredHolderLeavesItsSuccessorsLeaseAlone
   const auto token = rival_service_->fencing_token();
   auto snapshot = rival_client_->backend()->read(mutex_);
   releasing.join();
-  std::this_thread::sleep_for(3s);  // the late release has landed
+  std::this_thread::sleep_for(2s);  // the late release has landed (the proxy delivers it after the client gave up)
   auto after = rival_client_->backend()->read(mutex_);
   EXPECT_EQ(after.owner.owner_id, "rival-on-a-healthy-wire") << "the late release freed the successor's lease";
   EXPECT_EQ(after.owner.fencing_token, snapshot.owner.fencing_token);

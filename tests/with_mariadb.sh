@@ -20,7 +20,10 @@ stop() {
   rm -rf "$dir"
 }
 trap stop EXIT
-mariadb-install-db --no-defaults --datadir="$dir/data" --user="$(id -un)" --auth-root-authentication-method=normal \
+# A temporary folder of its own: a starting server deletes the "#sql*" files it finds in its
+# tmpdir, which would be another server's (or install's) when several run at once in /tmp.
+mkdir "$dir/tmp"
+mariadb-install-db --no-defaults --datadir="$dir/data" --tmpdir="$dir/tmp" --user="$(id -un)" --auth-root-authentication-method=normal \
   >"$dir/install.log" 2>&1 || { cat "$dir/install.log"; exit 1; }
 tls_options=
 require=
@@ -32,7 +35,7 @@ fi
 started=
 for attempt in $(seq 20); do
   port=$(server_random_port)
-  start="$mariadbd --no-defaults --datadir=$dir/data --socket=$dir/mysqld.sock --port=$port --bind-address=127.0.0.1 --user=$(id -un) --skip-log-error --innodb-flush-log-at-trx-commit=2 --innodb-buffer-pool-size=64M $tls_options"
+  start="$mariadbd --no-defaults --datadir=$dir/data --tmpdir=$dir/tmp --socket=$dir/mysqld.sock --port=$port --bind-address=127.0.0.1 --user=$(id -un) --skip-log-error --innodb-flush-log-at-trx-commit=2 --innodb-buffer-pool-size=64M $tls_options"
   $start >"$dir/server.log" 2>&1 &
   server=$!
   if server_poll 200 "$server" mariadb-admin --no-defaults -S "$dir/mysqld.sock" -u root ping; then

@@ -33,13 +33,17 @@ server_stop() {
 }
 
 # server_exec URI_PLACEHOLDER URI PORT_PLACEHOLDER PORT COMMAND ARGS...: runs the command with
-# both placeholders replaced in every argument.
+# both placeholders (and the TLS ones, after server_make_tls) replaced in every argument.
 server_exec() {
   local uri_key=$1 uri=$2 port_key=$3 port=$4 arg
   shift 4
   local args=()
   for arg in "$@"; do
     arg=${arg//$uri_key/$uri}
+    if [ -n "$server_tls" ]; then
+      arg=${arg//@TLS_CA@/$server_tls/ca.pem}
+      arg=${arg//@TLS_WRONG_CA@/$server_tls/wrong-ca.pem}
+    fi
     args+=("${arg//$port_key/$port}")
   done
   "${args[@]}"
@@ -47,9 +51,12 @@ server_exec() {
 
 # server_make_tls DIR: a throwaway CA (DIR/ca.pem) and a server certificate it signed for
 # 127.0.0.1 and localhost (DIR/server.pem, DIR/server.key), plus another CA that signed
-# nothing here (DIR/wrong-ca.pem), for the TLS runs (SIMBA_TEST_TLS=1).
+# nothing here (DIR/wrong-ca.pem), for the TLS runs (SIMBA_TEST_TLS=1); server_exec then
+# replaces "@TLS_CA@" and "@TLS_WRONG_CA@" with the two CA files.
+server_tls=
 server_make_tls() {
   local out=$1
+  server_tls=$out
   mkdir -p "$out"
   (
     cd "$out" || exit 1
@@ -61,19 +68,4 @@ server_make_tls() {
     openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext -out server.pem
     chmod 600 server.key
   ) >"$out/openssl.log" 2>&1 || { cat "$out/openssl.log"; return 1; }
-}
-
-# server_exec_tls DIR URI_PLACEHOLDER URI PORT_PLACEHOLDER PORT COMMAND ARGS...: server_exec
-# that also replaces @TLS_CA@ and @TLS_WRONG_CA@ with DIR's files.
-server_exec_tls() {
-  local tls=$1 arg
-  shift
-  local head=("$1" "$2" "$3" "$4")
-  shift 4
-  local args=()
-  for arg in "$@"; do
-    arg=${arg//@TLS_CA@/$tls/ca.pem}
-    args+=("${arg//@TLS_WRONG_CA@/$tls/wrong-ca.pem}")
-  done
-  server_exec "${head[@]}" "${args[@]}"
 }

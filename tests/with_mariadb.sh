@@ -54,4 +54,4 @@ GRANT ALL ON simba.* TO 'simba'@'%';
 SQL
 export SIMBA_TEST_MYSQL_URI="mysql://simba:simba-pw@127.0.0.1:$port/simba" SIMBA_TEST_MYSQL_PORT="$port" \
        SIMBA_TEST_MYSQL_START="$start" SIMBA_TEST_MYSQL_SOCKET="$dir/mysqld.sock"
-server_exec_tls "$dir/tls" @MYSQL_URI@ "$SIMBA_TEST_MYSQL_URI" @MYSQL_PORT@ "$port" "$@"
+server_exec @MYSQL_URI@ "$SIMBA_TEST_MYSQL_URI" @MYSQL_PORT@ "$port" "$@"

@@ -46,4 +46,4 @@ as_postgres "$bin/psql" -q -h "$dir" -p "$port" -U postgres -d postgres -v ON_ER
   -c "CREATE ROLE simba LOGIN PASSWORD 'simba-pw'" -c "CREATE DATABASE simba OWNER simba" >/dev/null
 export SIMBA_TEST_PG_URI="postgresql://simba:simba-pw@127.0.0.1:$port/simba" SIMBA_TEST_PG_PORT="$port" \
        SIMBA_TEST_PG_BIN="$bin" SIMBA_TEST_PG_DATA="$data" SIMBA_TEST_PG_SOCKET_DIR="$dir"
-server_exec_tls "$dir/tls" @PG_URI@ "$SIMBA_TEST_PG_URI" @PG_PORT@ "$port" "$@"
+server_exec @PG_URI@ "$SIMBA_TEST_PG_URI" @PG_PORT@ "$port" "$@"

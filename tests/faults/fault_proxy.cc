@@ -64,6 +64,7 @@ struct Chunk {
 struct Flow {
   std::deque<Chunk> queue;
   std::size_t sent = 0;  // of queue.front()
+  std::size_t held = 0;  // bytes in the queue
 };
 
 struct Connection {
@@ -102,16 +103,12 @@ struct FaultProxy::State {
     [[maybe_unused]] auto n = write(wake[1], &byte, 1);
   }
   void loop();
-  void accept_one();
+  // Accepts one pending connection; false when none was pending.
+  bool accept_one();
   // Reads what `from` has into `flow`; false when `from` is closed.
   bool read_into(int from, Flow& flow, bool drop);
   // Sends what is due; false when `to` is closed.
   bool send_from(Flow& flow, int to, Clock::time_point now);
-  static std::size_t held(const Flow& flow) {
-    std::size_t n = 0;
-    for (auto& chunk : flow.queue) n += chunk.bytes.size();
-    return n;
-  }
   static void close_connection(Connection& c) {
     close_with_reset(c.client);
     close_with_reset(c.server);
@@ -248,18 +245,14 @@ std::string FaultProxy::command(const std::string& line) {
   return "ok";
 }
 
-void FaultProxy::State::accept_one() {
+bool FaultProxy::State::accept_one() {
   int client = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-  if (client < 0) return;
+  if (client < 0) return false;
   ++accepted;
-  if (refusing) {
-    close_with_reset(client);
-    return;
-  }
-  int server = connect_to(upstream_host, upstream_port);
+  int server = refusing ? -1 : connect_to(upstream_host, upstream_port);
   if (server < 0) {
     close_with_reset(client);
-    return;
+    return true;
   }
   int one = 1;
   setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -268,6 +261,7 @@ void FaultProxy::State::accept_one() {
   c.client = client;
   c.server = server;
   open.push_back(std::move(c));
+  return true;
 }
 
 bool FaultProxy::State::read_into(int from, Flow& flow, bool drop) {
@@ -276,8 +270,10 @@ bool FaultProxy::State::read_into(int from, Flow& flow, bool drop) {
     ssize_t n = recv(from, buffer, sizeof buffer, MSG_DONTWAIT);
     if (n == 0) return false;
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-    if (!drop) flow.queue.push_back({std::string(buffer, static_cast<std::size_t>(n)), Clock::now() + delay});
-    if (held(flow) > kMaxHeld) return true;
+    if (drop) continue;
+    flow.queue.push_back({std::string(buffer, static_cast<std::size_t>(n)), Clock::now() + delay});
+    flow.held += static_cast<std::size_t>(n);
+    if (flow.held > kMaxHeld) return true;
   }
 }
 
@@ -288,6 +284,7 @@ bool FaultProxy::State::send_from(Flow& flow, int to, Clock::time_point now) {
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     flow.sent += static_cast<std::size_t>(n);
     if (flow.sent < chunk.bytes.size()) return true;
+    flow.held -= chunk.bytes.size();
     flow.queue.pop_front();
     flow.sent = 0;
   }
@@ -319,8 +316,8 @@ void FaultProxy::State::loop() {
       if (!held_back && !flow.queue.empty()) next = std::min(next, flow.queue.front().due);
     };
     for (auto& c : open) {
-      short client_events = !c.client_gone && held(c.up) < kMaxHeld ? POLLIN : 0;
-      short server_events = c.server >= 0 && held(c.down) < kMaxHeld ? POLLIN : 0;
+      short client_events = !c.client_gone && c.up.held < kMaxHeld ? POLLIN : 0;
+      short server_events = c.server >= 0 && c.down.held < kMaxHeld ? POLLIN : 0;
       if (c.server >= 0) {
         consider(c.up, hold_up);
         consider(c.down, hold_down);
@@ -346,10 +343,7 @@ void FaultProxy::State::loop() {
     if (stopping) break;
     // The connections may have changed while unlocked (reset, half-open): match by fd.
     if (fds[1].revents & POLLIN) {
-      while (true) {
-        auto before = open.size() + accepted;
-        accept_one();
-        if (open.size() + accepted == before) break;
+      while (accept_one()) {
       }
     }
     std::size_t index = 2;

@@ -34,6 +34,9 @@ namespace simba {
 struct OwnerSnapshot {
   MutexOwner owner;
   EpochMillis now = 0;  // Backend clock, epoch milliseconds.
+  // With Capabilities::demand: another contender asked for the owned mutex and did not get
+  // it (from read(), and from acquire() when it renewed a lease). Always false when free.
+  bool demanded = false;
 };
 
 struct Capabilities {
@@ -50,6 +53,9 @@ struct Capabilities {
   bool multi_process = false;           // Contenders in different processes can share it.
   bool multi_host = false;              // Contenders on different hosts can share it.
   std::size_t max_mutex_bytes = 0;      // Longest mutex name accepted; 0 = no limit.
+  bool demand = false;                  // A losing acquire() leaves a demand the owner sees in
+                                        // OwnerSnapshot::demanded (see watch_demand()).
+  bool demand_push = false;             // with demand: watch_demand() delivers it at once.
 };
 
 // One mutex the backend holds a record for, as list() found it (owner judged as read() does).
@@ -90,7 +96,9 @@ class Backend {
   // changes; a renewal keeps it. An engine may grant a shorter lease than asked (ZooKeeper
   // caps it by its session timeout): the returned times say what was granted, and callers
   // count the shorter of the two. An engine with a queue (ZooKeeper) also enqueues a
-  // contender that does not get the mutex.
+  // contender that does not get the mutex. With capabilities().demand, a contender that does
+  // not get a mutex another owns leaves a demand: the owner's read() and renewals say
+  // `demanded` until the owner changes, and watch_demand() fires (see there).
   // Returns: the owner after the call (this contender's lease, or the other live owner's).
   // Blocks: for one round trip to the engine, bounded by the engine's timeouts.
   // Requires: ttl > 0, transition >= 0, validated names.
@@ -128,6 +136,21 @@ class Backend {
   // Blocks: at most for one round trip (e.g. a SUBSCRIBE).
   virtual std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                               std::function<void(WatchEvent)> on_change) = 0;
+
+  // Calls `on_demand` soon after a contender other than `owner_id` tried to acquire `mutex`
+  // and did not get it: the owner's cue to give back a lease it keeps cached (simba/mutex.h).
+  // Also called, conservatively, when the push channel drops (a demand may have been missed),
+  // and at once if a demand is already pending when the watch starts (where the engine can
+  // tell in the same trip: ZooKeeper). It may fire without a demand (ZooKeeper: a waiter
+  // left); it never replaces read()'s `demanded`, which the owner polls as a safety net.
+  // Only when capabilities().demand_push; otherwise (and by default) returns nullptr.
+  // `on_demand` runs as watch()'s `on_change` does: any thread, quickly, no calls back.
+  // Blocks: at most for one round trip.
+  virtual std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& owner_id,
+                                                     std::function<void()> on_demand) {
+    (void)mutex, (void)owner_id, (void)on_demand;
+    return nullptr;
+  }
 
   // The mutexes whose names start with `prefix` (empty: all) that this backend holds a record
   // for, free or owned, sorted by name, at most `limit` of them (`truncated` says if more
@@ -180,6 +203,10 @@ class ForwardingBackend : public Backend {
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override {
     return target_->watch(mutex, contender_id, std::move(on_change));
+  }
+  std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& owner_id,
+                                             std::function<void()> on_demand) override {
+    return target_->watch_demand(mutex, owner_id, std::move(on_demand));
   }
   MutexListing list(const std::string& prefix, std::size_t limit) override { return target_->list(prefix, limit); }
   std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {

@@ -26,7 +26,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
                         std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
     OwnerSnapshot result;
-    bool changed = false;
+    bool changed = false, lost = false;
     {
       std::lock_guard lock(mutex_);
       const EpochMillis now = clock_->now();
@@ -38,6 +38,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
         changed = owner.owner_id != contender_id;
         if (changed) {
           entry.last_token = tokens_->fetch_add(1) + 1;
+          entry.wanted_until = 0;  // a demand was for the owner before
           touch_locked(mutex, entry, now);
         }
         owner.owner_id = contender_id;
@@ -45,10 +46,14 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
         owner.ttl_at = now + ttl.count();
         owner.transition_at = owner.ttl_at + transition.count();
         owner.fencing_token = entry.last_token;
+      } else {
+        lost = true;  // held by another: a demand, until the owner changes
+        entry.wanted_until = std::max(entry.wanted_until, now + ttl.count() + transition.count());
       }
-      result = {owner, now};
+      result = {owner, now, !lost && entry.wanted_until >= now};  // the owner's renewal hears of it
     }
     if (changed) notify(mutex, WatchEvent::acquired);
+    if (lost) notify(kDemand + mutex, WatchEvent::acquired);
     return result;
   }
 
@@ -79,7 +84,8 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
     MutexOwner owner = it->second.owner;
     if (owner.empty() || owner.transition_at < now) owner = MutexOwner::none();
     owner.fencing_token = it->second.last_token;
-    return {owner, now};
+    const bool demanded = !owner.empty() && it->second.wanted_until >= now;
+    return {owner, now, demanded};
   }
 
   MutexListing list(const std::string& prefix, std::size_t limit) override {
@@ -123,6 +129,16 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
 
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& /*contender_id*/,
                                       std::function<void(WatchEvent)> on_change) override {
+    return add_watcher(mutex, std::move(on_change));
+  }
+
+  // Demand watchers are kept beside the others, under a name no mutex has.
+  std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& /*owner_id*/,
+                                             std::function<void()> on_demand) override {
+    return add_watcher(kDemand + mutex, [on_demand = std::move(on_demand)](WatchEvent) { on_demand(); });
+  }
+
+  std::unique_ptr<Subscription> add_watcher(const std::string& mutex, std::function<void(WatchEvent)> on_change) {
     auto watcher = std::make_shared<Watcher>(std::move(on_change));
     std::lock_guard lock(watch_mutex_);
     auto& list = watchers_[mutex];
@@ -151,6 +167,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
     Capabilities caps;
     caps.engine = "memory";
     caps.push = true;
+    caps.demand = caps.demand_push = true;
     caps.poll_interval = std::chrono::milliseconds(100);
     return caps;
   }
@@ -163,7 +180,9 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
     std::uint64_t last_token = 0;
     std::uint64_t touched = 0;  // the change that last queued it in recent_
     EpochMillis changed_at = 0;  // the clock at its last change of owner
+    EpochMillis wanted_until = 0;  // a losing acquire's demand lasts until then (or a new owner)
   };
+  static inline const std::string kDemand = std::string("\0demand:", 8);
   static constexpr std::size_t kRemembered = 4096;
 
   // Queues `mutex` as just changed and forgets the record that falls out of the queue if that

@@ -5,6 +5,7 @@
 #include <errmsg.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "simba/error.h"
@@ -128,7 +129,14 @@ std::vector<LeaseRow> Connection::query_leases(const std::string& name, const st
     row.owner.transition_at = numbers[2];
     row.owner.fencing_token = static_cast<std::uint64_t>(numbers[3]);
     row.now = numbers[4];
-    if (named && !nulls[6]) row.mutex.assign(mutex, std::min<unsigned long>(mutex_length, sizeof mutex - 1));
+    if (!nulls[6] && mysql_stmt_field_count(stmt) > 6) {
+      std::string seventh(mutex, std::min<unsigned long>(mutex_length, sizeof mutex - 1));
+      if (named) {
+        row.mutex = std::move(seventh);
+      } else {
+        row.wanted_until = std::strtoll(seventh.c_str(), nullptr, 10);
+      }
+    }
     if (!named) break;  // one row is asked for: the rest (if any) is drained below
   }
   if (rc != 0 && rc != MYSQL_DATA_TRUNCATED && rc != MYSQL_NO_DATA) {

@@ -24,6 +24,7 @@ struct LeaseRow {
   MutexOwner owner;  // owner_id empty when the row is missing
   EpochMillis now = 0;
   std::string mutex;  // query_leases(..., named): a seventh column, the mutex's name
+  EpochMillis wanted_until = 0;  // otherwise: a seventh column, if any, is the row's wanted_until
 };
 
 class Connection {

@@ -41,7 +41,8 @@ std::string schema(const char* collation) {
          "  transition_at bigint unsigned NOT NULL DEFAULT 0,"
          "  owner_id      varchar(128) " + text + " NOT NULL DEFAULT '',"
          "  version       int unsigned    NOT NULL DEFAULT 0,"
-         "  fencing_token bigint unsigned NOT NULL DEFAULT 0"
+         "  fencing_token bigint unsigned NOT NULL DEFAULT 0,"
+         "  wanted_until  bigint unsigned NOT NULL DEFAULT 0"
          ") ENGINE=InnoDB";
 }
 
@@ -58,6 +59,14 @@ constexpr const char* kAddFencing =
 // MariaDB has IF NOT EXISTS (a concurrent add then only warns); MySQL 8.0 has not.
 constexpr const char* kAddFencingIfMissing =
     "ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS fencing_token bigint unsigned NOT NULL DEFAULT 0";
+// And wanted_until: a demand on the current owner (simba/backend.h), until then (database
+// clock); cleared when the owner changes. Simba's statements name their columns: unaffected.
+constexpr const char* kHasWanted =
+    "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
+    "AND table_name = 'simba_mutex' AND column_name = 'wanted_until'";
+constexpr const char* kAddWanted = "ALTER TABLE simba_mutex ADD COLUMN wanted_until bigint unsigned NOT NULL DEFAULT 0";
+constexpr const char* kAddWantedIfMissing =
+    "ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS wanted_until bigint unsigned NOT NULL DEFAULT 0";
 
 // The condition of Simba's UPDATE: the lease is free or expired, or ours and live. In
 // ON DUPLICATE KEY UPDATE, VALUES(col) is what the INSERT would have written.
@@ -75,6 +84,7 @@ constexpr const char* kAddFencingIfMissing =
   "INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token) " \
   "VALUES (?, " SIMBA_MY_NOW ", " SIMBA_MY_NOW " + ?, " SIMBA_MY_NOW " + ? + ?, ?, 1, " SIMBA_MY_NOW " * 1000) " \
   "ON DUPLICATE KEY UPDATE " \
+  "wanted_until = IF(" SIMBA_MY_MAY_TAKE " AND owner_id <> VALUES(owner_id), 0, wanted_until), " \
   "fencing_token = IF(" SIMBA_MY_MAY_TAKE ", fencing_token + (owner_id <> VALUES(owner_id)), fencing_token), " \
   "version = IF(" SIMBA_MY_MAY_TAKE ", version + 1, version), " \
   "acquired_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(acquired_at), acquired_at), " \
@@ -82,12 +92,13 @@ constexpr const char* kAddFencingIfMissing =
   "owner_id = IF(" SIMBA_MY_MAY_TAKE ", VALUES(owner_id), owner_id), " \
   "transition_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(transition_at), transition_at) "
 constexpr const char* kAcquire =
-    SIMBA_MY_UPSERT "RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, " SIMBA_MY_NOW;
+    SIMBA_MY_UPSERT "RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, " SIMBA_MY_NOW
+                    ", wanted_until";
 constexpr const char* kUpsert = SIMBA_MY_UPSERT;
 
-// The row (or none) and the database clock. Params: mutex.
+// The row (or none), the database clock and the row's wanted_until. Params: mutex.
 constexpr const char* kRead =
-    "SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now "
+    "SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now, m.wanted_until "
     "FROM (SELECT " SIMBA_MY_NOW " AS now) n LEFT JOIN simba_mutex m ON m.mutex = ?";
 
 // Simba's release, except that the row keeps when it became free (transition_at = now - 1)
@@ -95,6 +106,12 @@ constexpr const char* kRead =
 constexpr const char* kRelease =
     "UPDATE simba_mutex SET acquired_at = 0, ttl_at = 0, transition_at = " SIMBA_MY_NOW " - 1, owner_id = '', "
     "version = version + 1 WHERE mutex = ? AND owner_id = ?";
+
+// A contender that did not get the mutex from its owner wants it for a lease (ms) from now.
+// Params: lease ms, mutex, owner id.
+constexpr const char* kWant =
+    "UPDATE simba_mutex SET wanted_until = GREATEST(wanted_until, " SIMBA_MY_NOW " + ?) "
+    "WHERE mutex = ? AND owner_id = ?";
 
 // Names starting with the parameter, in order (the exact collation is byte order), at most
 // the limit. Params: prefix, prefix, limit.
@@ -135,6 +152,9 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
     if (connection->scalar(kHasFencing) == 0) {
       connection->run_tolerating(mariadb ? kAddFencingIfMissing : kAddFencing, ER_DUP_FIELDNAME);
     }
+    if (connection->scalar(kHasWanted) == 0) {
+      connection->run_tolerating(mariadb ? kAddWantedIfMissing : kAddWanted, ER_DUP_FIELDNAME);
+    }
     if (connection->scalar(kMutexCollation) != 0) {
       internal::log_warn_once_per_host(
           "mysql-collation " + options_.host + ":" + std::to_string(options_.port) + "/" + options_.database,
@@ -148,12 +168,20 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
                         std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
     const std::string waiter = mutex + '\0' + contender_id;
+    const std::int64_t lease = ttl.count() + transition.count();
     return pool_.with([&](Connection& connection) {
+      // A contender that did not get it leaves a demand (a write at most once per half lease).
+      auto want = [&](const mysql::LeaseRow& row, const OwnerSnapshot& seen) {
+        if (row.wanted_until < row.now + lease / 2) connection.execute("want", {lease, mutex, seen.owner.owner_id});
+      };
       // A waiter polls with a read: no write, no row lock, while someone else holds it.
       if (is_waiting(waiter)) {
         if (auto row = connection.query_lease("read", {mutex})) {
           auto seen = internal::snapshot_of_row(row->owner, row->now);
-          if (!seen.owner.empty() && seen.owner.owner_id != contender_id) return seen;
+          if (!seen.owner.empty() && seen.owner.owner_id != contender_id) {
+            want(*row, seen);
+            return seen;
+          }
         }
       }
       // Creating the same new row from many contenders at once can deadlock in InnoDB: retry.
@@ -169,7 +197,10 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
           }
           if (!row) throw Error(errc::internal, where_ + ": acquire returned no row");
           auto result = internal::snapshot_of_row(row->owner, row->now);
+          const bool lost = !result.owner.empty() && result.owner.owner_id != contender_id;
           set_waiting(waiter, result.owner.owner_id != contender_id);
+          if (lost) want(*row, result);
+          result.demanded = !lost && !result.owner.empty() && row->wanted_until >= row->now;
           return result;
         } catch (const Error& e) {
           if (attempt >= 5 || e.code() != errc::unavailable || connection.broken()) throw;
@@ -223,7 +254,9 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
     return pool_.with([&](Connection& connection) {
       auto row = connection.query_lease("read", {mutex});
       if (!row) throw Error(errc::internal, where_ + ": read returned no row");
-      return internal::snapshot_of_row(row->owner, row->now);
+      auto snapshot = internal::snapshot_of_row(row->owner, row->now);
+      snapshot.demanded = !snapshot.owner.empty() && row->wanted_until >= row->now;
+      return snapshot;
     });
   }
 
@@ -241,6 +274,7 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
     caps.multi_process = true;
     caps.multi_host = true;
     caps.max_mutex_bytes = 66;  // Simba's varchar(66)
+    caps.demand = true;  // read at the poll interval by a caching owner
     return caps;
   }
 
@@ -275,6 +309,7 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
     connection.prepare("release", kRelease);
     connection.prepare("list", kList);
     connection.prepare("sweep", kSweep);
+    connection.prepare("want", kWant);
     // simba-bench's baseline (RawProbe): a bare one-row UPDATE of a private row.
     connection.prepare("raw_update", "UPDATE simba_mutex SET version = version + 1 WHERE mutex = ?");
     connection.prepare("raw_row", "INSERT IGNORE INTO simba_mutex (mutex) VALUES (?)");

@@ -34,6 +34,7 @@ class ListenLink final : public internal::PushLink {
       const std::string mutex = payload.substr(separator + 2);
       if (kind == "released") sink.deliver(mutex, WatchEvent::released);
       if (kind == "acquired") sink.deliver(mutex, WatchEvent::acquired);
+      if (kind == "demand") sink.deliver(demand_key(mutex), WatchEvent::acquired);
     }
   }
 

@@ -28,9 +28,10 @@ using postgres::Result;
 // whole statement, so WHERE, SET and RETURNING agree on it.
 #define SIMBA_PG_NOW "(extract(epoch FROM statement_timestamp()) * 1000)::bigint"
 
-// The shape of Simba's MySQL table in PostgreSQL's types, plus the fencing token and
+// The shape of Simba's MySQL table in PostgreSQL's types, plus the fencing token,
 // waiting_until: waiters mark how long they will keep listening, so a release notifies only
-// while someone waits (a NOTIFY wakes every listening backend and process).
+// while someone waits (a NOTIFY wakes every listening backend and process), and wanted_until:
+// a demand on the current owner (simba/backend.h), cleared when the owner changes.
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS simba_mutex (
   mutex         varchar(66)  NOT NULL PRIMARY KEY,
@@ -40,10 +41,12 @@ CREATE TABLE IF NOT EXISTS simba_mutex (
   owner_id      varchar(128) NOT NULL DEFAULT '',
   version       integer      NOT NULL DEFAULT 0,
   fencing_token bigint       NOT NULL DEFAULT 0,
-  waiting_until bigint       NOT NULL DEFAULT 0
+  waiting_until bigint       NOT NULL DEFAULT 0,
+  wanted_until  bigint       NOT NULL DEFAULT 0
 );
 ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS fencing_token bigint NOT NULL DEFAULT 0;
-ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS waiting_until bigint NOT NULL DEFAULT 0)sql";
+ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS waiting_until bigint NOT NULL DEFAULT 0;
+ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS wanted_until bigint NOT NULL DEFAULT 0)sql";
 
 // The lease may be taken (free, released or expired) or renewed (ours and live); the second
 // spelling is for ON CONFLICT, where the new values are EXCLUDED.
@@ -51,18 +54,20 @@ ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS waiting_until bigint NOT NULL D
   "(m.transition_at < EXCLUDED.acquired_at OR (m.owner_id = EXCLUDED.owner_id AND m.transition_at > EXCLUDED.acquired_at))"
 
 // The common case in one plain UPDATE: take a free row or renew our own; the token rises only
-// when the owner id changes. Returns the row only if it took or renewed it.
+// when the owner id changes (and a demand goes with the old owner). Returns the row only if it
+// took or renewed it, and whether a demand is pending.
 // $1 mutex, $2 contender id, $3 ttl ms, $4 transition ms.
 constexpr const char* kTake =
     "UPDATE simba_mutex SET fencing_token = fencing_token + (owner_id <> $2)::int, "
+    "wanted_until = CASE WHEN owner_id <> $2 THEN 0 ELSE wanted_until END, "
     "acquired_at = " SIMBA_PG_NOW ", ttl_at = " SIMBA_PG_NOW " + $3::bigint, "
     "transition_at = " SIMBA_PG_NOW " + $3::bigint + $4::bigint, owner_id = $2, version = version + 1 "
     "WHERE mutex = $1 AND (transition_at < " SIMBA_PG_NOW " OR (owner_id = $2 AND transition_at > " SIMBA_PG_NOW "))"
-    " RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, acquired_at";
+    " RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, acquired_at, wanted_until >= acquired_at";
 
 // Otherwise: create the row race-free, or take it if it became free meanwhile, or note that
-// we wait (until two of our leases from now). Always returns the row after the call. A new
-// row's token starts at now x 1000 (see common/sweep.h).
+// we wait (until two of our leases from now) and want it (a demand, for one lease). Always
+// returns the row after the call. A new row's token starts at now x 1000 (see common/sweep.h).
 constexpr const char* kTakeOrWait = R"sql(
 INSERT INTO simba_mutex AS m (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token)
 SELECT $1, n.now, n.now + $3::bigint, n.now + $3::bigint + $4::bigint, $2, 1, n.now * 1000
@@ -75,12 +80,14 @@ ON CONFLICT (mutex) DO UPDATE SET
   owner_id = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN EXCLUDED.owner_id ELSE m.owner_id END,
   version = m.version + ()sql" SIMBA_PG_TAKES R"sql()::int,
   waiting_until = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN m.waiting_until
-                  ELSE GREATEST(m.waiting_until, EXCLUDED.acquired_at + 2 * ($3::bigint + $4::bigint) + 1000) END
+                  ELSE GREATEST(m.waiting_until, EXCLUDED.acquired_at + 2 * ($3::bigint + $4::bigint) + 1000) END,
+  wanted_until = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN (CASE WHEN m.owner_id <> $2 THEN 0 ELSE m.wanted_until END)
+                 ELSE GREATEST(m.wanted_until, EXCLUDED.acquired_at + $3::bigint + $4::bigint) END
 RETURNING m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, )sql" SIMBA_PG_NOW R"sql()sql";
 
-// The row (or none) and the database clock, in one row. $1 mutex.
+// The row (or none), the database clock and whether a demand is pending, in one row. $1 mutex.
 constexpr const char* kRead = R"sql(
-SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now
+SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now, m.wanted_until >= n.now
 FROM (SELECT )sql" SIMBA_PG_NOW R"sql( AS now) n LEFT JOIN simba_mutex m ON m.mutex = $1)sql";
 
 // Release only if ours; says whether a waiter listens (then the caller NOTIFYs). The row keeps
@@ -109,6 +116,13 @@ constexpr const char* kRawRow = "INSERT INTO simba_mutex (mutex) VALUES ($1) ON 
 
 // Wakes the waiters of every process. $1 mutex.
 constexpr const char* kNotify = "SELECT pg_notify('simba_mutex', 'released@@' || $1)";
+// Tells the owner (a caching one listens) that a contender wants the mutex. $1 mutex.
+constexpr const char* kNotifyDemand = "SELECT pg_notify('simba_mutex', 'demand@@' || $1)";
+
+// Column 6 of a take or a read: a demand is pending.
+bool demanded(const PGresult* result) {
+  return PQnfields(result) > 6 && !PQgetisnull(result, 0, 6) && PQgetvalue(result, 0, 6)[0] == 't';
+}
 
 std::int64_t integer(const PGresult* result, int column, int row = 0) {
   return PQgetisnull(result, row, column) ? 0 : std::strtoll(PQgetvalue(result, row, column), nullptr, 10);
@@ -145,8 +159,14 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
       const std::vector<std::string> params = {mutex, contender_id, std::to_string(ttl.count()),
                                                std::to_string(transition.count())};
       auto taken = connection.execute("take", params);
-      if (PQntuples(taken.get()) == 1) return snapshot_of(taken.get());
-      return snapshot_of(connection.execute("take_or_wait", params).get());
+      if (PQntuples(taken.get()) == 1) {
+        auto snapshot = snapshot_of(taken.get());
+        snapshot.demanded = demanded(taken.get());
+        return snapshot;
+      }
+      auto snapshot = snapshot_of(connection.execute("take_or_wait", params).get());
+      if (!snapshot.owner.empty() && snapshot.owner.owner_id != contender_id) connection.execute("notify_demand", {mutex});
+      return snapshot;
     });
   }
 
@@ -194,7 +214,12 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
   }
 
   OwnerSnapshot read(const std::string& mutex) override {
-    return pool_.with([&](Connection& connection) { return snapshot_of(connection.execute("read", {mutex}).get()); });
+    return pool_.with([&](Connection& connection) {
+      auto row = connection.execute("read", {mutex});
+      auto snapshot = snapshot_of(row.get());
+      snapshot.demanded = !snapshot.owner.empty() && demanded(row.get());
+      return snapshot;
+    });
   }
 
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& /*contender_id*/,
@@ -202,11 +227,18 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
     return listener_->watch({mutex}, std::move(on_change));
   }
 
+  // Demands come on the one LISTEN channel too, under a key no mutex has.
+  std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& /*owner_id*/,
+                                             std::function<void()> on_demand) override {
+    return listener_->watch({postgres::demand_key(mutex)}, [on_demand = std::move(on_demand)](WatchEvent) { on_demand(); });
+  }
+
   Capabilities capabilities() const override {
     Capabilities caps;
     caps.engine = "postgresql";
     caps.push = true;               // releases are notified
     caps.push_acquisitions = false;  // acquisitions are not: observers poll
+    caps.demand = caps.demand_push = true;
     caps.poll_interval = std::chrono::milliseconds(250);
     caps.multi_process = true;
     caps.multi_host = true;
@@ -247,6 +279,7 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
     connection.prepare("list", kList);
     connection.prepare("sweep", kSweep);
     connection.prepare("notify", kNotify);
+    connection.prepare("notify_demand", kNotifyDemand);
     connection.prepare("raw_update", kRawUpdate);
     connection.prepare("raw_row", kRawRow);
   }

@@ -37,7 +37,11 @@ using redis::Reply;
 // it after Simba's of earlier seconds, before those of later ones, on even terms with those
 // of its own second, and in arrival order among ours. An owner never stays queued: the winner leaves
 // the queue, and a holder seen here (a JVM Simba one, which never leaves it) is taken out.
-// Returns {owner id, lease ms left, fencing token, server now ms, holder's acquired_at, ttl}.
+// A contender that does not get a held mutex publishes a demand on ARGV[6] (the owner of a
+// cached lease listens there); a renewal says whether anyone waits in the queue (ours or
+// Simba's: JVM contenders never publish a demand).
+// Returns {owner id, lease ms left, fencing token, server now ms, holder's acquired_at, ttl,
+// waiters in the queue (a renewal; else 0)}.
 constexpr const char* kAcquire = R"lua(
 local id = ARGV[1]
 local t = redis.call('TIME')
@@ -58,7 +62,7 @@ if redis.call('SET', KEYS[1], id, 'NX', 'PX', ARGV[2]) then
   keep(token)
   redis.call('PUBLISH', ARGV[3], 'acquired@@' .. id)
   redis.call('ZREM', KEYS[3], id)
-  return {id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4])}
+  return {id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), redis.call('ZCARD', KEYS[3])}
 end
 local owner = redis.call('GET', KEYS[1])
 if owner == id then
@@ -66,14 +70,17 @@ if owner == id then
   redis.call('HSET', KEYS[2], 'owner', id, 'at', now, 'ttl', ARGV[4])
   local token = tonumber(redis.call('HGET', KEYS[2], 'token'))
   keep(token)
-  return {id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4])}
+  return {id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), redis.call('ZCARD', KEYS[3])}
 end
 redis.call('ZADD', KEYS[3], 'NX', string.format('%.6f', tonumber(t[1]) + tonumber(t[2]) / 1e6 - 0.5), id)
 if idle > 0 then redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[2]) + idle) end
-if owner then redis.call('ZREM', KEYS[3], owner) end
+if owner then
+  redis.call('ZREM', KEYS[3], owner)
+  redis.call('PUBLISH', ARGV[6], 'demand@@' .. id)
+end
 local holder = redis.call('HMGET', KEYS[2], 'owner', 'token', 'at', 'ttl')
 if holder[1] ~= owner then holder = {owner, holder[2], -1, -1} end
-return {owner, redis.call('PTTL', KEYS[1]), tonumber(holder[2] or 0), now, tonumber(holder[3]), tonumber(holder[4])}
+return {owner, redis.call('PTTL', KEYS[1]), tonumber(holder[2] or 0), now, tonumber(holder[3]), tonumber(holder[4]), 0}
 )lua";
 
 // Release if ours, and wake the first waiter in Simba's queue (lowest score), as Simba does,
@@ -130,14 +137,16 @@ end
 return deleted
 )lua";
 
-// KEYS: lock, fencing hash. Returns what kAcquire returns, without contending.
+// KEYS: lock, fencing hash, wait queue. Returns what kAcquire returns, without contending
+// (waiters in the queue whoever owns).
 constexpr const char* kRead = R"lua(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local owner = redis.call('GET', KEYS[1])
 local holder = redis.call('HMGET', KEYS[2], 'owner', 'token', 'at', 'ttl')
 if owner == false or holder[1] ~= owner then holder = {owner, holder[2], -1, -1} end
-return {owner, redis.call('PTTL', KEYS[1]), tonumber(holder[2] or 0), now, tonumber(holder[3]), tonumber(holder[4])}
+return {owner, redis.call('PTTL', KEYS[1]), tonumber(holder[2] or 0), now, tonumber(holder[3]), tonumber(holder[4]),
+        redis.call('ZCARD', KEYS[3])}
 )lua";
 
 struct Script {
@@ -163,7 +172,7 @@ class RedisBackend final : public Backend, public internal::RawProbe {
     const auto lease = ttl + transition;
     auto reply = run(acquire_, {lock_key(mutex), fencing_key(mutex), queue_key(mutex)},
                      {contender_id, std::to_string(lease.count()), lock_key(mutex), std::to_string(ttl.count()),
-                      std::to_string(options_.sweep_idle.count())});
+                      std::to_string(options_.sweep_idle.count()), demand_channel(mutex)});
     return redis::owner_from_reply(*reply, ttl, transition, where_);
   }
 
@@ -177,7 +186,7 @@ class RedisBackend final : public Backend, public internal::RawProbe {
   bool evict(const std::string& mutex, const std::string& owner_id) override { return release(mutex, owner_id); }
 
   OwnerSnapshot read(const std::string& mutex) override {
-    auto reply = run(read_, {lock_key(mutex), fencing_key(mutex)}, {});
+    auto reply = run(read_, {lock_key(mutex), fencing_key(mutex), queue_key(mutex)}, {});
     return redis::owner_from_reply(*reply, std::chrono::milliseconds(0), std::chrono::milliseconds(0), where_);
   }
 
@@ -220,10 +229,18 @@ class RedisBackend final : public Backend, public internal::RawProbe {
     return subscriber_->watch({lock_key(mutex) + ":" + contender_id, lock_key(mutex)}, std::move(on_change));
   }
 
+  // The owner listens on the demand channel ("<prefix>:{<mutex>}:demand", beside Simba's keys
+  // and channels and ignored by Simba); JVM waiters show in read()'s queue count instead.
+  std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& /*owner_id*/,
+                                             std::function<void()> on_demand) override {
+    return subscriber_->watch({demand_channel(mutex)}, [on_demand = std::move(on_demand)](WatchEvent) { on_demand(); });
+  }
+
   Capabilities capabilities() const override {
     Capabilities caps;
     caps.engine = "redis";
     caps.push = true;
+    caps.demand = caps.demand_push = true;
     caps.waiters_hear_acquisitions = true;
     caps.poll_interval = std::chrono::milliseconds(100);
     caps.multi_process = true;
@@ -249,6 +266,7 @@ class RedisBackend final : public Backend, public internal::RawProbe {
   std::string lock_key(const std::string& mutex) const { return redis::lock_key(options_.prefix, mutex); }
   std::string queue_key(const std::string& mutex) const { return redis::queue_key(options_.prefix, mutex); }
   std::string fencing_key(const std::string& mutex) const { return redis::fencing_key(options_.prefix, mutex); }
+  std::string demand_channel(const std::string& mutex) const { return lock_key(mutex) + ":demand"; }
 
   // Calls found(name, kind) for every key of a mutex whose name starts with `prefix`; kind is
   // "lock", "fencing" or "contender". SCAN, so the server never blocks on the whole keyspace.

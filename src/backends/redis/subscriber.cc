@@ -37,6 +37,7 @@ class PubSubLink final : public internal::PushLink {
         const std::string payload = text(2);
         if (payload.rfind("released@@", 0) == 0) sink.deliver(text(1), WatchEvent::released);
         if (payload.rfind("acquired@@", 0) == 0) sink.deliver(text(1), WatchEvent::acquired);
+        if (payload.rfind("demand@@", 0) == 0) sink.deliver(text(1), WatchEvent::acquired);  // a demand channel
       } else if (kind == "subscribe") {
         sink.confirmed(text(1));
       }

@@ -25,17 +25,24 @@ CREATE TABLE IF NOT EXISTS simba_mutex (
   transition_at INTEGER NOT NULL DEFAULT 0,
   owner_id      TEXT    NOT NULL DEFAULT '',
   version       INTEGER NOT NULL DEFAULT 0,
-  fencing_token INTEGER NOT NULL DEFAULT 0
+  fencing_token INTEGER NOT NULL DEFAULT 0,
+  wanted_until  INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID)sql";
 
+// wanted_until (a demand: another contender asked until then, simba/backend.h) came later:
+// added to an older table. Two processes may race to add it; the loser sees it there.
+constexpr const char* kHasWanted = "SELECT count(*) FROM pragma_table_info('simba_mutex') WHERE name = 'wanted_until'";
+constexpr const char* kAddWanted = "ALTER TABLE simba_mutex ADD COLUMN wanted_until INTEGER NOT NULL DEFAULT 0";
+
 // Acquire-or-renew in one statement: take a free or expired row, renew our own live one; the
-// fencing token rises only when the owner id changes. All SET expressions see the old row. A
-// new row's token starts at ?6 = now x 1000 (see common/sweep.h).
+// fencing token rises only when the owner id changes, and a demand goes with the old owner. All
+// SET expressions see the old row. A new row's token starts at ?6 = now x 1000 (common/sweep.h).
 constexpr const char* kAcquire = R"sql(
 INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token)
 VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6)
 ON CONFLICT (mutex) DO UPDATE SET
   fencing_token = fencing_token + (owner_id <> excluded.owner_id),
+  wanted_until = CASE WHEN owner_id <> excluded.owner_id THEN 0 ELSE wanted_until END,
   acquired_at = excluded.acquired_at,
   ttl_at = excluded.ttl_at,
   transition_at = excluded.transition_at,
@@ -43,10 +50,15 @@ ON CONFLICT (mutex) DO UPDATE SET
   version = version + 1
 WHERE transition_at < excluded.acquired_at
    OR (owner_id = excluded.owner_id AND transition_at > excluded.acquired_at)
-RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token)sql";
+RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, wanted_until)sql";
 
 constexpr const char* kSelect =
-    "SELECT owner_id, acquired_at, ttl_at, transition_at, fencing_token FROM simba_mutex WHERE mutex = ?1";
+    "SELECT owner_id, acquired_at, ttl_at, transition_at, fencing_token, wanted_until FROM simba_mutex "
+    "WHERE mutex = ?1";
+
+// A contender that did not get the mutex from owner ?2 wants it until ?3.
+constexpr const char* kWant =
+    "UPDATE simba_mutex SET wanted_until = max(wanted_until, ?3) WHERE mutex = ?1 AND owner_id = ?2";
 
 // Release if ours; transition_at = ?3 (now - 1) keeps when the row became free, for sweep().
 constexpr const char* kRelease =
@@ -108,21 +120,28 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
       retry_while_busy([&] { exec("PRAGMA journal_mode=WAL", "enabling WAL"); });
       exec("PRAGMA synchronous=NORMAL", "setting synchronous");
       retry_while_busy([&] { exec(kSchema, "creating table simba_mutex"); });
+      retry_while_busy([&] { add_wanted_column(); });
       prepare(acquire_, kAcquire);
       prepare(select_, kSelect);
       prepare(release_, kRelease);
       prepare(list_, kList);
       prepare(sweep_, kSweep);
+      prepare(want_, kWant);
     }
   }
 
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
                         std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
     std::lock_guard lock(mutex_);
-    // A cheap read first: a waiter that cannot win takes no write lock.
+    // A cheap read first: a waiter that cannot win takes no write lock, except to leave a
+    // demand (at most once per half lease).
     EpochMillis now = epoch_millis_now();
     if (auto current = select(mutex)) {
-      if (current->owner_id != contender_id && current->transition_at >= now) return {*current, now};
+      if (current->owner.owner_id != contender_id && current->owner.transition_at >= now) {
+        const EpochMillis lease = ttl.count() + transition.count();
+        if (current->wanted_until < now + lease / 2) want(mutex, current->owner.owner_id, now + lease);
+        return {current->owner, now};
+      }
     }
     // One autocommit statement: atomic on its own. It returns the row only if it took or
     // renewed the lease; otherwise someone else holds it and a read tells who.
@@ -138,12 +157,18 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
       int rc = sqlite3_step(*use);
       if (rc == SQLITE_ROW) {
         MutexOwner owner = row_owner(*use);
+        const bool demanded = sqlite3_column_int64(*use, 5) >= now;
         check(sqlite3_step(*use), SQLITE_DONE, "acquire");
-        return {owner, now};
+        return {owner, now, demanded};
       }
       check(rc, SQLITE_DONE, "acquire");
     }
-    return {select(mutex).value_or(MutexOwner::none()), now};
+    auto current = select(mutex);
+    if (!current) return {MutexOwner::none(), now};
+    if (current->owner.owner_id != contender_id) {
+      want(mutex, current->owner.owner_id, now + ttl.count() + transition.count());
+    }
+    return {current->owner, now};
   }
 
   bool release(const std::string& mutex, const std::string& contender_id) override {
@@ -193,7 +218,11 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
   OwnerSnapshot read(const std::string& mutex) override {
     std::lock_guard lock(mutex_);
     EpochMillis now = epoch_millis_now();
-    return internal::snapshot_of_row(select(mutex).value_or(MutexOwner::none()), now);
+    auto row = select(mutex);
+    if (!row) return {MutexOwner::none(), now};
+    auto snapshot = internal::snapshot_of_row(row->owner, now);
+    snapshot.demanded = !snapshot.owner.empty() && row->wanted_until >= now;
+    return snapshot;
   }
 
   std::unique_ptr<Subscription> watch(const std::string&, const std::string&,
@@ -207,6 +236,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
     caps.push = false;
     caps.poll_interval = options_.poll_interval;
     caps.multi_process = true;
+    caps.demand = true;  // read at the poll interval by a caching owner
     return caps;
   }
 
@@ -286,13 +316,38 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
     return static_cast<std::size_t>(sqlite3_changes(db_));
   }
 
-  std::optional<MutexOwner> select(const std::string& mutex) {
+  struct Row {
+    MutexOwner owner;
+    EpochMillis wanted_until = 0;
+  };
+
+  std::optional<Row> select(const std::string& mutex) {
     Use use(select_);
     bind_text(*use, 1, mutex);
     int rc = sqlite3_step(*use);
     if (rc == SQLITE_DONE) return std::nullopt;
     check(rc, SQLITE_ROW, "reading the owner");
-    return row_owner(*use);
+    return Row{row_owner(*use), sqlite3_column_int64(*use, 5)};
+  }
+
+  void want(const std::string& mutex, const std::string& owner_id, EpochMillis until) {
+    Use use(want_);
+    bind_text(*use, 1, mutex);
+    bind_text(*use, 2, owner_id);
+    sqlite3_bind_int64(*use, 3, until);
+    check(sqlite3_step(*use), SQLITE_DONE, "noting a demand");
+  }
+
+  void add_wanted_column() {
+    Statement has;
+    prepare(has, kHasWanted);
+    Use use(has);
+    check(sqlite3_step(*use), SQLITE_ROW, "reading the table's columns");
+    if (sqlite3_column_int64(*use, 0) > 0) return;
+    const int rc = sqlite3_exec(db_, kAddWanted, nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK && std::string(sqlite3_errmsg(db_)).find("duplicate column") == std::string::npos) {
+      check(rc, SQLITE_OK, "adding column wanted_until");
+    }
   }
 
   // Columns owner_id, acquired_at, ttl_at, transition_at, fencing_token of the current row.
@@ -318,7 +373,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
   Connection connection_;
   sqlite3* db_ = nullptr;
   internal::SweepSchedule sweeps_;
-  Statement acquire_, select_, release_, list_, sweep_;
+  Statement acquire_, select_, release_, list_, sweep_, want_;
   Statement raw_;  // simba-bench's baseline, prepared on first use
 };
 

@@ -99,8 +99,11 @@ OwnerSnapshot LatchBackend::read(const std::string& mutex) {
     Reply leader = session_.get(folder + "/" + nodes[0].name).wait();
     if (leader.rc == ZNONODE) continue;
     if (leader.rc != ZOK) session_.fail(leader.rc, "reading the owner of mutex '" + mutex + "'");
-    // The node is the owner until a waiter removes it (only waiters judge leases).
-    return leader_view(mutex, folder + "/" + nodes[0].name, nodes[0], leader).snapshot;
+    // The node is the owner until a waiter removes it (only waiters judge leases). A node
+    // behind it is a contender that wants the mutex: a demand.
+    auto snapshot = leader_view(mutex, folder + "/" + nodes[0].name, nodes[0], leader).snapshot;
+    snapshot.demanded = !snapshot.owner.empty() && nodes.size() > 1;
+    return snapshot;
   }
   throw Error(errc::unavailable, "ZooKeeper at " + where_ + ": the latch of mutex '" + mutex +
                                      "' kept changing while it was read; try again");
@@ -126,12 +129,28 @@ std::unique_ptr<Subscription> LatchBackend::watch(const std::string& mutex, cons
   return handle;
 }
 
+// The owner watches the latch's children: a node joining behind its own is a demand (a
+// waiter leaving fires too: harmless). The listing that arms the watch shows one already there.
+std::unique_ptr<Subscription> LatchBackend::watch_demand(const std::string& mutex, const std::string& /*owner_id*/,
+                                                         std::function<void()> on_demand) {
+  auto watcher = std::make_shared<Watcher>([on_demand](WatchEvent) { on_demand(); });
+  const std::string folder = latch_path(mutex);
+  book_.add_observer(folder, watcher);
+  auto handle = std::make_unique<WatchHandle>(watcher, [this, folder, watcher] { book_.drop_observer(folder, watcher); });
+  session_.ensure();
+  Reply armed = session_.watch_children(folder).wait();
+  if (armed.rc != ZOK) session_.fail(armed.rc, "watching the latch of mutex '" + mutex + "'");
+  if (latch_nodes(armed.children).size() > 1) on_demand();
+  return handle;
+}
+
 Capabilities LatchBackend::capabilities() const {
   Capabilities caps;
   caps.engine = "zookeeper";
   caps.push = true;
   caps.push_acquisitions = true;
   caps.watch_loss = true;
+  caps.demand = caps.demand_push = true;
   caps.poll_interval = std::chrono::milliseconds(1000);
   caps.multi_process = true;
   caps.multi_host = true;

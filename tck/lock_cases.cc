@@ -300,13 +300,13 @@ TEST(LockManagerTest, MaxHoldRevokesAndReleases) {
   EXPECT_EQ(client.owner(mutex).fencing_token, next.fencing_token());
 
   // Per client, too.
-  auto bounded = make_client().with_lock_options(LockOptions{200ms, 8});
+  auto bounded = make_client().with_lock_options(LockOptions{200ms, 8, {}});
   auto h = bounded.mutex(unique_mutex()).acquire(kSoon);
   EXPECT_TRUE(wait_until([&] { return h.lost().stop_requested(); }, kSoon));
 }
 
 TEST(LockManagerTest, HandoverLimitLetsOtherProcessesIn) {
-  auto client = make_client().with_lock_options(LockOptions{0ms, 2});
+  auto client = make_client().with_lock_options(LockOptions{0ms, 2, {}});
   auto mutex = unique_mutex();
   std::atomic<bool> stop{false};
   std::vector<std::thread> greedy;
@@ -338,7 +338,7 @@ TEST(LockManagerTest, BadInputIsRefusedClearly) {
   EXPECT_THROW(m.with_max_hold(-1ms), Error);
   EXPECT_THROW(m.acquire(-1ms), Error);
   EXPECT_THROW(m.lock_async(1s, Mutex::Callback()), Error);
-  EXPECT_THROW(client.with_lock_options(LockOptions{-5ms, 8}), Error);
+  EXPECT_THROW(client.with_lock_options(LockOptions{-5ms, 8, {}}), Error);
   Hold empty;
   EXPECT_FALSE(empty);
   EXPECT_EQ(empty.fencing_token(), 0u);

@@ -64,6 +64,12 @@ class Client {
   // Entries the lock manager keeps in this process for this client's backend: one per name
   // with a handle, a holder or a waiter.
   std::size_t lock_entries() const;
+  // Gives back now every lease the lock manager keeps cached (LockOptions::linger) for this
+  // client's backend in this process; holds and waiters go on. Call it before a planned exit:
+  // a lease left cached by a process that ends lingers until it expires. Returns how many
+  // leases it gave back. Blocks for one release per cached lease; never throws (failures are
+  // logged; the lease then expires).
+  std::size_t release_cached() const noexcept;
 
   const std::shared_ptr<Backend>& backend() const { return backend_; }
   const std::shared_ptr<Runtime>& runtime() const { return runtime_; }

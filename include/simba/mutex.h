@@ -34,7 +34,23 @@
 //   releasing  giving the lease back          none          any      released -> idle, or -> waiting
 //                                                                    if requests queued
 //
-// An entry with no handle, holder or waiter is freed (Client::lock_entries() counts them).
+// Caching: when the last local hold ends and no local request waits, the entry keeps the
+// remote lease (still renewed) for up to LockOptions::linger, so that taking the mutex again
+// in this process costs no backend call (lock() then takes no lock of its own either: an
+// atomic exchange and a clock check). The lease goes back at once when another process asks
+// for it (the backend's demand signal: Capabilities::demand), when `linger` passes unused,
+// on Client::release_cached(), or when the entry is freed. While another process's demand is
+// pending, no further local handovers happen after the current hold. A cached hold keeps the
+// fencing token of the remote lease: the token orders processes; holds within one process are
+// ordered by the local queue. A process stalled past its lease never uses its cached lease
+// again (the clock check); it contends anew.
+//
+//   cached     owns the lease, renewing it    none          none     request -> held (no backend
+//                                                                    call); demand / linger /
+//                                                                    release_cached -> releasing
+//
+// An entry with no handle, holder or waiter is freed (Client::lock_entries() counts them), and
+// a lease it caches is released: keep a Mutex handle to benefit from caching.
 // Clients over one backend share entries; an entry runs with the timing options of the Client
 // whose handle created it.
 //
@@ -48,6 +64,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <system_error>
@@ -67,6 +84,11 @@ struct LockOptions {
   // Consecutive local handovers of one remote lease before it goes back to the backend
   // (0: never hand over locally). Default: 8.
   unsigned max_local_handovers = 8;
+  // How long a lease is kept cached after its last local hold (see above). Unset: one ttl of
+  // the Client's ContendOptions. 0: no caching (every last unlock releases). Must be >= 0.
+  // Caching needs the backend's demand signal (every engine of simba has it); on a backend
+  // without it, leases are never cached.
+  std::optional<std::chrono::milliseconds> linger;
 
   // Throws Error(errc::invalid_argument) naming the bad field.
   void validate() const;
@@ -112,12 +134,16 @@ class Mutex {
   using Callback = std::function<void(std::error_code, Hold)>;
 
   // Made by Client::mutex(name).
-  explicit Mutex(std::shared_ptr<internal::LockEntry> entry, std::chrono::milliseconds max_hold);
+  explicit Mutex(std::shared_ptr<internal::LockEntry> entry, std::chrono::milliseconds max_hold,
+                 std::chrono::milliseconds linger = std::chrono::milliseconds(0));
 
   const std::string& name() const noexcept;
   // A handle on the same mutex whose requests are revoked after `max_hold` (0: no limit).
   // Throws Error(errc::invalid_argument) for a negative duration.
   Mutex with_max_hold(std::chrono::milliseconds max_hold) const;
+  // A handle on the same mutex whose holds leave the lease cached for `linger` when they end
+  // (0: released at once). Throws Error(errc::invalid_argument) for a negative duration.
+  Mutex with_linger(std::chrono::milliseconds linger) const;
 
   // Lockable and TimedLockable, reentrant per thread: a thread that holds the mutex through
   // these counts up, unlock() counts down and ends the hold at zero. lock() of a thread whose
@@ -162,9 +188,11 @@ class Mutex {
 
  private:
   bool lock_until(std::chrono::steady_clock::time_point deadline);
+  bool lock_fast(bool* lost) const;
 
   std::shared_ptr<internal::LockEntry> entry_;
   std::chrono::milliseconds max_hold_;
+  std::chrono::milliseconds linger_;
 };
 
 }  // namespace simba

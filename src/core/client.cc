@@ -101,7 +101,8 @@ std::string Client::describe() const { return backend_->describe(); }
 
 Mutex Client::mutex(const std::string& mutex) const {
   validate_mutex_name(mutex);
-  return Mutex(internal::LockTable::of(backend_)->entry(mutex, *this), lock_options_.max_hold);
+  const auto linger = lock_options_.linger.value_or(options_.ttl);
+  return Mutex(internal::LockTable::of(backend_)->entry(mutex, *this), lock_options_.max_hold, linger);
 }
 
 Client Client::with_lock_options(LockOptions options) const {
@@ -112,5 +113,7 @@ Client Client::with_lock_options(LockOptions options) const {
 }
 
 std::size_t Client::lock_entries() const { return internal::LockTable::count(backend_); }
+
+std::size_t Client::release_cached() const noexcept { return internal::LockTable::release_cached(backend_); }
 
 }  // namespace simba

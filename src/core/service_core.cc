@@ -166,6 +166,11 @@ std::uint64_t ServiceCore::fencing_token() const {
   return owned_ && Clock::now() < lease_deadline_ ? token_ : 0;
 }
 
+ServiceCore::Clock::time_point ServiceCore::lease_deadline() const {
+  std::lock_guard lock(mutex_);
+  return owned_ ? lease_deadline_ : Clock::time_point{};
+}
+
 std::string ServiceCore::last_owner_id() const {
   std::lock_guard lock(mutex_);
   return last_owner_id_;
@@ -249,6 +254,7 @@ void ServiceCore::run_round(std::uint64_t generation) {
 void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
                                const OwnerSnapshot& snapshot) {
   const bool claims = contender_ && snapshot.owner.is_owner(contender_->contender_id());
+  bool demanded = false;
   {
     std::unique_lock lock(mutex_);
     in_flight_ = false;
@@ -302,6 +308,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
         if (auto self = weak.lock()) self->on_lease_deadline(generation);
       });
       post_apply(generation, snapshot.owner);
+      demanded = snapshot.demanded;
     } else if (claims) {
       // The answer came back after the lease it granted had run out by our clock: not ours
       // to act on. Treat it as a lost lease and try again.
@@ -336,6 +343,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     again_ = false;
     if (!dormant_) arm_timer_locked(generation, delay);
   }
+  if (demanded && hooks_.on_demand) hooks_.on_demand();
   if (hooks_.on_round) hooks_.on_round();
 }
 

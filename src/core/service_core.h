@@ -37,6 +37,10 @@ struct CoreHooks {
   // mutex other than by stop(): revoked after an error, a stall or a lost push channel, or
   // another owner seen. The argument is the generation that owned it.
   std::function<void(std::uint64_t generation)> on_lost;
+  // Called (on an I/O thread, outside the core's locks, before on_round) when a round that
+  // renewed this contender's lease says another contender wants the mutex (the backend's
+  // OwnerSnapshot::demanded).
+  std::function<void()> on_demand;
 };
 
 class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
@@ -62,6 +66,8 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   bool is_owner() const;
   bool is_in_ttl() const;
   std::uint64_t fencing_token() const;
+  // Until when this contender's lease lasts by this host's clock (the epoch if not owner).
+  Clock::time_point lease_deadline() const;
   // The owner id the last round saw (empty before the first, or after an error).
   std::string last_owner_id() const;
   // The error of the last round if it failed, else empty.

@@ -25,6 +25,9 @@ std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, s
   hooks.on_lost = [weak](std::uint64_t generation) {
     if (auto self = weak.lock()) self->on_lost(generation);
   };
+  hooks.on_demand = [weak] {
+    if (auto self = weak.lock()) self->on_demand();
+  };
   auto contender = make_contender(entry->name_, {}, {}, contender_id::host());
   entry->core_ = std::make_shared<ServiceCore>(contender, contender, client.backend(),
                                                client.runtime(), client.options(), std::move(hooks));
@@ -35,8 +38,10 @@ LockEntry::LockEntry(std::shared_ptr<LockTable> table, std::string name, const C
     : table_(std::move(table)),
       name_(std::move(name)),
       runtime_(client.runtime()),
+      backend_(client.backend()),
       max_local_handovers_(client.lock_options().max_local_handovers),
       push_(client.backend()->capabilities().push),
+      demand_(client.backend()->capabilities().demand),
       poll_(client.options().poll_interval.count() > 0 ? client.options().poll_interval
                                                        : client.backend()->capabilities().poll_interval) {}
 
@@ -53,13 +58,14 @@ Strand LockEntry::callback_strand() {
   return *strand_;
 }
 
-std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, std::chrono::milliseconds max_hold,
-                                 Mutex::Callback done, bool inline_round) {
+std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done,
+                                 bool inline_round) {
   std::uint64_t ticket;
+  Outcomes outcomes;
   {
     std::lock_guard lock(mutex_);
     ticket = ++next_id_;
-    Waiter waiter{ticket, max_hold, std::move(done), std::nullopt, rounds_, shared_from_this()};
+    Waiter waiter{ticket, terms, std::move(done), std::nullopt, rounds_, shared_from_this()};
     if (timeout != kNoTimeout) {
       std::weak_ptr<LockEntry> weak = shared_from_this();
       waiter.timer = runtime_->schedule_after(std::max(timeout, std::chrono::milliseconds(0)),
@@ -68,7 +74,18 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, std::chrono:
                                               });
     }
     waiters_.push_back(std::move(waiter));
+    // A cached lease is taken with no backend call (unless a fast hold has it: wait behind
+    // it; or the lease ran out by our clock: contend anew).
+    if (cached_ && !settle_cache_locked()) {
+      leave_cache_locked();
+      if (core_->is_owner()) {
+        grant_front_locked(outcomes);
+      } else {
+        release_wanted_ = true;
+      }
+    }
   }
+  run(outcomes);
   drive(inline_round);
   return ticket;
 }
@@ -151,10 +168,20 @@ void LockEntry::on_round() {
     if (!owner.empty() && owner != core_->contender_id()) rival_seen_ = Clock::now();
     if (!holder_ && !release_wanted_ && !waiters_.empty() && core_->is_owner()) {
       handovers_ = 0;  // a fresh remote lease
+      demanded_ = false;
       if (started_at_) round_trip_ = Clock::now() - *started_at_;
       started_at_.reset();
+      const bool caching = demand_ && waiters_.front().terms.linger.count() > 0;
       grant_front_locked(outcomes);
+      const auto generation = core_->generation();
+      if (caching && demand_generation_ != generation) {
+        demand_generation_ = generation;
+        runtime_->post_io([weak = weak_from_this(), generation] {
+          if (auto self = weak.lock()) self->watch_demand(generation);
+        });
+      }
     }
+    if (cached_) refresh_cache_locked();  // a renewal: the lease lasts longer
   }
   run(outcomes);
   drive();
@@ -165,6 +192,7 @@ void LockEntry::on_lost(std::uint64_t generation) {
   std::uint64_t hold_id = 0;
   {
     std::lock_guard lock(mutex_);
+    if (cached_ && !settle_cache_locked()) leave_cache_locked();
     if (holder_ && holder_->generation == generation) {
       hold_id = holder_->id;
     } else if (core_running_) {
@@ -196,11 +224,15 @@ void LockEntry::end_hold(std::uint64_t hold_id) noexcept {
   {
     std::lock_guard lock(mutex_);
     if (!holder_ || holder_->id != hold_id) return;  // revoked earlier: nothing left to do
+    const auto linger = holder_->linger;
     end_holder_locked(nullptr);
-    const bool limit = handovers_ >= max_local_handovers_;
+    // A pending demand from another process ends local handovers, as the limit does.
+    const bool limit = handovers_ >= max_local_handovers_ || demanded_;
     if (!waiters_.empty() && !limit && !release_wanted_ && core_->is_owner()) {
       ++handovers_;
       grant_front_locked(outcomes);
+    } else if (may_cache_locked(linger)) {
+      enter_cache_locked(linger);
     } else {
       if (core_running_) release_wanted_ = true;
       if (limit && !waiters_.empty()) open_window_locked();
@@ -241,6 +273,7 @@ std::chrono::steady_clock::duration LockEntry::yield_delay_locked() const {
 void LockEntry::end_holder_locked(std::stop_source* to_stop) {
   if (holder_->max_hold_timer) runtime_->cancel(*holder_->max_hold_timer);
   if (to_stop) *to_stop = holder_->lost;
+  if (holder_->id == fast_hold_id_) fast_hold_id_ = 0;  // a settled fast hold (fast_ closes at its unlock)
   holder_.reset();
 }
 
@@ -248,10 +281,11 @@ void LockEntry::grant_front_locked(Outcomes& outcomes) {
   Waiter waiter = std::move(waiters_.front());
   waiters_.pop_front();
   if (waiter.timer) runtime_->cancel(*waiter.timer);
-  Holder holder{++next_id_, core_->fencing_token(), core_->generation(), std::stop_source(), std::nullopt};
-  if (waiter.max_hold.count() > 0) {
+  Holder holder{++next_id_, core_->fencing_token(), core_->generation(), std::stop_source(), std::nullopt,
+                waiter.terms.linger};
+  if (waiter.terms.max_hold.count() > 0) {
     std::weak_ptr<LockEntry> weak = shared_from_this();
-    holder.max_hold_timer = runtime_->schedule_after(waiter.max_hold, [weak, id = holder.id] {
+    holder.max_hold_timer = runtime_->schedule_after(waiter.terms.max_hold, [weak, id = holder.id] {
       // Releasing takes a round trip: off the timer's short path.
       if (auto self = weak.lock()) {
         self->runtime_->post_io([weak, id] {
@@ -289,9 +323,12 @@ void LockEntry::drive(bool inline_round) {
   for (;;) {
     redrive_ = false;
     enum class Action { none, start, stop } action = Action::none;
-    if (core_running_ && (release_wanted_ || (!holder_ && waiters_.empty()))) {
+    std::unique_ptr<Subscription> demand_watch;  // ends with the contender, outside the lock
+    if (core_running_ && (release_wanted_ || (!holder_ && waiters_.empty() && !cached_))) {
       action = Action::stop;
       release_wanted_ = false;
+      demand_watch = std::move(demand_watch_);
+      demand_generation_ = 0;
     } else if (!core_running_ && !holder_ && !waiters_.empty()) {
       if (Clock::now() >= not_before_) {
         action = Action::start;
@@ -316,6 +353,7 @@ void LockEntry::drive(bool inline_round) {
     }
     if (action == Action::none) break;
     lock.unlock();
+    demand_watch.reset();
     if (action == Action::start) {
       try {
         core_->start(inline_round);

@@ -6,8 +6,15 @@
 // that is "driving" (drive()) starts or stops the contender, outside `mutex_`; others leave it
 // a note (redrive_). Completions (futures, callbacks, Asio posts) run outside `mutex_`.
 // Lock order: mutex_ before the core's own lock; threads_mutex_ is never held with mutex_.
+//
+// Caching (lock_cache.cc): a `cached_` entry keeps its lease with no holder and no waiter,
+// and opens the fast path: `fast_` goes open -> held by one exchange in Mutex::lock() (no lock
+// taken, no allocation) and back at unlock(). Whatever else wants the entry under `mutex_`
+// first settles it (settle_cache_locked): closes the fast path, and turns a fast hold it
+// finds into the ordinary holder_, whose end then comes through end_hold().
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -42,8 +49,11 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
 
   // Queues a request. `inline_round`: the caller may block for the first remote round (a
   // thread that waits anyway). Returns the ticket.
-  std::uint64_t request(std::chrono::milliseconds timeout, std::chrono::milliseconds max_hold,
-                        Mutex::Callback done, bool inline_round);
+  struct Terms {
+    std::chrono::milliseconds max_hold;
+    std::chrono::milliseconds linger;
+  };
+  std::uint64_t request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done, bool inline_round);
   bool cancel(std::uint64_t ticket, std::error_code reason);
   // A waiting thread's deadline passed: gives up its request unless no remote round has
   // finished since it queued (then it must wait a little longer: at least one attempt).
@@ -68,10 +78,24 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   // Where Mutex::lock_async's callbacks run: one at a time per mutex.
   Strand callback_strand();
 
+  // The fast path of Mutex's Lockable interface over a cached lease (lock_cache.cc).
+  // fast_lock: counted (this thread holds it fast: one more), acquired (taken from the cache),
+  // lost (this thread's fast hold was revoked), or none (take the ordinary path);
+  // `may_acquire` false only counts.
+  enum class FastLock { none, counted, acquired, lost };
+  FastLock fast_lock(bool may_acquire) noexcept;
+  // true if this thread held the mutex fast (and now one count less).
+  bool fast_unlock() noexcept;
+  // Of this thread's fast hold, if it has one.
+  std::optional<std::uint64_t> fast_token() const noexcept;
+  std::optional<std::stop_token> fast_lease() const noexcept;
+  // Gives the lease back now if it is cached (Client::release_cached()); true if it was.
+  bool release_cached() noexcept;
+
  private:
   struct Waiter {
     std::uint64_t ticket;
-    std::chrono::milliseconds max_hold;
+    Terms terms;
     Mutex::Callback done;
     std::optional<Runtime::TimerId> timer;
     std::uint64_t rounds_at_queue;
@@ -83,6 +107,7 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
     std::uint64_t generation;  // the core's, to match a loss
     std::stop_source lost;
     std::optional<Runtime::TimerId> max_hold_timer;
+    std::chrono::milliseconds linger{0};
   };
   // What to run once mutex_ is released. `keep` (the waiter's hold on the entry) goes when the
   // caller's list does, after the caller is done with the entry.
@@ -106,12 +131,26 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   static void run(Outcomes& outcomes) noexcept;
   Clock::duration yield_delay_locked() const;
   void open_window_locked();
+  // Caching (lock_cache.cc).
+  bool may_cache_locked(std::chrono::milliseconds linger) const;
+  void enter_cache_locked(std::chrono::milliseconds linger);
+  bool settle_cache_locked();
+  void leave_cache_locked();
+  void refresh_cache_locked();
+  void demand_arrived();
+  void on_demand();
+  void watch_demand(std::uint64_t generation);
+  void poll_demand(std::uint64_t epoch);
+  void linger_passed(std::uint64_t epoch, std::uint64_t uses);
+  void end_fast_hold() noexcept;
 
   const std::shared_ptr<LockTable> table_;
   const std::string name_;
   const std::shared_ptr<Runtime> runtime_;
+  const std::shared_ptr<Backend> backend_;
   const unsigned max_local_handovers_;
   const bool push_;
+  const bool demand_;  // the backend has a demand signal: caching allowed
   const std::chrono::milliseconds poll_;
   std::shared_ptr<ServiceCore> core_;
 
@@ -132,6 +171,25 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   std::optional<Clock::time_point> rival_seen_;  // when a round last saw another owner
   std::optional<Runtime::TimerId> restart_timer_;
   std::optional<Strand> strand_;
+
+  // Caching, under mutex_ (the fast_* words are atomics: the fast path reads them unlocked).
+  bool cached_ = false;
+  bool demanded_ = false;                 // another process asked since this remote lease began
+  std::uint64_t cache_epoch_ = 0;         // one per entry into the cached state
+  std::uint64_t demand_generation_ = 0;   // the core generation whose demand watch runs
+  std::unique_ptr<Subscription> demand_watch_;
+  std::optional<Runtime::TimerId> linger_timer_, poll_timer_;
+  std::chrono::milliseconds cache_linger_{0};
+  std::uint64_t cache_generation_ = 0;
+  enum : int { kFastClosed, kFastOpen, kFastHeld, kFastHeldClosing };
+  std::atomic<int> fast_{kFastClosed};
+  std::atomic<std::thread::id> fast_thread_{};
+  std::atomic<std::int64_t> fast_until_{0};  // CLOCK_MONOTONIC_COARSE ns: the cached lease is usable before
+  std::atomic<std::uint64_t> fast_uses_{0};
+  unsigned fast_count_ = 0;                  // the fast holder's own count
+  std::uint64_t fast_token_ = 0;             // written before the fast path opens
+  std::stop_source fast_lost_{std::nostopstate};
+  std::uint64_t fast_hold_id_ = 0;           // the holder_ a settled fast hold became
 
   mutable std::mutex threads_mutex_;
   struct ThreadHold {

@@ -3,6 +3,8 @@
 
 #include "locks/lock_entry.h"
 
+#include <vector>
+
 namespace simba::internal {
 namespace {
 
@@ -39,6 +41,27 @@ std::size_t LockTable::count(const std::shared_ptr<Backend>& backend) {
     if (it != all.by_backend.end()) table = it->second.lock();
   }
   return table ? table->size() : 0;
+}
+
+std::size_t LockTable::release_cached(const std::shared_ptr<Backend>& backend) noexcept {
+  std::shared_ptr<LockTable> table;
+  {
+    auto& all = tables();
+    std::lock_guard lock(all.mutex);
+    auto it = all.by_backend.find(backend.get());
+    if (it != all.by_backend.end()) table = it->second.lock();
+  }
+  if (!table) return 0;
+  std::vector<std::shared_ptr<LockEntry>> entries;
+  {
+    std::lock_guard lock(table->mutex_);
+    for (auto& [name, weak] : table->entries_) {
+      if (auto entry = weak.lock()) entries.push_back(std::move(entry));
+    }
+  }
+  std::size_t released = 0;
+  for (auto& entry : entries) released += entry->release_cached() ? 1 : 0;
+  return released;
 }
 
 LockTable::~LockTable() {

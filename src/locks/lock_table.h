@@ -23,6 +23,8 @@ class LockTable : public std::enable_shared_from_this<LockTable> {
   static std::shared_ptr<LockTable> of(const std::shared_ptr<Backend>& backend);
   // Entries alive for `backend` (0 if it has no table).
   static std::size_t count(const std::shared_ptr<Backend>& backend);
+  // Gives back every cached lease of `backend`'s entries; how many (Client::release_cached()).
+  static std::size_t release_cached(const std::shared_ptr<Backend>& backend) noexcept;
 
   explicit LockTable(const Backend* backend) : backend_(backend) {}
   ~LockTable();

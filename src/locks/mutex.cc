@@ -17,6 +17,9 @@ void LockOptions::validate() const {
   if (max_hold.count() < 0) {
     throw Error(errc::invalid_argument, "max_hold must be >= 0 (0: no limit), got " + format_duration(max_hold));
   }
+  if (linger && linger->count() < 0) {
+    throw Error(errc::invalid_argument, "linger must be >= 0 (0: no caching), got " + format_duration(*linger));
+  }
 }
 
 // ---- Hold
@@ -61,16 +64,39 @@ void Hold::unlock() noexcept {
 
 // ---- Mutex
 
-Mutex::Mutex(std::shared_ptr<LockEntry> entry, std::chrono::milliseconds max_hold)
-    : entry_(std::move(entry)), max_hold_(max_hold) {
-  LockOptions{max_hold}.validate();
+Mutex::Mutex(std::shared_ptr<LockEntry> entry, std::chrono::milliseconds max_hold, std::chrono::milliseconds linger)
+    : entry_(std::move(entry)), max_hold_(max_hold), linger_(linger) {
+  LockOptions options;
+  options.max_hold = max_hold;
+  options.linger = linger;
+  options.validate();
 }
 
 const std::string& Mutex::name() const noexcept { return entry_->name(); }
 
-Mutex Mutex::with_max_hold(std::chrono::milliseconds max_hold) const { return Mutex(entry_, max_hold); }
+Mutex Mutex::with_max_hold(std::chrono::milliseconds max_hold) const { return Mutex(entry_, max_hold, linger_); }
+
+Mutex Mutex::with_linger(std::chrono::milliseconds linger) const { return Mutex(entry_, max_hold_, linger); }
+
+// The fast path over a cached lease: only for handles without max_hold (it needs a timer per
+// hold) whose holds may cache.
+bool Mutex::lock_fast(bool* lost) const {
+  switch (entry_->fast_lock(max_hold_.count() == 0 && linger_.count() > 0)) {
+    case LockEntry::FastLock::counted:
+    case LockEntry::FastLock::acquired: return true;
+    case LockEntry::FastLock::lost: *lost = true; return false;
+    case LockEntry::FastLock::none: return false;
+  }
+  return false;
+}
 
 void Mutex::lock() {
+  bool lost = false;
+  if (lock_fast(&lost)) return;
+  if (lost) {
+    throw Error(errc::unavailable, "the lease of mutex '" + name() +
+                                       "' held by this thread was lost; unlock() it before locking again");
+  }
   switch (entry_->reenter(std::this_thread::get_id())) {
     case LockEntry::Reentry::counted: return;
     case LockEntry::Reentry::lost:
@@ -84,6 +110,9 @@ void Mutex::lock() {
 bool Mutex::try_lock() { return lock_until(std::chrono::steady_clock::now()); }
 
 bool Mutex::lock_until(std::chrono::steady_clock::time_point deadline) {
+  bool lost = false;
+  if (lock_fast(&lost)) return true;
+  if (lost) return false;
   switch (entry_->reenter(std::this_thread::get_id())) {
     case LockEntry::Reentry::counted: return true;
     case LockEntry::Reentry::lost: return false;
@@ -91,7 +120,7 @@ bool Mutex::lock_until(std::chrono::steady_clock::time_point deadline) {
   }
   auto promise = std::make_shared<std::promise<Hold>>();
   auto future = promise->get_future();
-  auto ticket = entry_->request(LockEntry::kNoTimeout, max_hold_,
+  auto ticket = entry_->request(LockEntry::kNoTimeout, {max_hold_, linger_},
                                 [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); },
                                 /*inline_round=*/!internal::on_runtime_thread());
   while (future.wait_until(deadline) != std::future_status::ready) {
@@ -105,6 +134,7 @@ bool Mutex::lock_until(std::chrono::steady_clock::time_point deadline) {
 }
 
 void Mutex::unlock() noexcept {
+  if (entry_->fast_unlock()) return;
   std::optional<Hold> hold;
   try {
     hold = entry_->leave(std::this_thread::get_id());
@@ -119,18 +149,24 @@ void Mutex::unlock() noexcept {
   // A hold leaving here ends as `hold` goes out of scope.
 }
 
-std::uint64_t Mutex::fencing_token() const { return entry_->thread_token(std::this_thread::get_id()); }
+std::uint64_t Mutex::fencing_token() const {
+  if (auto token = entry_->fast_token()) return *token;
+  return entry_->thread_token(std::this_thread::get_id());
+}
 
-std::stop_token Mutex::lease_token() const { return entry_->thread_lease(std::this_thread::get_id()); }
+std::stop_token Mutex::lease_token() const {
+  if (auto lease = entry_->fast_lease()) return *lease;
+  return entry_->thread_lease(std::this_thread::get_id());
+}
 
 bool Mutex::held_by_this_thread() const {
-  return entry_->thread_lease(std::this_thread::get_id()).stop_possible();
+  return entry_->fast_lease().has_value() || entry_->thread_lease(std::this_thread::get_id()).stop_possible();
 }
 
 Hold Mutex::acquire() {
   auto promise = std::make_shared<std::promise<Hold>>();
   auto future = promise->get_future();
-  entry_->request(LockEntry::kNoTimeout, max_hold_,
+  entry_->request(LockEntry::kNoTimeout, {max_hold_, linger_},
                   [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); },
                   !internal::on_runtime_thread());
   return future.get();
@@ -140,7 +176,7 @@ Hold Mutex::acquire(std::chrono::milliseconds timeout) {
   if (timeout.count() < 0) throw Error(errc::invalid_argument, "timeout must be >= 0, got " + format_duration(timeout));
   auto promise = std::make_shared<std::promise<Hold>>();
   auto future = promise->get_future();
-  auto ticket = entry_->request(LockEntry::kNoTimeout, max_hold_,
+  auto ticket = entry_->request(LockEntry::kNoTimeout, {max_hold_, linger_},
                                 [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); },
                                 !internal::on_runtime_thread());
   auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -190,7 +226,7 @@ void Mutex::lock_async(std::chrono::milliseconds timeout, Callback done) {
 
 std::uint64_t Mutex::enqueue(std::chrono::milliseconds timeout, Callback done) const {
   if (timeout.count() < 0) throw Error(errc::invalid_argument, "timeout must be >= 0, got " + format_duration(timeout));
-  return entry_->request(timeout, max_hold_, std::move(done), /*inline_round=*/false);
+  return entry_->request(timeout, {max_hold_, linger_}, std::move(done), /*inline_round=*/false);
 }
 
 bool Mutex::cancel(std::uint64_t ticket, std::error_code reason) const { return entry_->cancel(ticket, reason); }

@@ -1,0 +1,264 @@
+// Lock caching: a lease kept after the last local hold, its fast path, and its hand-back on
+// another process's demand, on linger, or on request. See simba/mutex.h and lock_entry.h.
+#include <time.h>
+
+#include "base/log.h"
+#include "locks/lock_entry.h"
+
+namespace simba::internal {
+namespace {
+
+// CLOCK_MONOTONIC_COARSE: steady_clock's clock (CLOCK_MONOTONIC) read from the last tick, in
+// a few ns; it lags by at most a tick (1-10 ms). The fast path stops using a cached lease
+// kFastMargin before its deadline by steady_clock, so a lagging reading never overruns it.
+std::int64_t coarse_now_ns() noexcept {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+constexpr std::int64_t kFastMargin = 20'000'000;  // ns
+
+std::int64_t fast_deadline(std::chrono::steady_clock::time_point deadline) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count() - kFastMargin;
+}
+
+}  // namespace
+
+LockEntry::FastLock LockEntry::fast_lock(bool may_acquire) noexcept {
+  const auto me = std::this_thread::get_id();
+  if (fast_thread_.load(std::memory_order_relaxed) == me) {
+    if (fast_lost_.stop_requested()) return FastLock::lost;
+    ++fast_count_;
+    return FastLock::counted;
+  }
+  if (!may_acquire) return FastLock::none;
+  int expected = kFastOpen;
+  if (!fast_.compare_exchange_strong(expected, kFastHeld, std::memory_order_acquire)) return FastLock::none;
+  if (coarse_now_ns() >= fast_until_.load(std::memory_order_relaxed)) {
+    // Near or past the lease's end by our clock: the ordinary path judges it exactly.
+    expected = kFastHeld;
+    if (!fast_.compare_exchange_strong(expected, kFastOpen, std::memory_order_release)) end_fast_hold();
+    return FastLock::none;
+  }
+  fast_thread_.store(me, std::memory_order_relaxed);
+  fast_count_ = 1;
+  fast_uses_.store(fast_uses_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  return FastLock::acquired;
+}
+
+bool LockEntry::fast_unlock() noexcept {
+  if (fast_thread_.load(std::memory_order_relaxed) != std::this_thread::get_id()) return false;
+  if (--fast_count_ > 0) return true;
+  fast_thread_.store(std::thread::id(), std::memory_order_relaxed);
+  int expected = kFastHeld;
+  if (!fast_.compare_exchange_strong(expected, kFastOpen, std::memory_order_release)) end_fast_hold();
+  return true;
+}
+
+std::optional<std::uint64_t> LockEntry::fast_token() const noexcept {
+  if (fast_thread_.load(std::memory_order_relaxed) != std::this_thread::get_id()) return std::nullopt;
+  return fast_lost_.stop_requested() ? 0 : fast_token_;
+}
+
+std::optional<std::stop_token> LockEntry::fast_lease() const noexcept {
+  if (fast_thread_.load(std::memory_order_relaxed) != std::this_thread::get_id()) return std::nullopt;
+  return fast_lost_.get_token();
+}
+
+// The slow path took over a fast hold (settle_cache_locked made it holder_): end it there.
+void LockEntry::end_fast_hold() noexcept {
+  std::uint64_t id;
+  {
+    std::lock_guard lock(mutex_);
+    fast_.store(kFastClosed, std::memory_order_relaxed);
+    id = fast_hold_id_;
+  }
+  if (id != 0) end_hold(id);  // 0: it was revoked meanwhile
+}
+
+bool LockEntry::may_cache_locked(std::chrono::milliseconds linger) const {
+  return demand_ && linger.count() > 0 && !demanded_ && !release_wanted_ && waiters_.empty() && core_running_ &&
+         fast_.load(std::memory_order_relaxed) == kFastClosed && core_->is_owner();
+}
+
+void LockEntry::enter_cache_locked(std::chrono::milliseconds linger) {
+  cached_ = true;
+  handovers_ = 0;
+  cache_linger_ = linger;
+  cache_generation_ = core_->generation();
+  const auto epoch = ++cache_epoch_;
+  fast_token_ = core_->fencing_token();
+  if (!fast_lost_.stop_possible() || fast_lost_.stop_requested()) fast_lost_ = std::stop_source();
+  fast_until_.store(fast_deadline(core_->lease_deadline()), std::memory_order_relaxed);
+  fast_.store(kFastOpen, std::memory_order_release);
+  std::weak_ptr<LockEntry> weak = shared_from_this();
+  const auto uses = fast_uses_.load(std::memory_order_relaxed);
+  linger_timer_ = runtime_->schedule_after(linger, [weak, epoch, uses] {
+    if (auto self = weak.lock()) {
+      self->runtime_->post_io([weak, epoch, uses] {
+        if (auto entry = weak.lock()) entry->linger_passed(epoch, uses);
+      });
+    }
+  });
+  // The owner reads the demand at the poll interval too: a safety net for a push that never
+  // came (Redis: JVM Simba waiters only join the queue), and the only way on SQL engines.
+  poll_timer_ = runtime_->schedule_after(poll_, [weak, epoch] {
+    if (auto self = weak.lock()) {
+      self->runtime_->post_io([weak, epoch] {
+        if (auto entry = weak.lock()) entry->poll_demand(epoch);
+      });
+    }
+  });
+}
+
+void LockEntry::refresh_cache_locked() {
+  fast_until_.store(fast_deadline(core_->lease_deadline()), std::memory_order_relaxed);
+}
+
+bool LockEntry::settle_cache_locked() {
+  if (!cached_) return false;
+  int state = fast_.load(std::memory_order_acquire);
+  for (;;) {
+    if (state == kFastOpen) {
+      if (fast_.compare_exchange_weak(state, kFastClosed, std::memory_order_acq_rel)) return false;
+    } else if (state == kFastHeld) {
+      if (fast_.compare_exchange_weak(state, kFastHeldClosing, std::memory_order_acq_rel)) break;
+    } else {
+      return false;
+    }
+  }
+  // A thread holds it through the fast path: from now on it is the ordinary holder.
+  leave_cache_locked();
+  Holder holder{++next_id_, fast_token_, cache_generation_, fast_lost_, std::nullopt, cache_linger_};
+  fast_hold_id_ = holder.id;
+  holder_ = std::move(holder);
+  return true;
+}
+
+void LockEntry::leave_cache_locked() {
+  cached_ = false;
+  if (linger_timer_) runtime_->cancel(*linger_timer_);
+  if (poll_timer_) runtime_->cancel(*poll_timer_);
+  linger_timer_.reset();
+  poll_timer_.reset();
+}
+
+void LockEntry::linger_passed(std::uint64_t epoch, std::uint64_t uses) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!cached_ || epoch != cache_epoch_) return;
+    const auto now_uses = fast_uses_.load(std::memory_order_relaxed);
+    if (now_uses != uses) {  // used through the fast path meanwhile: another linger from now
+      std::weak_ptr<LockEntry> weak = shared_from_this();
+      linger_timer_ = runtime_->schedule_after(cache_linger_, [weak, epoch, now_uses] {
+        if (auto self = weak.lock()) {
+          self->runtime_->post_io([weak, epoch, now_uses] {
+            if (auto entry = weak.lock()) entry->linger_passed(epoch, now_uses);
+          });
+        }
+      });
+      return;
+    }
+    if (settle_cache_locked()) return;  // in use right now: its end decides
+    leave_cache_locked();
+    release_wanted_ = true;
+  }
+  drive();
+}
+
+void LockEntry::on_demand() {
+  runtime_->post_io([weak = weak_from_this()] {
+    if (auto self = weak.lock()) self->demand_arrived();
+  });
+}
+
+void LockEntry::demand_arrived() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!core_running_) return;  // nothing held here: a demand for the next owner
+    demanded_ = true;
+    if (!cached_ || settle_cache_locked()) return;  // a holder ends first, then releases
+    leave_cache_locked();
+    release_wanted_ = true;
+  }
+  drive();
+}
+
+void LockEntry::poll_demand(std::uint64_t epoch) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!cached_ || epoch != cache_epoch_) return;
+  }
+  bool demanded = false;
+  try {
+    auto snapshot = backend_->read(name_);
+    demanded = snapshot.demanded && snapshot.owner.owner_id == core_->contender_id();
+  } catch (const std::exception& e) {
+    log_warn("mutex '" + name_ + "': reading the demand on a cached lease: " + e.what());
+  }
+  if (demanded) {
+    demand_arrived();
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  if (!cached_ || epoch != cache_epoch_) return;
+  std::weak_ptr<LockEntry> weak = shared_from_this();
+  poll_timer_ = runtime_->schedule_after(poll_, [weak, epoch] {
+    if (auto self = weak.lock()) {
+      self->runtime_->post_io([weak, epoch] {
+        if (auto entry = weak.lock()) entry->poll_demand(epoch);
+      });
+    }
+  });
+}
+
+// On an I/O thread, after a remote win: listen for demands while the contender runs, then
+// read once for a demand left before the watch began.
+void LockEntry::watch_demand(std::uint64_t generation) {
+  std::unique_ptr<Subscription> watch;
+  if (backend_->capabilities().demand_push) {
+    try {
+      auto runtime = runtime_;
+      std::weak_ptr<LockEntry> weak = shared_from_this();
+      // Runs on the backend's thread: only a post (the entry is never released there).
+      watch = backend_->watch_demand(name_, core_->contender_id(), [runtime, weak] {
+        runtime->post_io([weak] {
+          if (auto entry = weak.lock()) entry->demand_arrived();
+        });
+      });
+    } catch (const std::exception& e) {
+      log_warn("mutex '" + name_ + "': cannot watch for demand (" + e.what() + "); reading it at the poll interval");
+    }
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (!core_running_ || demand_generation_ != generation) return;  // stopped meanwhile: `watch` ends here
+    std::swap(demand_watch_, watch);
+  }
+  watch.reset();
+  bool demanded = false;
+  try {
+    auto snapshot = backend_->read(name_);
+    demanded = snapshot.demanded && snapshot.owner.owner_id == core_->contender_id();
+  } catch (const std::exception& e) {
+    log_warn("mutex '" + name_ + "': reading the demand: " + e.what());
+  }
+  if (demanded) demand_arrived();
+}
+
+bool LockEntry::release_cached() noexcept {
+  {
+    std::lock_guard lock(mutex_);
+    if (!cached_ || settle_cache_locked()) return false;
+    leave_cache_locked();
+    release_wanted_ = true;
+  }
+  try {
+    drive();
+  } catch (const std::exception& e) {
+    log_error("mutex '" + name_ + "': releasing a cached lease: " + e.what());
+  }
+  return true;
+}
+
+}  // namespace simba::internal

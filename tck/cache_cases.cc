@@ -156,7 +156,8 @@ TEST(LockCachingTest, AProcessThatGoesAwayWhileCachingFreesTheMutexAfterItsLease
 }
 
 // The worker of the stall case, run in a child process (never on its own): caches the lease,
-// says so, then keeps taking the mutex through the fast path's entry point until told to stop.
+// says so, waits for "go" (it is stopped outside its critical section), then keeps taking the
+// mutex through the fast path's entry point until told to stop.
 TEST(LockCachingTest, DISABLED_StalledWorkerProcess) {
   const char* mutex = std::getenv("SIMBA_TCK_CACHE_MUTEX");
   const char* dir = std::getenv("SIMBA_TCK_CACHE_DIR");
@@ -169,6 +170,7 @@ TEST(LockCachingTest, DISABLED_StalledWorkerProcess) {
   m.unlock();
   std::ofstream(folder / "cached") << "1";
   const auto end = Steady::now() + 20s;
+  while (!std::filesystem::exists(folder / "go") && Steady::now() < end) std::this_thread::sleep_for(1ms);
   while (!std::filesystem::exists(folder / "stop") && Steady::now() < end) {
     if (m.try_lock()) {
       reg.enter(m.fencing_token());
@@ -205,6 +207,7 @@ TEST(LockCachingTest, AStalledProcessDoesNotUseItsCachedLeaseAfterWaking) {
   ASSERT_EQ(posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), envp.data()), 0);
   ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(dir / "cached"); }, 10s)) << "the worker never cached";
   ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  std::ofstream(dir / "go") << "1";  // seen first thing after it wakes
   // Past its lease: the server frees the mutex; the worker's clock runs on, its timers do not.
   std::this_thread::sleep_for(fast_options().ttl + fast_options().transition + 300ms);
   auto hold = client.mutex(mutex).with_linger(0ms).acquire(kSoon);

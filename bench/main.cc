@@ -1,7 +1,7 @@
 // simba-bench: the same workloads on any backend, each against the engine's own bare
 // primitive measured in the same run. One JSON object per line on stdout.
 //
-//   simba-bench --backend URI --workload cycle,handover,takeover,kill,scale,contended,async [--n N]
+//   simba-bench --backend URI --workload cycle,handover,takeover,kill,scale,contended,async,relock,pingpong,remote_ask [--n N]
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <sstream>
@@ -20,7 +20,7 @@ int run(int argc, char** argv) {
   std::size_t n = 0;
   int duration = 60;
   app.add_option("--backend", uri, "Backend URI (default memory:)");
-  app.add_option("--workload", workloads, "Comma-separated: cycle, handover, takeover, kill, scale, contended, async");
+  app.add_option("--workload", workloads, "Comma-separated: cycle, handover, takeover, kill, scale, contended, async, relock, pingpong, remote_ask");
   app.add_option("--n", n, "Samples per workload, or mutexes for scale (default: cycle 2000, handover 200, "
                            "takeover 10, kill 10, scale 10000, async 10000 requests on n/10 names; contended runs 1, 4 "
                            "and 16 threads)");
@@ -54,6 +54,9 @@ int run(int argc, char** argv) {
     else if (workload == "takeover") out = takeover(client, engine, n ? n : 10);
     else if (workload == "kill") out = kill(client, uri, engine, n ? n : 10);
     else if (workload == "scale") out = scale(client, engine, n ? n : 10000, std::chrono::seconds(duration));
+    else if (workload == "relock") out = relock(client, engine, n ? n : 200000);
+    else if (workload == "pingpong") out = pingpong(client, uri, engine, n ? n : 200);
+    else if (workload == "remote_ask") out = remote_ask(client, uri, engine, n ? n : 100);
     else if (workload == "async") out = async_requests(client, engine, n ? n : 10000, n ? std::max<std::size_t>(n / 10, 1) : 1000, std::chrono::seconds(30));
     else if (workload == "contended") {
       for (std::size_t threads : {1, 4, 16}) {
@@ -61,7 +64,7 @@ int run(int argc, char** argv) {
       }
       continue;
     }
-    else throw Error(errc::invalid_argument, "unknown workload '" + workload + "'; accepted: cycle, handover, takeover, kill, scale, contended, async");
+    else throw Error(errc::invalid_argument, "unknown workload '" + workload + "'; accepted: cycle, handover, takeover, kill, scale, contended, async, relock, pingpong, remote_ask");
     std::cout << out.dump() << std::endl;
   }
   return 0;

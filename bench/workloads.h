@@ -29,4 +29,11 @@ nlohmann::json contended(const Client& client, const std::string& engine, std::s
 nlohmann::json async_requests(const Client& client, const std::string& engine, std::size_t requests,
                               std::size_t names, std::chrono::milliseconds timeout);
 
+// Lock caching (caching.cc). A cached re-lock (lock + unlock) against a std::mutex's, per
+// operation; two processes taking turns, handover with caching on and off; another process
+// asking for a lease the first caches, from its request to its hold.
+nlohmann::json relock(const Client& client, const std::string& engine, std::size_t n);
+nlohmann::json pingpong(const Client& client, const std::string& uri, const std::string& engine, std::size_t n);
+nlohmann::json remote_ask(const Client& client, const std::string& uri, const std::string& engine, std::size_t n);
+
 }  // namespace simba::bench

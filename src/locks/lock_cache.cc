@@ -1,21 +1,14 @@
 // Lock caching: a lease kept after the last local hold, its fast path, and its hand-back on
 // another process's demand, on linger, or on request. See simba/mutex.h and lock_entry.h.
-#include <time.h>
-
 #include "base/log.h"
 #include "locks/lock_entry.h"
 
 namespace simba::internal {
 namespace {
 
-// CLOCK_MONOTONIC_COARSE: steady_clock's clock (CLOCK_MONOTONIC) read from the last tick, in
-// a few ns; it lags by at most a tick (1-10 ms). The fast path stops using a cached lease
-// kFastMargin before its deadline by steady_clock, so a lagging reading never overruns it.
-std::int64_t coarse_now_ns() noexcept {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
+// The fast path reads CLOCK_MONOTONIC_COARSE (lock_entry.h), which lags steady_clock's
+// CLOCK_MONOTONIC by at most a tick (1-10 ms): it stops using a cached lease kFastMargin
+// before its deadline by steady_clock, so a lagging reading never overruns it.
 constexpr std::int64_t kFastMargin = 20'000'000;  // ns
 
 std::int64_t fast_deadline(std::chrono::steady_clock::time_point deadline) {
@@ -24,35 +17,19 @@ std::int64_t fast_deadline(std::chrono::steady_clock::time_point deadline) {
 
 }  // namespace
 
-LockEntry::FastLock LockEntry::fast_lock(bool may_acquire) noexcept {
-  const auto me = std::this_thread::get_id();
-  if (fast_thread_.load(std::memory_order_relaxed) == me) {
+LockEntry::FastLock LockEntry::fast_lock_slow() noexcept {
+  if (fast_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
     if (fast_lost_.stop_requested()) return FastLock::lost;
     ++fast_count_;
     return FastLock::counted;
   }
-  if (!may_acquire) return FastLock::none;
-  int expected = kFastOpen;
-  if (!fast_.compare_exchange_strong(expected, kFastHeld, std::memory_order_acquire)) return FastLock::none;
-  if (coarse_now_ns() >= fast_until_.load(std::memory_order_relaxed)) {
-    // Near or past the lease's end by our clock: the ordinary path judges it exactly.
-    expected = kFastHeld;
-    if (!fast_.compare_exchange_strong(expected, kFastOpen, std::memory_order_release)) end_fast_hold();
-    return FastLock::none;
-  }
-  fast_thread_.store(me, std::memory_order_relaxed);
-  fast_count_ = 1;
-  fast_uses_.store(fast_uses_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  return FastLock::acquired;
+  return FastLock::none;
 }
 
-bool LockEntry::fast_unlock() noexcept {
-  if (fast_thread_.load(std::memory_order_relaxed) != std::this_thread::get_id()) return false;
-  if (--fast_count_ > 0) return true;
-  fast_thread_.store(std::thread::id(), std::memory_order_relaxed);
+void LockEntry::fast_missed_deadline() noexcept {
+  // Near or past the lease's end by our clock: the ordinary path judges it exactly.
   int expected = kFastHeld;
   if (!fast_.compare_exchange_strong(expected, kFastOpen, std::memory_order_release)) end_fast_hold();
-  return true;
 }
 
 std::optional<std::uint64_t> LockEntry::fast_token() const noexcept {

@@ -14,6 +14,8 @@
 // finds into the ordinary holder_, whose end then comes through end_hold().
 #pragma once
 
+#include <time.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -83,9 +85,35 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   // lost (this thread's fast hold was revoked), or none (take the ordinary path);
   // `may_acquire` false only counts.
   enum class FastLock { none, counted, acquired, lost };
-  FastLock fast_lock(bool may_acquire) noexcept;
+  FastLock fast_lock(bool may_acquire) noexcept {
+    int expected = kFastOpen;
+    if (!may_acquire || !fast_.compare_exchange_strong(expected, kFastHeld, std::memory_order_acquire)) {
+      return fast_lock_slow();  // this thread's own fast hold, counted; or none
+    }
+    if (coarse_now_ns() >= fast_until_.load(std::memory_order_relaxed)) {
+      fast_missed_deadline();
+      return FastLock::none;
+    }
+    fast_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    fast_count_ = 1;
+    fast_uses_.store(fast_uses_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return FastLock::acquired;
+  }
   // true if this thread held the mutex fast (and now one count less).
-  bool fast_unlock() noexcept;
+  bool fast_unlock() noexcept {
+    if (fast_thread_.load(std::memory_order_relaxed) != std::this_thread::get_id()) return false;
+    if (--fast_count_ > 0) return true;
+    fast_thread_.store(std::thread::id(), std::memory_order_relaxed);
+    int expected = kFastHeld;
+    if (!fast_.compare_exchange_strong(expected, kFastOpen, std::memory_order_release)) end_fast_hold();
+    return true;
+  }
+  // CLOCK_MONOTONIC_COARSE in ns: a few ns to read (see lock_cache.cc for its margin).
+  static std::int64_t coarse_now_ns() noexcept {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+  }
   // Of this thread's fast hold, if it has one.
   std::optional<std::uint64_t> fast_token() const noexcept;
   std::optional<std::stop_token> fast_lease() const noexcept;
@@ -143,6 +171,8 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   void poll_demand(std::uint64_t epoch);
   void linger_passed(std::uint64_t epoch, std::uint64_t uses);
   void end_fast_hold() noexcept;
+  FastLock fast_lock_slow() noexcept;
+  void fast_missed_deadline() noexcept;
 
   const std::shared_ptr<LockTable> table_;
   const std::string name_;

@@ -92,13 +92,30 @@ TEST(LockCachingTest, ACachedLeaseGoesToAnotherProcessThatAsks) {
     mine.lock();  // and back: cached again here
     mine.unlock();
   }
-  // A single attempt of another process gets a cached lease too, bounded by one hand-back.
+  // The owner record says the owner caches; a single attempt of another process waits for the
+  // hand-back its demand brings (bounded by one), as if the lock were free.
+  EXPECT_TRUE(client.owner(mutex).caching()) << client.owner(mutex).owner_id;
   auto once = other.mutex(mutex).with_linger(0ms);
-  bool got = false;
   const auto start = Steady::now();
-  while (!got && Steady::now() - start < bound) got = once.try_lock();
-  EXPECT_TRUE(got) << "try_lock() of another process never got the cached lease";
+  const bool got = once.try_lock();
+  const auto took = Steady::now() - start;
+  EXPECT_TRUE(got) << "try_lock() of another process did not get the cached lease";
+  EXPECT_LT(took, bound);
   if (got) once.unlock();
+  mine.lock();  // cached here again; a Locker's single attempt (simba lock --timeout 0s) too
+  mine.unlock();
+  Locker locker(mutex, other);
+  const auto locker_start = Steady::now();
+  EXPECT_TRUE(locker.try_lock()) << "a Locker's try_lock() did not get the cached lease";
+  EXPECT_LT(Steady::now() - locker_start, bound);
+  locker.unlock();
+  // Against an owner that does not cache, a single attempt still fails at once.
+  auto plain = client_over(std::make_shared<ForwardingBackend>(make_backend()));
+  auto plain_hold = plain.with_lock_options(LockOptions{0ms, 8, 0ms}).mutex(unique_mutex()).acquire(kSoon);
+  ASSERT_FALSE(plain.owner(plain_hold.mutex()).caching());
+  const auto plain_start = Steady::now();
+  EXPECT_FALSE(other.mutex(plain_hold.mutex()).try_lock());
+  EXPECT_LT(Steady::now() - plain_start, bound);
 }
 
 TEST(LockCachingTest, ADemandEndsLocalHandoversAfterTheCurrentHold) {

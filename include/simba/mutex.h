@@ -188,7 +188,6 @@ class Mutex {
 
  private:
   bool lock_until(std::chrono::steady_clock::time_point deadline);
-  bool lock_fast(bool* lost) const;
 
   std::shared_ptr<internal::LockEntry> entry_;
   std::chrono::milliseconds max_hold_;

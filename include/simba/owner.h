@@ -36,6 +36,11 @@ struct MutexOwner {
   bool is_in_transition(EpochMillis now) const noexcept { return transition_at >= now; }  // inclusive
   bool has_owner(EpochMillis now) const noexcept { return transition_at >= now; }    // inclusive
   bool empty() const noexcept { return owner_id.empty(); }
+  // The owner is a lock-manager process that keeps leases cached (simba/mutex.h): it may be
+  // using this one or keeping it unused, and gives it back as soon as another contender asks.
+  // Its id ends with kCachingSuffix.
+  static constexpr std::string_view kCachingSuffix = "+caching";
+  bool caching() const noexcept { return owner_id.ends_with(kCachingSuffix); }
 
   friend bool operator==(const MutexOwner&, const MutexOwner&) = default;
 };

@@ -32,6 +32,8 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
   std::cout << "mutex:          " << mutex << "\n"
             << "owner:          " << (owner.empty() ? "(none)" : owner.owner_id) << "\n"
             << "fencing token:  " << owner.fencing_token << "\n"
+            << "caching:        " << (owner.caching() ? "yes (a lock manager keeps it; given back when asked)" : "no")
+            << "\n"
             << "acquired at:    " << iso_time(owner.acquired_at) << "\n"
             << "ttl at:         " << iso_time(owner.ttl_at) << in(owner.ttl_at, snapshot.now) << "\n"
             << "transition at:  " << iso_time(owner.transition_at) << in(owner.transition_at, snapshot.now) << "\n"

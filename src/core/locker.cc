@@ -1,6 +1,8 @@
 // Locker: one blocking hold of a mutex at a time, on a one-shot contention loop.
 #include "simba/locker.h"
 
+#include <algorithm>
+
 #include <condition_variable>
 #include <mutex>
 
@@ -120,6 +122,8 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
     throw;
   }
   std::unique_lock lock(state.mutex);
+  const auto started = std::chrono::steady_clock::now();
+  bool waited_for_handback = false;
   // At least one attempt always completes, even with a deadline in the past.
   while (!state.core->is_owner()) {
     if (state.lost_while_acquiring) {
@@ -141,7 +145,11 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
     } else if (deadline == std::chrono::steady_clock::time_point::max()) {
       state.changed.wait(lock);
     } else if (std::chrono::steady_clock::now() >= deadline) {
-      break;
+      // An owner that caches gives its lease back on the demand our attempt left: a single
+      // attempt waits for that hand-back, boundedly, as it would find a free mutex.
+      if (waited_for_handback || !state.core->met_caching_owner()) break;
+      waited_for_handback = true;
+      deadline = std::max(deadline, started + state.core->handback_bound());
     } else {
       state.changed.wait_until(lock, deadline);
     }

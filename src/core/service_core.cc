@@ -166,6 +166,17 @@ std::uint64_t ServiceCore::fencing_token() const {
   return owned_ && Clock::now() < lease_deadline_ ? token_ : 0;
 }
 
+std::chrono::milliseconds ServiceCore::handback_bound() const {
+  const auto caps = backend_->capabilities();
+  if (!caps.demand) return std::chrono::milliseconds(0);
+  return std::chrono::milliseconds(250) + (caps.demand_push && push_ ? std::chrono::milliseconds(0) : 2 * poll_);
+}
+
+bool ServiceCore::met_caching_owner() const {
+  std::lock_guard lock(mutex_);
+  return last_owner_id_.ends_with(MutexOwner::kCachingSuffix) && backend_->capabilities().demand;
+}
+
 ServiceCore::Clock::time_point ServiceCore::lease_deadline() const {
   std::lock_guard lock(mutex_);
   return owned_ ? lease_deadline_ : Clock::time_point{};

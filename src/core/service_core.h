@@ -66,6 +66,12 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   bool is_owner() const;
   bool is_in_ttl() const;
   std::uint64_t fencing_token() const;
+  // How long a single attempt waits when the owner it met caches its lease
+  // (MutexOwner::caching()): its attempt left a demand; the owner hears it (a push, or its
+  // poll), releases, and this contender hears that (a push, or its poll). 0 without demand.
+  std::chrono::milliseconds handback_bound() const;
+  // Whether the owner the last round saw caches (and this backend carries demands).
+  bool met_caching_owner() const;
   // Until when this contender's lease lasts by this host's clock (the epoch if not owner).
   Clock::time_point lease_deadline() const;
   // The owner id the last round saw (empty before the first, or after an error).

@@ -18,7 +18,7 @@ std::int64_t fast_deadline(std::chrono::steady_clock::time_point deadline) {
 }  // namespace
 
 LockEntry::FastLock LockEntry::fast_lock_slow() noexcept {
-  if (fast_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+  if (fast_thread_.load(std::memory_order_relaxed) == this_thread_tag()) {
     if (fast_lost_.stop_requested()) return FastLock::lost;
     ++fast_count_;
     return FastLock::counted;
@@ -33,12 +33,12 @@ void LockEntry::fast_missed_deadline() noexcept {
 }
 
 std::optional<std::uint64_t> LockEntry::fast_token() const noexcept {
-  if (fast_thread_.load(std::memory_order_relaxed) != std::this_thread::get_id()) return std::nullopt;
+  if (fast_thread_.load(std::memory_order_relaxed) != this_thread_tag()) return std::nullopt;
   return fast_lost_.stop_requested() ? 0 : fast_token_;
 }
 
 std::optional<std::stop_token> LockEntry::fast_lease() const noexcept {
-  if (fast_thread_.load(std::memory_order_relaxed) != std::this_thread::get_id()) return std::nullopt;
+  if (fast_thread_.load(std::memory_order_relaxed) != this_thread_tag()) return std::nullopt;
   return fast_lost_.get_token();
 }
 
@@ -170,8 +170,12 @@ void LockEntry::poll_demand(std::uint64_t epoch) {
   try {
     auto snapshot = backend_->read(name_);
     demanded = snapshot.demanded && snapshot.owner.owner_id == core_->contender_id();
+    poll_failing_.store(false, std::memory_order_relaxed);
   } catch (const std::exception& e) {
-    log_warn("mutex '" + name_ + "': reading the demand on a cached lease: " + e.what());
+    // Said once per run of failures; the lease's own renewals say whether it survives.
+    if (!poll_failing_.exchange(true, std::memory_order_relaxed)) {
+      log_warn("mutex '" + name_ + "': reading the demand on a cached lease: " + e.what());
+    }
   }
   if (demanded) {
     demand_arrived();

@@ -28,7 +28,13 @@ std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, s
   hooks.on_demand = [weak] {
     if (auto self = weak.lock()) self->on_demand();
   };
-  auto contender = make_contender(entry->name_, {}, {}, contender_id::host());
+  // An entry whose holds may cache says so in its id (MutexOwner::caching()): another process's
+  // single attempt then waits for the hand-back its demand brings (give_up()).
+  std::string id = contender_id::host();
+  if (entry->demand_ && client.lock_options().linger.value_or(client.options().ttl).count() > 0) {
+    id += MutexOwner::kCachingSuffix;
+  }
+  auto contender = make_contender(entry->name_, {}, {}, std::move(id));
   entry->core_ = std::make_shared<ServiceCore>(contender, contender, client.backend(),
                                                client.runtime(), client.options(), std::move(hooks));
   return entry;
@@ -65,7 +71,7 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
   {
     std::lock_guard lock(mutex_);
     ticket = ++next_id_;
-    Waiter waiter{ticket, terms, std::move(done), std::nullopt, rounds_, shared_from_this()};
+    Waiter waiter{ticket, terms, std::move(done), std::nullopt, rounds_, shared_from_this(), Clock::now()};
     if (timeout != kNoTimeout) {
       std::weak_ptr<LockEntry> weak = shared_from_this();
       waiter.timer = runtime_->schedule_after(std::max(timeout, std::chrono::milliseconds(0)),
@@ -111,9 +117,13 @@ LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
   auto it = std::find_if(waiters_.begin(), waiters_.end(), [&](auto& w) { return w.ticket == ticket; });
   if (it == waiters_.end()) return GiveUp::granted;
   // At least one remote attempt for a request that is first in line and not behind a local
-  // holder (behind one, the answer is known: the mutex is taken).
-  if (it == waiters_.begin() && !holder_ && rounds_ == it->rounds_at_queue && core_running_) {
-    return GiveUp::wait_for_round;
+  // holder (behind one, the answer is known: the mutex is taken). Against another process
+  // that caches, the attempt left a demand: wait for the hand-back it brings, boundedly.
+  if (it == waiters_.begin() && !holder_ && core_running_) {
+    if (rounds_ == it->rounds_at_queue) return GiveUp::wait_for_round;
+    if (core_->met_caching_owner() && Clock::now() < it->queued_at + core_->handback_bound()) {
+      return GiveUp::wait_for_round;
+    }
   }
   if (it->timer) runtime_->cancel(*it->timer);
   keep = std::move(it->self);

@@ -94,19 +94,24 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
       fast_missed_deadline();
       return FastLock::none;
     }
-    fast_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    fast_thread_.store(this_thread_tag(), std::memory_order_relaxed);
     fast_count_ = 1;
     fast_uses_.store(fast_uses_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return FastLock::acquired;
   }
   // true if this thread held the mutex fast (and now one count less).
   bool fast_unlock() noexcept {
-    if (fast_thread_.load(std::memory_order_relaxed) != std::this_thread::get_id()) return false;
+    if (fast_thread_.load(std::memory_order_relaxed) != this_thread_tag()) return false;
     if (--fast_count_ > 0) return true;
-    fast_thread_.store(std::thread::id(), std::memory_order_relaxed);
+    fast_thread_.store(nullptr, std::memory_order_relaxed);
     int expected = kFastHeld;
     if (!fast_.compare_exchange_strong(expected, kFastOpen, std::memory_order_release)) end_fast_hold();
     return true;
+  }
+  // A distinct address per thread, cheaper to get than std::this_thread::get_id().
+  static const void* this_thread_tag() noexcept {
+    static thread_local char tag;
+    return &tag;
   }
   // CLOCK_MONOTONIC_COARSE in ns: a few ns to read (see lock_cache.cc for its margin).
   static std::int64_t coarse_now_ns() noexcept {
@@ -128,6 +133,7 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
     std::optional<Runtime::TimerId> timer;
     std::uint64_t rounds_at_queue;
     std::shared_ptr<LockEntry> self;  // a waiter keeps its entry alive (cycle ends as it leaves)
+    Clock::time_point queued_at;
   };
   struct Holder {
     std::uint64_t id;
@@ -213,13 +219,14 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   std::uint64_t cache_generation_ = 0;
   enum : int { kFastClosed, kFastOpen, kFastHeld, kFastHeldClosing };
   std::atomic<int> fast_{kFastClosed};
-  std::atomic<std::thread::id> fast_thread_{};
+  std::atomic<const void*> fast_thread_{nullptr};  // this_thread_tag() of the fast holder
   std::atomic<std::int64_t> fast_until_{0};  // CLOCK_MONOTONIC_COARSE ns: the cached lease is usable before
   std::atomic<std::uint64_t> fast_uses_{0};
   unsigned fast_count_ = 0;                  // the fast holder's own count
   std::uint64_t fast_token_ = 0;             // written before the fast path opens
   std::stop_source fast_lost_{std::nostopstate};
   std::uint64_t fast_hold_id_ = 0;           // the holder_ a settled fast hold became
+  std::atomic<bool> poll_failing_{false};     // the demand poll's last read failed
 
   mutable std::mutex threads_mutex_;
   struct ThreadHold {

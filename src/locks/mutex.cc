@@ -79,21 +79,11 @@ Mutex Mutex::with_max_hold(std::chrono::milliseconds max_hold) const { return Mu
 Mutex Mutex::with_linger(std::chrono::milliseconds linger) const { return Mutex(entry_, max_hold_, linger); }
 
 // The fast path over a cached lease: only for handles without max_hold (it needs a timer per
-// hold) whose holds may cache.
-bool Mutex::lock_fast(bool* lost) const {
-  switch (entry_->fast_lock(max_hold_.count() == 0 && linger_.count() > 0)) {
-    case LockEntry::FastLock::counted:
-    case LockEntry::FastLock::acquired: return true;
-    case LockEntry::FastLock::lost: *lost = true; return false;
-    case LockEntry::FastLock::none: return false;
-  }
-  return false;
-}
-
+// hold) whose holds may cache; a thread's own fast hold is counted whatever the handle.
 void Mutex::lock() {
-  bool lost = false;
-  if (lock_fast(&lost)) return;
-  if (lost) {
+  const auto fast = entry_->fast_lock(max_hold_.count() == 0 && linger_.count() > 0);
+  if (fast == LockEntry::FastLock::acquired || fast == LockEntry::FastLock::counted) return;
+  if (fast == LockEntry::FastLock::lost) {
     throw Error(errc::unavailable, "the lease of mutex '" + name() +
                                        "' held by this thread was lost; unlock() it before locking again");
   }
@@ -107,12 +97,17 @@ void Mutex::lock() {
   entry_->adopt(std::this_thread::get_id(), acquire());
 }
 
-bool Mutex::try_lock() { return lock_until(std::chrono::steady_clock::now()); }
+bool Mutex::try_lock() {
+  const auto fast = entry_->fast_lock(max_hold_.count() == 0 && linger_.count() > 0);
+  if (fast == LockEntry::FastLock::acquired || fast == LockEntry::FastLock::counted) return true;
+  if (fast == LockEntry::FastLock::lost) return false;
+  return lock_until(std::chrono::steady_clock::now());
+}
 
 bool Mutex::lock_until(std::chrono::steady_clock::time_point deadline) {
-  bool lost = false;
-  if (lock_fast(&lost)) return true;
-  if (lost) return false;
+  const auto fast = entry_->fast_lock(max_hold_.count() == 0 && linger_.count() > 0);
+  if (fast == LockEntry::FastLock::acquired || fast == LockEntry::FastLock::counted) return true;
+  if (fast == LockEntry::FastLock::lost) return false;
   switch (entry_->reenter(std::this_thread::get_id())) {
     case LockEntry::Reentry::counted: return true;
     case LockEntry::Reentry::lost: return false;

@@ -53,9 +53,17 @@ void LockEntry::end_fast_hold() noexcept {
   if (id != 0) end_hold(id);  // 0: it was revoked meanwhile
 }
 
+// Caching pays while nobody else wants the mutex. A process that saw another owner within
+// the last second (it had to wait) expects contention: it hands the lease back at unlock, as
+// it would without caching, instead of keeping it until the next demand arrives (which may be
+// a round trip after the unlock: on ZooKeeper, a node created behind ours, seen by a watch).
+bool LockEntry::contended_locked() const {
+  return rival_seen_ && Clock::now() - *rival_seen_ < std::chrono::seconds(1);
+}
+
 bool LockEntry::may_cache_locked(std::chrono::milliseconds linger) const {
-  return demand_ && linger.count() > 0 && !demanded_ && !release_wanted_ && waiters_.empty() && core_running_ &&
-         fast_.load(std::memory_order_relaxed) == kFastClosed && core_->is_owner();
+  return demand_ && linger.count() > 0 && !demanded_ && !contended_locked() && !release_wanted_ && waiters_.empty() &&
+         core_running_ && fast_.load(std::memory_order_relaxed) == kFastClosed && core_->is_owner();
 }
 
 void LockEntry::enter_cache_locked(std::chrono::milliseconds linger) {
@@ -78,8 +86,13 @@ void LockEntry::enter_cache_locked(std::chrono::milliseconds linger) {
     }
   });
   // The owner reads the demand at the poll interval too: a safety net for a push that never
-  // came (Redis: JVM Simba waiters only join the queue), and the only way on SQL engines.
-  poll_timer_ = runtime_->schedule_after(poll_, [weak, epoch] {
+  // came (Redis: JVM Simba waiters only join the queue), and the only way on SQL engines,
+  // where the first read comes at once (a waiter that asked during the hold is served now),
+  // unless one was made within the poll interval.
+  const bool push = backend_->capabilities().demand_push;
+  const auto now = Clock::now();
+  const auto first_poll = push || now - last_poll_ < poll_ ? poll_ : std::chrono::milliseconds(0);
+  poll_timer_ = runtime_->schedule_after(first_poll, [weak, epoch] {
     if (auto self = weak.lock()) {
       self->runtime_->post_io([weak, epoch] {
         if (auto entry = weak.lock()) entry->poll_demand(epoch);
@@ -165,6 +178,7 @@ void LockEntry::poll_demand(std::uint64_t epoch) {
   {
     std::lock_guard lock(mutex_);
     if (!cached_ || epoch != cache_epoch_) return;
+    last_poll_ = Clock::now();
   }
   bool demanded = false;
   try {
@@ -193,9 +207,10 @@ void LockEntry::poll_demand(std::uint64_t epoch) {
   });
 }
 
-// On an I/O thread, after a remote win: listen for demands while the contender runs, then
-// read once for a demand left before the watch began.
-void LockEntry::watch_demand(std::uint64_t generation) {
+// On an I/O thread, after the first remote win: listen for demands from now on (for as long
+// as the entry lives: the watch is kept across leases), then read once for a demand left
+// before the watch began.
+void LockEntry::watch_demand() {
   std::unique_ptr<Subscription> watch;
   if (backend_->capabilities().demand_push) {
     try {
@@ -213,8 +228,7 @@ void LockEntry::watch_demand(std::uint64_t generation) {
   }
   {
     std::lock_guard lock(mutex_);
-    if (!core_running_ || demand_generation_ != generation) return;  // stopped meanwhile: `watch` ends here
-    std::swap(demand_watch_, watch);
+    if (demand_watched_ && !demand_watch_) std::swap(demand_watch_, watch);  // else contended meanwhile
   }
   watch.reset();
   bool demanded = false;

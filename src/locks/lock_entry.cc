@@ -171,28 +171,35 @@ void LockEntry::expire(std::uint64_t ticket) {
 
 void LockEntry::on_round() {
   Outcomes outcomes;
+  std::unique_ptr<Subscription> unwatched;  // ends outside the lock
   {
     std::lock_guard lock(mutex_);
     ++rounds_;
     auto owner = core_->last_owner_id();
-    if (!owner.empty() && owner != core_->contender_id()) rival_seen_ = Clock::now();
+    if (!owner.empty() && owner != core_->contender_id()) {
+      rival_seen_ = Clock::now();
+      // Contended: leases are not cached (may_cache_locked), so the demand watch only costs
+      // (ZooKeeper: a listing at every change of the latch). Watched again once quiet.
+      unwatched = std::move(demand_watch_);
+      demand_watched_ = false;
+    }
     if (!holder_ && !release_wanted_ && !waiters_.empty() && core_->is_owner()) {
       handovers_ = 0;  // a fresh remote lease
       demanded_ = false;
       if (started_at_) round_trip_ = Clock::now() - *started_at_;
       started_at_.reset();
-      const bool caching = demand_ && waiters_.front().terms.linger.count() > 0;
+      const bool caching = demand_ && waiters_.front().terms.linger.count() > 0 && !contended_locked();
       grant_front_locked(outcomes);
-      const auto generation = core_->generation();
-      if (caching && demand_generation_ != generation) {
-        demand_generation_ = generation;
-        runtime_->post_io([weak = weak_from_this(), generation] {
-          if (auto self = weak.lock()) self->watch_demand(generation);
+      if (caching && !demand_watched_) {  // kept across leases while uncontended
+        demand_watched_ = true;
+        runtime_->post_io([weak = weak_from_this()] {
+          if (auto self = weak.lock()) self->watch_demand();
         });
       }
     }
     if (cached_) refresh_cache_locked();  // a renewal: the lease lasts longer
   }
+  unwatched.reset();
   run(outcomes);
   drive();
 }
@@ -333,12 +340,9 @@ void LockEntry::drive(bool inline_round) {
   for (;;) {
     redrive_ = false;
     enum class Action { none, start, stop } action = Action::none;
-    std::unique_ptr<Subscription> demand_watch;  // ends with the contender, outside the lock
     if (core_running_ && (release_wanted_ || (!holder_ && waiters_.empty() && !cached_))) {
       action = Action::stop;
       release_wanted_ = false;
-      demand_watch = std::move(demand_watch_);
-      demand_generation_ = 0;
     } else if (!core_running_ && !holder_ && !waiters_.empty()) {
       if (Clock::now() >= not_before_) {
         action = Action::start;
@@ -363,7 +367,6 @@ void LockEntry::drive(bool inline_round) {
     }
     if (action == Action::none) break;
     lock.unlock();
-    demand_watch.reset();
     if (action == Action::start) {
       try {
         core_->start(inline_round);

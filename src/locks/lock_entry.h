@@ -167,13 +167,14 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   void open_window_locked();
   // Caching (lock_cache.cc).
   bool may_cache_locked(std::chrono::milliseconds linger) const;
+  bool contended_locked() const;
   void enter_cache_locked(std::chrono::milliseconds linger);
   bool settle_cache_locked();
   void leave_cache_locked();
   void refresh_cache_locked();
   void demand_arrived();
   void on_demand();
-  void watch_demand(std::uint64_t generation);
+  void watch_demand();
   void poll_demand(std::uint64_t epoch);
   void linger_passed(std::uint64_t epoch, std::uint64_t uses);
   void end_fast_hold() noexcept;
@@ -212,8 +213,9 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   bool cached_ = false;
   bool demanded_ = false;                 // another process asked since this remote lease began
   std::uint64_t cache_epoch_ = 0;         // one per entry into the cached state
-  std::uint64_t demand_generation_ = 0;   // the core generation whose demand watch runs
+  bool demand_watched_ = false;            // watch_demand() was started (once per entry)
   std::unique_ptr<Subscription> demand_watch_;
+  Clock::time_point last_poll_{};          // when the demand was last read
   std::optional<Runtime::TimerId> linger_timer_, poll_timer_;
   std::chrono::milliseconds cache_linger_{0};
   std::uint64_t cache_generation_ = 0;

@@ -271,6 +271,9 @@ TEST(LockCachingTest, AStalledProcessDoesNotUseItsCachedLeaseAfterWaking) {
   int status = 0;
   const bool done = wait_until([&] { return waitpid(pid, &status, WNOHANG) == pid; }, 30s);
   if (!done) {
+    // Where it hangs, for the log (gdb where installed).
+    const std::string where = "gdb -p " + std::to_string(pid) + " -batch -ex 'thread apply all bt' 2>&1 | grep -E '^#|^Thread' >&2";
+    if (std::system("command -v gdb >/dev/null") == 0) [[maybe_unused]] auto rc = std::system(where.c_str());
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
   }

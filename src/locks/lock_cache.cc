@@ -1,5 +1,7 @@
 // Lock caching: a lease kept after the last local hold, its fast path, and its hand-back on
 // another process's demand, on linger, or on request. See simba/mutex.h and lock_entry.h.
+#include <algorithm>
+
 #include "base/log.h"
 #include "locks/lock_entry.h"
 
@@ -57,6 +59,11 @@ void LockEntry::end_fast_hold() noexcept {
 // the last second (it had to wait) expects contention: it hands the lease back at unlock, as
 // it would without caching, instead of keeping it until the next demand arrives (which may be
 // a round trip after the unlock: on ZooKeeper, a node created behind ours, seen by a watch).
+// The caching owner reads the demand at the poll interval, at most 100 ms: a cheap read that
+// bounds how long a demand whose push was missed waits (ZooKeeper's watch, one-shot, misses
+// a change made before it is armed again; its poll interval is a second).
+std::chrono::milliseconds LockEntry::demand_poll() const { return std::min(poll_, std::chrono::milliseconds(100)); }
+
 bool LockEntry::contended_locked() const {
   return rival_seen_ && Clock::now() - *rival_seen_ < std::chrono::seconds(1);
 }
@@ -91,7 +98,7 @@ void LockEntry::enter_cache_locked(std::chrono::milliseconds linger) {
   // unless one was made within the poll interval.
   const bool push = backend_->capabilities().demand_push;
   const auto now = Clock::now();
-  const auto first_poll = push || now - last_poll_ < poll_ ? poll_ : std::chrono::milliseconds(0);
+  const auto first_poll = push || now - last_poll_ < demand_poll() ? demand_poll() : std::chrono::milliseconds(0);
   poll_timer_ = runtime_->schedule_after(first_poll, [weak, epoch] {
     if (auto self = weak.lock()) {
       self->runtime_->post_io([weak, epoch] {
@@ -198,7 +205,7 @@ void LockEntry::poll_demand(std::uint64_t epoch) {
   std::lock_guard lock(mutex_);
   if (!cached_ || epoch != cache_epoch_) return;
   std::weak_ptr<LockEntry> weak = shared_from_this();
-  poll_timer_ = runtime_->schedule_after(poll_, [weak, epoch] {
+  poll_timer_ = runtime_->schedule_after(demand_poll(), [weak, epoch] {
     if (auto self = weak.lock()) {
       self->runtime_->post_io([weak, epoch] {
         if (auto entry = weak.lock()) entry->poll_demand(epoch);

@@ -168,6 +168,7 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   // Caching (lock_cache.cc).
   bool may_cache_locked(std::chrono::milliseconds linger) const;
   bool contended_locked() const;
+  std::chrono::milliseconds demand_poll() const;
   void enter_cache_locked(std::chrono::milliseconds linger);
   bool settle_cache_locked();
   void leave_cache_locked();

@@ -160,5 +160,43 @@ TEST(RedisInteropTest, TwoJvmAndTwoOfOursShareOneMutexFairlyAndLeaveOnlyTheFenci
   EXPECT_EQ(left, std::vector<std::string>{"simba:{" + mutex + "}:fencing"});
 }
 
+// A JVM Simba waiter never publishes a demand: it only joins Simba's queue. Our lock manager,
+// caching the lease (linger far beyond the bound), still gives it back: it reads the queue at
+// its renewals and at the poll interval (100 ms at most). The JVM contender is woken by that
+// release, as by any Simba release, and takes the mutex.
+TEST(RedisInteropTest, AJvmWaiterGetsALeaseOurLockManagerCaches) {
+  const std::string uri = test::env("SIMBA_TEST_REDIS_URI");
+  const int port = std::atoi(test::env("SIMBA_TEST_REDIS_PORT").c_str());
+  ASSERT_FALSE(uri.empty()) << "run through tests/with_redis.sh";
+  const std::string mutex = tck::unique_mutex("jvm-waiter");
+  ContendOptions options;
+  options.ttl = 2s;
+  options.transition = 1s;
+  Client client(open_backend(uri), options, std::make_shared<Runtime>());
+  auto ours = client.mutex(mutex).with_linger(60s);
+  ours.lock();
+  ours.unlock();
+  ASSERT_FALSE(client.owner(mutex).empty()) << "the lease should be cached";
+  std::this_thread::sleep_for(250ms);  // past the owner's first look at the queue, between two polls
+  Context commands(port), wakeups(port);
+  const std::string lock = "simba:{" + mutex + "}", queue = lock + ":contender", id = "1:303@jvm-c";
+  freeReplyObject(wakeups.command({"SUBSCRIBE", lock + ":" + id}));
+  const auto start = Steady::now();
+  auto* reply = commands.command({"EVAL", kJvmAcquire, "2", lock, queue, id, "3000"});
+  ASSERT_TRUE(reply && reply->type == REDIS_REPLY_ARRAY);
+  EXPECT_NE(std::string(reply->element[0]->str, reply->element[0]->len), id) << "it should have queued";
+  freeReplyObject(reply);
+  pollfd fd{wakeups.c->fd, POLLIN, 0};
+  ASSERT_GT(poll(&fd, 1, 1000), 0) << "no release woke the JVM waiter within 1 s (the cached lease was kept)";
+  reply = commands.command({"EVAL", kJvmAcquire, "2", lock, queue, id, "3000"});
+  ASSERT_TRUE(reply && reply->type == REDIS_REPLY_ARRAY);
+  EXPECT_EQ(std::string(reply->element[0]->str, reply->element[0]->len), id);
+  freeReplyObject(reply);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - start);
+  std::cout << "the JVM waiter owned " << took.count() << " ms after queueing\n";
+  EXPECT_LT(took, 500ms);
+  freeReplyObject(commands.command({"EVAL", kJvmRelease, "2", lock, queue, id}));
+}
+
 }  // namespace
 }  // namespace simba

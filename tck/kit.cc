@@ -106,6 +106,32 @@ Client other_process(const Client& client) {
   return Client(std::make_shared<ForwardingBackend>(make_backend()), client.options(), client.runtime());
 }
 
+std::optional<std::chrono::milliseconds> other_process_gets_past_busy_threads(const Client& client,
+                                                                             const std::string& mutex,
+                                                                             std::chrono::milliseconds timeout) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> busy;
+  for (int t = 0; t < 3; ++t) {
+    busy.emplace_back([&] {
+      auto m = client.mutex(mutex);
+      while (!stop.load()) {
+        std::scoped_lock guard(m);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto other = other_process(client).mutex(mutex);
+  const auto start = std::chrono::steady_clock::now();
+  const bool got = other.try_lock_for(timeout);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  stop.store(true);
+  if (got) other.unlock();
+  for (auto& thread : busy) thread.join();
+  if (!got) return std::nullopt;
+  return took;
+}
+
 void expect_left_nothing(const Client& client, const std::string& mutex) {
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   EXPECT_TRUE(client.owner(mutex).empty()) << "someone took '" << mutex << "'";

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +57,12 @@ bool wait_until(const std::function<bool()>& predicate, std::chrono::millisecond
 // A client of "another process" on the same store as `client`: its own backend object, so
 // its own lock table and remote contenders, as a second process would have.
 Client other_process(const Client& client);
+
+// While three threads of `client` take `mutex` over and over (1 ms holds), another process
+// asks with try_lock_for(timeout). How long it took to get it, or nullopt if it never did.
+std::optional<std::chrono::milliseconds> other_process_gets_past_busy_threads(const Client& client,
+                                                                             const std::string& mutex,
+                                                                             std::chrono::milliseconds timeout);
 
 // A lock request that ended (timed out, cancelled) left nothing behind: with the holder gone,
 // nobody takes `mutex` (400 ms), and `client` keeps no lock entry.

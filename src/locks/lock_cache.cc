@@ -55,15 +55,15 @@ void LockEntry::end_fast_hold() noexcept {
   if (id != 0) end_hold(id);  // 0: it was revoked meanwhile
 }
 
-// Caching pays while nobody else wants the mutex. A process that saw another owner within
-// the last second (it had to wait) expects contention: it hands the lease back at unlock, as
-// it would without caching, instead of keeping it until the next demand arrives (which may be
-// a round trip after the unlock: on ZooKeeper, a node created behind ours, seen by a watch).
 // The caching owner reads the demand at the poll interval, at most 100 ms: a cheap read that
 // bounds how long a demand whose push was missed waits (ZooKeeper's watch, one-shot, misses
 // a change made before it is armed again; its poll interval is a second).
 std::chrono::milliseconds LockEntry::demand_poll() const { return std::min(poll_, std::chrono::milliseconds(100)); }
 
+// Caching pays while nobody else wants the mutex. A process that saw another owner within
+// the last second (it had to wait) expects contention: it hands the lease back at unlock, as
+// it would without caching, instead of keeping it until the next demand arrives (which may be
+// a round trip after the unlock: on ZooKeeper, a node created behind ours, seen by a watch).
 bool LockEntry::contended_locked() const {
   return rival_seen_ && Clock::now() - *rival_seen_ < std::chrono::seconds(1);
 }

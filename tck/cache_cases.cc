@@ -4,7 +4,6 @@
 // real second process (this binary again) where the engine is shared between processes.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,7 +14,6 @@
 #include "fencing_register.h"
 #include "kit.h"
 
-extern char** environ;
 
 namespace simba::tck {
 namespace {
@@ -47,20 +45,8 @@ std::filesystem::path worker_dir() {
 
 // Starts this binary's cache worker (below) as a child process on `mutex`; -1 on failure.
 pid_t spawn_cache_worker(const std::string& mutex, const std::filesystem::path& dir) {
-  std::string self = std::filesystem::read_symlink("/proc/self/exe");
-  std::vector<std::string> args{self, "--backend", backend_uri(),
-                                "--gtest_filter=LockCachingTest.DISABLED_StalledWorkerProcess",
-                                "--gtest_also_run_disabled_tests"};
-  std::vector<std::string> env{"SIMBA_TCK_CACHE_MUTEX=" + mutex, "SIMBA_TCK_CACHE_DIR=" + dir.string()};
-  for (char** e = environ; *e; ++e) env.emplace_back(*e);
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  for (auto& e : env) envp.push_back(e.data());
-  argv.push_back(nullptr);
-  envp.push_back(nullptr);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), envp.data()) != 0) return -1;
-  return pid;
+  return spawn_case("LockCachingTest.DISABLED_StalledWorkerProcess",
+                    {"SIMBA_TCK_CACHE_MUTEX=" + mutex, "SIMBA_TCK_CACHE_DIR=" + dir.string()});
 }
 
 bool multi_process_kit(const Client& client) {

@@ -3,11 +3,14 @@
 
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <spawn.h>
 
 #include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <random>
+
+extern char** environ;
 
 namespace simba::tck {
 namespace {
@@ -137,6 +140,22 @@ void expect_left_nothing(const Client& client, const std::string& mutex) {
   EXPECT_TRUE(client.owner(mutex).empty()) << "someone took '" << mutex << "'";
   EXPECT_TRUE(wait_until([&] { return client.lock_entries() == 0; }, std::chrono::seconds(5)))
       << client.lock_entries() << " lock entries left";
+}
+
+pid_t spawn_case(const std::string& gtest_case, const std::vector<std::string>& env) {
+  std::string self = std::filesystem::read_symlink("/proc/self/exe");
+  std::vector<std::string> args{self, "--backend", backend_uri(), "--gtest_filter=" + gtest_case,
+                                "--gtest_also_run_disabled_tests"};
+  std::vector<std::string> all = env;
+  for (char** e = environ; *e; ++e) all.emplace_back(*e);
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  for (auto& e : all) envp.push_back(e.data());
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), envp.data()) != 0) return -1;
+  return pid;
 }
 
 int thread_count() {

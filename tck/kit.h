@@ -2,6 +2,8 @@
 // contender that records what it is told. Shared by the kit's cases and the unit tests.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -67,6 +69,10 @@ std::optional<std::chrono::milliseconds> other_process_gets_past_busy_threads(co
 // A lock request that ended (timed out, cancelled) left nothing behind: with the holder gone,
 // nobody takes `mutex` (400 ms), and `client` keeps no lock entry.
 void expect_left_nothing(const Client& client, const std::string& mutex);
+
+// Runs one (disabled) case of this binary as a child process on the backend under test, with
+// `env` added to this process's environment; the child's pid, or -1 if it could not start.
+pid_t spawn_case(const std::string& gtest_case, const std::vector<std::string>& env);
 
 // Number of threads of this process (/proc/self/task).
 int thread_count();

@@ -5,7 +5,6 @@
 // real processes (this binary again) where the engine is shared between processes.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,7 +16,6 @@
 #include "fencing_register.h"
 #include "kit.h"
 
-extern char** environ;
 
 namespace simba::tck {
 namespace {
@@ -77,19 +75,9 @@ TEST(LockManagerTest, DISABLED_ExclusionWorkerProcess) {
 
 // Starts this binary's worker case as a child process.
 pid_t spawn_worker(const std::string& mutex, const std::string& reg) {
-  std::string self = std::filesystem::read_symlink("/proc/self/exe");
-  std::vector<std::string> args{self, "--backend", backend_uri(),
-                                "--gtest_filter=LockManagerTest.DISABLED_ExclusionWorkerProcess",
-                                "--gtest_also_run_disabled_tests"};
-  std::vector<std::string> env{"SIMBA_TCK_LOCK_MUTEX=" + mutex, "SIMBA_TCK_LOCK_REGISTER=" + reg};
-  for (char** e = environ; *e; ++e) env.emplace_back(*e);
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  for (auto& e : env) envp.push_back(e.data());
-  argv.push_back(nullptr);
-  envp.push_back(nullptr);
-  pid_t pid = -1;
-  EXPECT_EQ(posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), envp.data()), 0);
+  pid_t pid = spawn_case("LockManagerTest.DISABLED_ExclusionWorkerProcess",
+                         {"SIMBA_TCK_LOCK_MUTEX=" + mutex, "SIMBA_TCK_LOCK_REGISTER=" + reg});
+  EXPECT_GT(pid, 0) << "could not start a worker process";
   return pid;
 }
 

@@ -83,15 +83,8 @@ void LockEntry::enter_cache_locked(std::chrono::milliseconds linger) {
   if (!fast_lost_.stop_possible() || fast_lost_.stop_requested()) fast_lost_ = std::stop_source();
   fast_until_.store(fast_deadline(core_->lease_deadline()), std::memory_order_relaxed);
   fast_.store(kFastOpen, std::memory_order_release);
-  std::weak_ptr<LockEntry> weak = shared_from_this();
   const auto uses = fast_uses_.load(std::memory_order_relaxed);
-  linger_timer_ = runtime_->schedule_after(linger, [weak, epoch, uses] {
-    if (auto self = weak.lock()) {
-      self->runtime_->post_io([weak, epoch, uses] {
-        if (auto entry = weak.lock()) entry->linger_passed(epoch, uses);
-      });
-    }
-  });
+  linger_timer_ = after_on_io(linger, [epoch, uses](LockEntry& entry) { entry.linger_passed(epoch, uses); });
   // The owner reads the demand at the poll interval too: a safety net for a push that never
   // came (Redis: JVM Simba waiters only join the queue), and the only way on SQL engines,
   // where the first read comes at once (a waiter that asked during the hold is served now),
@@ -99,13 +92,7 @@ void LockEntry::enter_cache_locked(std::chrono::milliseconds linger) {
   const bool push = backend_->capabilities().demand_push;
   const auto now = Clock::now();
   const auto first_poll = push || now - last_poll_ < demand_poll() ? demand_poll() : std::chrono::milliseconds(0);
-  poll_timer_ = runtime_->schedule_after(first_poll, [weak, epoch] {
-    if (auto self = weak.lock()) {
-      self->runtime_->post_io([weak, epoch] {
-        if (auto entry = weak.lock()) entry->poll_demand(epoch);
-      });
-    }
-  });
+  poll_timer_ = after_on_io(first_poll, [epoch](LockEntry& entry) { entry.poll_demand(epoch); });
 }
 
 void LockEntry::refresh_cache_locked() {
@@ -146,13 +133,8 @@ void LockEntry::linger_passed(std::uint64_t epoch, std::uint64_t uses) {
     if (!cached_ || epoch != cache_epoch_) return;
     const auto now_uses = fast_uses_.load(std::memory_order_relaxed);
     if (now_uses != uses) {  // used through the fast path meanwhile: another linger from now
-      std::weak_ptr<LockEntry> weak = shared_from_this();
-      linger_timer_ = runtime_->schedule_after(cache_linger_, [weak, epoch, now_uses] {
-        if (auto self = weak.lock()) {
-          self->runtime_->post_io([weak, epoch, now_uses] {
-            if (auto entry = weak.lock()) entry->linger_passed(epoch, now_uses);
-          });
-        }
+      linger_timer_ = after_on_io(cache_linger_, [epoch, now_uses](LockEntry& entry) {
+        entry.linger_passed(epoch, now_uses);
       });
       return;
     }
@@ -181,37 +163,47 @@ void LockEntry::demand_arrived() {
   drive();
 }
 
+// Whether the backend's record shows a demand on our own lease. A failed read is said once per
+// run of failures (the lease's own renewals say whether it survives) and reads as no demand.
+bool LockEntry::read_demand() {
+  try {
+    auto snapshot = backend_->read(name_);
+    poll_failing_.store(false, std::memory_order_relaxed);
+    return snapshot.demanded && snapshot.owner.owner_id == core_->contender_id();
+  } catch (const std::exception& e) {
+    if (!poll_failing_.exchange(true, std::memory_order_relaxed)) {
+      log_warn("mutex '" + name_ + "': reading the demand: " + e.what());
+    }
+    return false;
+  }
+}
+
+// Runs `work` on an I/O thread after `delay` (a timer's thread must not make backend calls),
+// if the entry still lives then.
+Runtime::TimerId LockEntry::after_on_io(std::chrono::milliseconds delay, std::function<void(LockEntry&)> work) {
+  std::weak_ptr<LockEntry> weak = shared_from_this();
+  return runtime_->schedule_after(delay, [weak, work = std::move(work)] {
+    if (auto self = weak.lock()) {
+      self->runtime_->post_io([weak, work] {
+        if (auto entry = weak.lock()) work(*entry);
+      });
+    }
+  });
+}
+
 void LockEntry::poll_demand(std::uint64_t epoch) {
   {
     std::lock_guard lock(mutex_);
     if (!cached_ || epoch != cache_epoch_) return;
     last_poll_ = Clock::now();
   }
-  bool demanded = false;
-  try {
-    auto snapshot = backend_->read(name_);
-    demanded = snapshot.demanded && snapshot.owner.owner_id == core_->contender_id();
-    poll_failing_.store(false, std::memory_order_relaxed);
-  } catch (const std::exception& e) {
-    // Said once per run of failures; the lease's own renewals say whether it survives.
-    if (!poll_failing_.exchange(true, std::memory_order_relaxed)) {
-      log_warn("mutex '" + name_ + "': reading the demand on a cached lease: " + e.what());
-    }
-  }
-  if (demanded) {
+  if (read_demand()) {
     demand_arrived();
     return;
   }
   std::lock_guard lock(mutex_);
   if (!cached_ || epoch != cache_epoch_) return;
-  std::weak_ptr<LockEntry> weak = shared_from_this();
-  poll_timer_ = runtime_->schedule_after(demand_poll(), [weak, epoch] {
-    if (auto self = weak.lock()) {
-      self->runtime_->post_io([weak, epoch] {
-        if (auto entry = weak.lock()) entry->poll_demand(epoch);
-      });
-    }
-  });
+  poll_timer_ = after_on_io(demand_poll(), [epoch](LockEntry& entry) { entry.poll_demand(epoch); });
 }
 
 // On an I/O thread, after the first remote win: listen for demands from now on (for as long
@@ -238,14 +230,7 @@ void LockEntry::watch_demand() {
     if (demand_watched_ && !demand_watch_) std::swap(demand_watch_, watch);  // else contended meanwhile
   }
   watch.reset();
-  bool demanded = false;
-  try {
-    auto snapshot = backend_->read(name_);
-    demanded = snapshot.demanded && snapshot.owner.owner_id == core_->contender_id();
-  } catch (const std::exception& e) {
-    log_warn("mutex '" + name_ + "': reading the demand: " + e.what());
-  }
-  if (demanded) demand_arrived();
+  if (read_demand()) demand_arrived();
 }
 
 bool LockEntry::release_cached() noexcept {

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -177,6 +178,8 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   void on_demand();
   void watch_demand();
   void poll_demand(std::uint64_t epoch);
+  bool read_demand();
+  Runtime::TimerId after_on_io(std::chrono::milliseconds delay, std::function<void(LockEntry&)> work);
   void linger_passed(std::uint64_t epoch, std::uint64_t uses);
   void end_fast_hold() noexcept;
   FastLock fast_lock_slow() noexcept;
@@ -229,7 +232,7 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   std::uint64_t fast_token_ = 0;             // written before the fast path opens
   std::stop_source fast_lost_{std::nostopstate};
   std::uint64_t fast_hold_id_ = 0;           // the holder_ a settled fast hold became
-  std::atomic<bool> poll_failing_{false};     // the demand poll's last read failed
+  std::atomic<bool> poll_failing_{false};     // the last read of the demand failed
 
   mutable std::mutex threads_mutex_;
   struct ThreadHold {

@@ -75,7 +75,7 @@ void ServiceCore::start(bool first_round_inline) {
   std::uint64_t generation;
   {
     std::unique_lock lock(mutex_);
-    stale_released_.wait(lock, [&] { return stale_releases_ == 0; });
+    round_settled_.wait(lock, [&] { return stale_releases_ == 0; });
     generation = ++generation_;
     failures_ = 0;
     dormant_ = owned_ = again_ = false;
@@ -109,41 +109,6 @@ void ServiceCore::start(bool first_round_inline) {
   }
   status_.store(ServiceStatus::running);
   if (inline_round) run_round(generation);
-}
-
-void ServiceCore::stop() {
-  ServiceStatus expected = ServiceStatus::running;
-  if (!status_.compare_exchange_strong(expected, ServiceStatus::stopping)) {
-    throw Error(errc::failed_precondition, "stop() of the service for mutex '" + mutex() +
-                                               "' needs status RUNNING, it is " + to_string(expected));
-  }
-  std::unique_ptr<Subscription> subscription;
-  std::uint64_t generation;
-  {
-    std::lock_guard lock(mutex_);
-    generation = ++generation_;
-    if (timer_) runtime_->cancel(*timer_);
-    if (deadline_timer_) runtime_->cancel(*deadline_timer_);
-    timer_.reset();
-    deadline_timer_.reset();
-    subscription = std::move(subscription_);
-    owned_ = dormant_ = again_ = false;
-  }
-  subscription.reset();
-  if (contender_) release_remote("stop()");
-  // Deliver on_released (if we owned) before returning: a release is applied even though
-  // this generation is no longer running.
-  post_apply(generation, MutexOwner::none());
-  if (hooks_.deliver_notifications) flush();
-  status_.store(ServiceStatus::initial);
-}
-
-void ServiceCore::close() noexcept {
-  try {
-    if (status_.load() == ServiceStatus::running) stop();
-  } catch (const std::exception& e) {
-    log_warn("closing the service for mutex '" + mutex() + "': " + e.what());
-  }
 }
 
 MutexState ServiceCore::mutex_state() const {
@@ -249,6 +214,14 @@ void ServiceCore::trigger(std::uint64_t generation, bool from_timer) {
 }
 
 void ServiceCore::run_round(std::uint64_t generation) {
+  {
+    std::lock_guard lock(mutex_);
+    if (generation != generation_) {  // stop() came before this round ran: nothing to send
+      in_flight_ = false;
+      round_settled_.notify_all();
+      return;
+    }
+  }
   auto sent = Clock::now();
   OwnerSnapshot snapshot;
   try {
@@ -269,6 +242,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
   {
     std::unique_lock lock(mutex_);
     in_flight_ = false;
+    round_settled_.notify_all();
     if (!current_locked(generation)) {
       // A round of an earlier generation: drop it. If it ran after stop() released, give back
       // whatever it left: a lease it won, or (on a latch backend) its place in the queue.
@@ -279,7 +253,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       lock.unlock();
       release_remote("a round that ended after stop()");
       lock.lock();
-      if (--stale_releases_ == 0) stale_released_.notify_all();
+      if (--stale_releases_ == 0) round_settled_.notify_all();
       return;
     }
     failures_ = 0;
@@ -362,6 +336,7 @@ void ServiceCore::fail_round(std::uint64_t generation, const std::string& what) 
   {
     std::lock_guard lock(mutex_);
     in_flight_ = false;
+    round_settled_.notify_all();
     if (!current_locked(generation)) return;
     ++failures_;
     last_owner_id_.clear();

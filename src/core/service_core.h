@@ -135,7 +135,8 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // Releases of rounds that ended after stop(), in flight: start() waits for them, or one
   // could give back the lease the next generation (the same contender id) just won.
   int stale_releases_ = 0;
-  std::condition_variable stale_released_;
+  // Told when a round ends (in_flight_ false) and when the last stale release is done.
+  std::condition_variable round_settled_;
 
   mutable std::mutex state_mutex_;
   MutexState state_;

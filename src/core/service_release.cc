@@ -1,4 +1,4 @@
-// Giving a lease back: the release of a stopping contender, and the end of a core.
+// Giving a lease back: stop() and the release of a stopping contender, and the end of a core.
 #include <chrono>
 #include <system_error>
 #include <thread>
@@ -9,6 +9,56 @@
 #include "simba/error.h"
 
 namespace simba::internal {
+namespace {
+
+// The longest stop() waits for a round in flight: a backend call is bounded by its engine's
+// command and connect timeouts (a few seconds).
+constexpr auto kRoundInFlightBound = std::chrono::seconds(10);
+
+}  // namespace
+
+void ServiceCore::stop() {
+  ServiceStatus expected = ServiceStatus::running;
+  if (!status_.compare_exchange_strong(expected, ServiceStatus::stopping)) {
+    throw Error(errc::failed_precondition, "stop() of the service for mutex '" + mutex() +
+                                               "' needs status RUNNING, it is " + to_string(expected));
+  }
+  std::unique_ptr<Subscription> subscription;
+  std::uint64_t generation;
+  {
+    std::unique_lock lock(mutex_);
+    generation = ++generation_;
+    if (timer_) runtime_->cancel(*timer_);
+    if (deadline_timer_) runtime_->cancel(*deadline_timer_);
+    timer_.reset();
+    deadline_timer_.reset();
+    subscription = std::move(subscription_);
+    owned_ = dormant_ = again_ = false;
+    // A round in flight may still win or renew the lease after our release: a renewal that
+    // finds its lease gone joins again. Let it end first (its end gives back what it got, see
+    // finish_round), so that nothing of ours is left once stop() returns. A runtime thread does
+    // not wait: it may be the one that has to run that round, which then releases by itself.
+    if (!on_runtime_thread()) {
+      round_settled_.wait_for(lock, kRoundInFlightBound, [&] { return !in_flight_ && stale_releases_ == 0; });
+    }
+  }
+  subscription.reset();
+  if (contender_) release_remote("stop()");
+  // Deliver on_released (if we owned) before returning: a release is applied even though
+  // this generation is no longer running.
+  post_apply(generation, MutexOwner::none());
+  if (hooks_.deliver_notifications) flush();
+  status_.store(ServiceStatus::initial);
+}
+
+void ServiceCore::close() noexcept {
+  try {
+    if (status_.load() == ServiceStatus::running) stop();
+  } catch (const std::exception& e) {
+    log_warn("closing the service for mutex '" + mutex() + "': " + e.what());
+  }
+}
+
 
 void ServiceCore::release_remote(const char* why) noexcept {
   // A release is idempotent (only the owner's own lease goes), so one that failed on a broken

@@ -274,7 +274,11 @@ TEST_F(WireFaultTest, ResetsDuringAcquireRenewAndReleaseLeaveNoLeaseBehind) {
     reset_in_flight(100);
     stopping.join();
     auto record = rival_client_->backend()->read(mutex_);
-    if (record.owner.has_owner(record.now) && record.owner.owner_id == owner_->contender_id()) ++left_behind;
+    if (record.owner.has_owner(record.now) && record.owner.owner_id == owner_->contender_id()) {
+      ++left_behind;
+      ADD_FAILURE() << "round " << round << ": the stopped owner's lease is still there (token "
+                    << record.owner.fencing_token << ")";
+    }
   }
   EXPECT_EQ(owned, 12) << "an acquire reset in flight was not retried";
   EXPECT_EQ(kept, 12) << "a renewal reset in flight lost the lease for good";

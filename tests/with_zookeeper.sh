@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs a command against a throwaway ZooKeeper server (Debian's `zookeeper` package, standalone):
 # loopback, a free port of its own, a temporary data folder, tickTime 100 ms so sessions may
-# be as short as 200 ms; stopped afterwards whatever happens.
+# be as short as 200 ms, and no fsync per write (as fsync=off for PostgreSQL: a test server
+# under a loaded CI disk must not stall renewals); stopped afterwards whatever happens.
 #   with_zookeeper.sh COMMAND ARGS...   (every "@ZK_URI@" and "@ZK_PORT@" in ARGS is replaced)
 # The command also finds the server in $SIMBA_TEST_ZK_URI and $SIMBA_TEST_ZK_PORT, and can
 # restart it (same port and data) with $SIMBA_TEST_ZK_START (a script that starts it and
@@ -60,6 +61,7 @@ clientPortAddress=127.0.0.1
 maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=ruok,stat,cons
+forceSync=no
 EOF
   if "$dir/start"; then started=1; break; fi
   kill "$(cat "$dir/pid")" 2>/dev/null || true

@@ -10,7 +10,9 @@
 // Each start() begins a new generation: results of an earlier generation are dropped, except
 // that a release is still applied. stop() releases the remote lease and, if this contender
 // owned the mutex, delivers on_released before it returns (when stop() is called from inside
-// a callback of the same service, on_released runs right after that callback returns).
+// a callback of the same service, on_released runs right after that callback returns). A
+// round in flight (a renewal, an attempt) ends first, so no lease of this contender is left
+// once stop() returns; from inside a callback that round's own end gives back what it got.
 // On a backend error an owner is revoked locally at once (on_released) and the service
 // retries with exponential backoff and jitter. Destroying a running service stops it.
 // Lifespan: a service keeps its backend, runtime and contender alive and may outlive the

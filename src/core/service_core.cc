@@ -137,6 +137,10 @@ std::chrono::milliseconds ServiceCore::handback_bound() const {
   return std::chrono::milliseconds(250) + (caps.demand_push && push_ ? std::chrono::milliseconds(0) : 2 * poll_);
 }
 
+std::chrono::milliseconds ServiceCore::attempt_bound() const {
+  return options_.ttl + options_.transition + handback_bound();
+}
+
 bool ServiceCore::met_caching_owner() const {
   std::lock_guard lock(mutex_);
   return last_owner_id_.ends_with(MutexOwner::kCachingSuffix) && backend_->capabilities().demand;

@@ -70,6 +70,10 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // (MutexOwner::caching()): its attempt left a demand; the owner hears it (a push, or its
   // poll), releases, and this contender hears that (a push, or its poll). 0 without demand.
   std::chrono::milliseconds handback_bound() const;
+  // How long a single attempt waits for this contender's first round at most: a round is
+  // bounded by the engine's timeouts, so none within a whole lease (+ a hand-back) means a
+  // stuck contender, and the attempt fails rather than spin.
+  std::chrono::milliseconds attempt_bound() const;
   // Whether the owner the last round saw caches (and this backend carries demands).
   bool met_caching_owner() const;
   // Until when this contender's lease lasts by this host's clock (the epoch if not owner).

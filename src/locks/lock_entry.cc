@@ -120,8 +120,15 @@ LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
   // holder (behind one, the answer is known: the mutex is taken). Against another process
   // that caches, the attempt left a demand: wait for the hand-back it brings, boundedly.
   if (it == waiters_.begin() && !holder_ && core_running_) {
-    if (rounds_ == it->rounds_at_queue) return GiveUp::wait_for_round;
-    if (core_->met_caching_owner() && Clock::now() < it->queued_at + core_->handback_bound()) {
+    const auto waited = Clock::now() - it->queued_at;
+    if (rounds_ == it->rounds_at_queue) {
+      if (waited < core_->attempt_bound()) return GiveUp::wait_for_round;
+      const auto error = core_->last_error();
+      log_warn("mutex '" + name_ + "': a single attempt saw no round of its contender within " +
+               format_duration(core_->attempt_bound()) + " (rounds " + std::to_string(rounds_) + ", waiters " +
+               std::to_string(waiters_.size()) + (release_wanted_ ? ", release wanted" : "") +
+               (error.empty() ? "" : ", last backend error: " + error) + "); it fails");
+    } else if (core_->met_caching_owner() && waited < core_->handback_bound()) {
       return GiveUp::wait_for_round;
     }
   }
@@ -129,7 +136,11 @@ LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
   keep = std::move(it->self);
   waiters_.erase(it);
   lock.unlock();
-  drive();
+  // Stopping the contender (no waiter left) waits for its round in flight: not on the thread
+  // of an attempt that has ended.
+  runtime_->post_io([weak = weak_from_this()] {
+    if (auto self = weak.lock()) self->drive();
+  });
   return GiveUp::gave_up;
 }
 

@@ -214,6 +214,30 @@ TEST(LockCachingTest, DISABLED_StalledWorkerProcess) {
   }
 }
 
+// A process that caches a lease until told to stop, for process tests of other programs
+// (tests/cli_exit_codes_test.sh: `simba lock --timeout 0s` against it). Writes "cached" once
+// the lease is cached, "handed" if it was given back (another process asked) before "stop".
+TEST(LockCachingTest, DISABLED_CachingOwnerProcess) {
+  const char* mutex = std::getenv("SIMBA_TCK_CACHE_MUTEX");
+  const char* dir = std::getenv("SIMBA_TCK_CACHE_DIR");
+  ASSERT_TRUE(mutex && dir) << "set SIMBA_TCK_CACHE_MUTEX and SIMBA_TCK_CACHE_DIR";
+  const std::filesystem::path folder(dir);
+  auto client = make_client();
+  auto m = client.mutex(mutex).with_linger(60s);
+  m.lock();
+  m.unlock();
+  const auto mine = client.owner(mutex);
+  ASSERT_TRUE(mine.caching()) << "the lease was not cached";
+  std::ofstream(folder / "cached") << "1";
+  const auto end = Steady::now() + 30s;
+  while (!std::filesystem::exists(folder / "stop") && Steady::now() < end) {
+    if (!std::filesystem::exists(folder / "handed") && client.owner(mutex).owner_id != mine.owner_id) {
+      std::ofstream(folder / "handed") << "1";
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
 // One process only (memory): the stall is its runtime's threads, all blocked past the lease, so
 // nothing but the fast path's own clock check stands between the stale lease and a hold.
 void stalled_runtime_case() {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `simba lock` and `simba status`: each outcome has its own exit code and a one-line message.
 set -uo pipefail
-simba=${1:?usage: cli_exit_codes_test.sh path/to/simba}
+simba=${1:?usage: cli_exit_codes_test.sh path/to/simba path/to/simba-tck}
+tck=${2:?usage: cli_exit_codes_test.sh path/to/simba path/to/simba-tck}
 dir=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
 export SIMBA_BACKEND="sqlite://$dir/locks.db?ttl=1s&transition=500ms"
@@ -29,9 +30,26 @@ expect 70 "a store simba cannot read (not a database)" -- "$simba" status --back
 sleep 0.5
 expect 124 "timed out waiting" -- "$simba" lock --timeout 300ms held -- true
 grep -q "held" "$dir/err" || { echo "FAIL: timeout message does not name the mutex"; failures=$((failures + 1)); }
+expect 124 "a single attempt against a holder that does not cache fails" -- "$simba" lock --timeout 0s held -- true
 expect 0 "status while held" -- "$simba" status held --json
 grep -q '"owner":"' "$dir/out" || { echo "FAIL: status does not show the owner: $(cat "$dir/out")"; failures=$((failures + 1)); }
 wait
+# A single attempt against a process that caches its lease (the lock manager's lock caching,
+# here the kit's caching worker) gets it: its demand brings the lease back within a hand-back.
+mkdir "$dir/cacher"
+SIMBA_TCK_CACHE_MUTEX=cached SIMBA_TCK_CACHE_DIR="$dir/cacher" "$tck" --backend "$SIMBA_BACKEND" \
+  --gtest_also_run_disabled_tests --gtest_filter=LockCachingTest.DISABLED_CachingOwnerProcess > "$dir/cacher.log" 2>&1 &
+cacher=$!
+check "the caching worker caches its lease" wait_for 10 test -e "$dir/cacher/cached"
+expect 0 "status shows the owner caches" -- "$simba" status cached --json
+check "... (\"caching\":true)" grep -q '"caching":true' "$dir/out"
+expect 0 "a single attempt against a caching owner runs its command" -- "$simba" lock --timeout 0s cached -- true
+check "... and the caching owner saw its lease go" wait_for 5 test -e "$dir/cacher/handed"
+touch "$dir/cacher/stop"
+wait "$cacher"; got=$?
+check "the caching worker ended well (exit $got)" [ "$got" -eq 0 ]
+[ "$got" -eq 0 ] || cat "$dir/cacher.log"
+
 # A lost lease: SIGSTOP the simba process past its lease, then SIGCONT: it must see that the
 # lease ran out, terminate the command and exit 75.
 "$simba" lock stall -- sleep 30 2>"$dir/stall.err" &

@@ -108,6 +108,16 @@ TEST(LockCachingTest, ACachedLeaseGoesToAnotherProcessThatAsks) {
     mine.lock();  // and back: cached again here
     mine.unlock();
   }
+  // Cached here again: a process that just saw contention (or a late demand) hands back at
+  // unlock, so take and leave it until the lease stays, once the mutex has been quiet.
+  auto cache_again = [&] {
+    return wait_until([&] {
+      mine.lock();
+      mine.unlock();
+      return !client.owner(mutex).empty();
+    }, kSoon);
+  };
+  ASSERT_TRUE(cache_again()) << "the lease was never cached again";
   // The owner record says the owner caches; a single attempt of another process waits for the
   // hand-back its demand brings (bounded by one), as if the lock were free.
   EXPECT_TRUE(client.owner(mutex).caching()) << client.owner(mutex).owner_id;
@@ -118,8 +128,7 @@ TEST(LockCachingTest, ACachedLeaseGoesToAnotherProcessThatAsks) {
   EXPECT_TRUE(got) << "try_lock() of another process did not get the cached lease";
   EXPECT_LT(took, bound);
   if (got) once.unlock();
-  mine.lock();  // cached here again; a Locker's single attempt (simba lock --timeout 0s) too
-  mine.unlock();
+  ASSERT_TRUE(cache_again()) << "the lease was never cached again";  // a Locker's single attempt (simba lock --timeout 0s) too
   Locker locker(mutex, other);
   const auto locker_start = Steady::now();
   EXPECT_TRUE(locker.try_lock()) << "a Locker's try_lock() did not get the cached lease";

@@ -68,6 +68,21 @@ class SweepSchedule {
   bool running_ = false;
 };
 
+// sweep() for engines that delete with one statement: batches of kSweepBatch records, each
+// its own statement (well within the command timeout, its row locks held briefly, however
+// large `limit` is), until `limit` records went or a batch found fewer than it asked for.
+template <class DeleteBatch>
+std::size_t sweep_in_batches(std::size_t limit, DeleteBatch&& delete_batch) {
+  std::size_t total = 0;
+  while (total < limit) {
+    const std::size_t want = std::min(limit - total, kSweepBatch);
+    const std::size_t got = delete_batch(want);
+    total += got;
+    if (got < want) break;
+  }
+  return total;
+}
+
 // list() for engines that find names first and read each record: the first `limit` of the
 // sorted `names`, each read with read(name); `now` from the last read (or read("") if none).
 template <class Names, class Read>

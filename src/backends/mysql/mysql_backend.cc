@@ -243,10 +243,12 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
   }
 
   std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {
-    return pool_.with([&](Connection& connection) {
-      const auto most = static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX));
-      connection.run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED");  // the next statement only
-      return static_cast<std::size_t>(connection.execute("sweep", {std::int64_t{idle_for.count()}, most}));
+    return internal::sweep_in_batches(limit, [&](std::size_t batch) {
+      return pool_.with([&](Connection& connection) {
+        connection.run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED");  // the next statement only
+        return static_cast<std::size_t>(
+            connection.execute("sweep", {std::int64_t{idle_for.count()}, static_cast<std::int64_t>(batch)}));
+      });
     });
   }
 

@@ -206,10 +206,11 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
   }
 
   std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {
-    return pool_.with([&](Connection& connection) {
-      auto deleted = connection.execute(
-          "sweep", {std::to_string(idle_for.count()), std::to_string(std::min<std::size_t>(limit, INT64_MAX))});
-      return static_cast<std::size_t>(std::strtoull(PQcmdTuples(deleted.get()), nullptr, 10));
+    return internal::sweep_in_batches(limit, [&](std::size_t batch) {
+      return pool_.with([&](Connection& connection) {
+        auto deleted = connection.execute("sweep", {std::to_string(idle_for.count()), std::to_string(batch)});
+        return static_cast<std::size_t>(std::strtoull(PQcmdTuples(deleted.get()), nullptr, 10));
+      });
     });
   }
 

@@ -39,6 +39,37 @@ ContendOptions lease_options() {
   return options;
 }
 
+// Reads a mutex through a backend every 100 ms and keeps the slowest answer and the errors:
+// whether that backend's own wire (the "healthy" one) stayed healthy while a case ran.
+class WireProbe {
+ public:
+  WireProbe(Backend& backend, const std::string& mutex)
+      : thread_([this, &backend, mutex](std::stop_token stop) {
+          while (!stop.stop_requested()) {
+            const auto sent = Clock::now();
+            try {
+              backend.read(mutex);
+            } catch (const std::exception&) {
+              errors_.fetch_add(1);
+            }
+            const long took = ms_since(sent);
+            if (took > slowest_ms_.load()) slowest_ms_.store(took);
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
+        }) {}
+  void stop() {
+    thread_.request_stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  long slowest_ms() const { return slowest_ms_.load(); }
+  long errors() const { return errors_.load(); }
+
+ private:
+  std::atomic<long> slowest_ms_{0};
+  std::atomic<long> errors_{0};
+  std::jthread thread_;
+};
+
 // Samples two services' beliefs every millisecond; counts the instants both believed. `a` is
 // read before and after `b`: only `a` true on both sides of a true `b` is an overlap, so a
 // sampler thread preempted between two reads never reports one that was not there.
@@ -223,6 +254,7 @@ TEST_F(WireFaultTest, ARenewalAnsweredAfterTheLeaseRanOutIsALoss) {
 
 TEST_F(WireFaultTest, ALateReleaseByAnExpiredHolderLeavesItsSuccessorsLeaseAlone) {
   ASSERT_NO_FATAL_FAILURE(start_owned());
+  WireProbe rival_wire(*rival_client_->backend(), mutex_);  // the rival's own connection
   proxy_->delay(2500ms);
   // The release leaves now and lands 2.5 s later, after the rival took over at ttl+transition.
   std::jthread releasing([&] { owner_service_->stop(); });
@@ -232,14 +264,29 @@ TEST_F(WireFaultTest, ALateReleaseByAnExpiredHolderLeavesItsSuccessorsLeaseAlone
   releasing.join();
   std::this_thread::sleep_for(2s);  // the late release has landed (the proxy delivers it after the client gave up)
   auto after = rival_client_->backend()->read(mutex_);
+  rival_wire.stop();
+  // The property, by the server's record: the successor's lease, with its token, is untouched.
   EXPECT_EQ(after.owner.owner_id, "rival-on-a-healthy-wire") << "the late release freed the successor's lease";
   EXPECT_EQ(after.owner.fencing_token, snapshot.owner.fencing_token);
-  EXPECT_TRUE(rival_service_->is_owner());
-  EXPECT_EQ(rival_service_->fencing_token(), token);
-  EXPECT_EQ(rival_->released_count(), 0);
+  // The successor's own belief as well, if its own wire stayed healthy (every read answered
+  // within a ttl): a stall of that wire ends its belief by its own clock, whatever the late
+  // release did (seen in CI on ZooKeeper: the rival's direct connection timed out meanwhile).
+  const bool rival_wire_healthy =
+      rival_wire.errors() == 0 && rival_wire.slowest_ms() < lease_options().ttl.count();
+  if (rival_wire_healthy) {
+    EXPECT_TRUE(rival_service_->is_owner());
+    EXPECT_EQ(rival_service_->fencing_token(), token);
+    EXPECT_EQ(rival_->released_count(), 0);
+  } else {
+    std::cout << "[ NOTE     ] the rival's own wire stalled (slowest read " << rival_wire.slowest_ms() << " ms, "
+              << rival_wire.errors() << " errors): its belief is not checked, the server's record is\n";
+  }
   sampler_->stop();
   EXPECT_EQ(sampler_->overlaps(), 0);
-  report("late_release", "\"successor_kept\":" + std::string(after.owner.owner_id == rival_->contender_id() ? "true" : "false"));
+  report("late_release", "\"successor_kept\":" +
+                             std::string(after.owner.owner_id == rival_->contender_id() ? "true" : "false") +
+                             ",\"rival_wire_slowest_ms\":" + std::to_string(rival_wire.slowest_ms()) +
+                             ",\"rival_wire_errors\":" + std::to_string(rival_wire.errors()));
 }
 
 TEST_F(WireFaultTest, ResetsDuringAcquireRenewAndReleaseLeaveNoLeaseBehind) {

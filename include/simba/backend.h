@@ -172,7 +172,8 @@ class Backend {
   // records idle for the engine's `sweep_idle` option (default 1h, 0 = never) are deleted at
   // most every sweep_idle / 2, by whichever release comes then (Redis: by key expiry).
   // Returns: how many records this call deleted.
-  // Blocks: for a scan of the records and one delete per swept record (or one statement).
+  // Blocks: for a scan of the records and one delete per swept record (PostgreSQL, MariaDB:
+  // one statement per 1,000 records; SQLite: one statement).
   virtual std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) = 0;
 
   // What this backend can do. Never blocks; constant for the backend's life.

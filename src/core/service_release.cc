@@ -59,7 +59,6 @@ void ServiceCore::close() noexcept {
   }
 }
 
-
 void ServiceCore::release_remote(const char* why) noexcept {
   // A release is idempotent (only the owner's own lease goes), so one that failed on a broken
   // connection (reset, timed out) is sent again, twice at most, on a new one.

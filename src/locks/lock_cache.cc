@@ -146,9 +146,7 @@ void LockEntry::linger_passed(std::uint64_t epoch, std::uint64_t uses) {
 }
 
 void LockEntry::on_demand() {
-  runtime_->post_io([weak = weak_from_this()] {
-    if (auto self = weak.lock()) self->demand_arrived();
-  });
+  on_io([](LockEntry& entry) { entry.demand_arrived(); });
 }
 
 void LockEntry::demand_arrived() {
@@ -183,11 +181,13 @@ bool LockEntry::read_demand() {
 Runtime::TimerId LockEntry::after_on_io(std::chrono::milliseconds delay, std::function<void(LockEntry&)> work) {
   std::weak_ptr<LockEntry> weak = shared_from_this();
   return runtime_->schedule_after(delay, [weak, work = std::move(work)] {
-    if (auto self = weak.lock()) {
-      self->runtime_->post_io([weak, work] {
-        if (auto entry = weak.lock()) work(*entry);
-      });
-    }
+    if (auto self = weak.lock()) self->on_io(work);
+  });
+}
+
+void LockEntry::on_io(std::function<void(LockEntry&)> work) {
+  runtime_->post_io([weak = weak_from_this(), work = std::move(work)] {
+    if (auto self = weak.lock()) work(*self);
   });
 }
 

@@ -122,10 +122,11 @@ LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
   if (it == waiters_.begin() && !holder_ && core_running_) {
     const auto waited = Clock::now() - it->queued_at;
     if (rounds_ == it->rounds_at_queue) {
-      if (waited < core_->attempt_bound()) return GiveUp::wait_for_round;
+      const auto bound = core_->attempt_bound();
+      if (waited < bound) return GiveUp::wait_for_round;
       const auto error = core_->last_error();
       log_warn("mutex '" + name_ + "': a single attempt saw no round of its contender within " +
-               format_duration(core_->attempt_bound()) + " (rounds " + std::to_string(rounds_) + ", waiters " +
+               format_duration(bound) + " (rounds " + std::to_string(rounds_) + ", waiters " +
                std::to_string(waiters_.size()) + (release_wanted_ ? ", release wanted" : "") +
                (error.empty() ? "" : ", last backend error: " + error) + "); it fails");
     } else if (core_->met_caching_owner() && waited < core_->handback_bound()) {
@@ -138,9 +139,7 @@ LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
   lock.unlock();
   // Stopping the contender (no waiter left) waits for its round in flight: not on the thread
   // of an attempt that has ended.
-  runtime_->post_io([weak = weak_from_this()] {
-    if (auto self = weak.lock()) self->drive();
-  });
+  on_io([](LockEntry& entry) { entry.drive(); });
   return GiveUp::gave_up;
 }
 
@@ -175,9 +174,7 @@ void LockEntry::expire(std::uint64_t ticket) {
   }
   run(outcomes);
   // On a timer thread: stopping the contender may take a round trip; not here.
-  runtime_->post_io([weak = weak_from_this()] {
-    if (auto self = weak.lock()) self->drive();
-  });
+  on_io([](LockEntry& entry) { entry.drive(); });
 }
 
 void LockEntry::on_round() {
@@ -203,9 +200,7 @@ void LockEntry::on_round() {
       grant_front_locked(outcomes);
       if (caching && !demand_watched_) {  // kept across leases while uncontended
         demand_watched_ = true;
-        runtime_->post_io([weak = weak_from_this()] {
-          if (auto self = weak.lock()) self->watch_demand();
-        });
+        on_io([](LockEntry& entry) { entry.watch_demand(); });
       }
     }
     if (cached_) refresh_cache_locked();  // a renewal: the lease lasts longer

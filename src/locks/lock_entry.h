@@ -180,6 +180,8 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   void poll_demand(std::uint64_t epoch);
   bool read_demand();
   Runtime::TimerId after_on_io(std::chrono::milliseconds delay, std::function<void(LockEntry&)> work);
+  // Runs `work` on an I/O thread soon, if the entry still lives then.
+  void on_io(std::function<void(LockEntry&)> work);
   void linger_passed(std::uint64_t epoch, std::uint64_t uses);
   void end_fast_hold() noexcept;
   FastLock fast_lock_slow() noexcept;

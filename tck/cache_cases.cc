@@ -143,6 +143,40 @@ TEST(LockCachingTest, ACachedLeaseGoesToAnotherProcessThatAsks) {
   EXPECT_LT(Steady::now() - plain_start, bound);
 }
 
+// The owner record tells a cached lease nobody uses (MutexOwner::idle) from one in use, within
+// a demand poll (at most 100 ms) and a round trip of the change, and never calls a lease in
+// use idle.
+TEST(LockCachingTest, TheOwnerRecordShowsWhetherACachedLeaseIsIdle) {
+  auto client = make_client();
+  const auto mutex = unique_mutex();
+  auto m = client.mutex(mutex).with_linger(60s);
+  auto idle = [&] { return client.owner(mutex).idle; };
+  auto never_idle_for = [&](std::chrono::milliseconds span) {
+    const auto end = Steady::now() + span;
+    while (Steady::now() < end) {
+      if (idle()) return false;
+      std::this_thread::sleep_for(10ms);
+    }
+    return true;
+  };
+  m.lock();
+  EXPECT_TRUE(never_idle_for(500ms)) << "the record said idle while a thread held the lock";
+  m.unlock();
+  EXPECT_TRUE(wait_until(idle, kSoon)) << "a cached lease nobody uses never showed idle";
+  EXPECT_TRUE(client.owner(mutex).caching());
+  m.lock();  // the fast path: no backend call; the next poll sees it used
+  EXPECT_TRUE(wait_until([&] { return !idle(); }, kSoon)) << "still idle while held";
+  EXPECT_TRUE(never_idle_for(500ms)) << "the record said idle while a thread held the lock";
+  m.unlock();
+  EXPECT_TRUE(wait_until(idle, kSoon)) << "not idle again after the unlock";
+  // Another process asks: the lease goes, and its own lease in use is not idle.
+  auto other = other_process(client);
+  auto hold = other.mutex(mutex).with_linger(0ms).acquire(kSoon);
+  EXPECT_FALSE(client.owner(mutex).idle) << "the next owner's lease showed the former owner's mark";
+  hold.unlock();
+  EXPECT_FALSE(client.owner(mutex).idle) << "a free mutex showed idle";
+}
+
 TEST(LockCachingTest, ADemandEndsLocalHandoversAfterTheCurrentHold) {
   auto client = make_client().with_lock_options(LockOptions{0ms, 5000, 60s});
   auto took = other_process_gets_past_busy_threads(client, unique_mutex(), kSoon);

@@ -224,5 +224,50 @@ TEST(RecordsTest, AnEngineSweepsIdleRecordsByItself) {
       << backend->list(prefix, 100).records.size() << " of 20 idle records still there";
 }
 
+// The idle mark (Backend::mark_idle, lock caching's "cached and unused") is the owner's to set
+// and belongs to its lease: read() and list() show it, another contender cannot set it, and a
+// later lease, of another owner or of the same id again, starts unmarked.
+TEST(RecordsTest, AnIdleMarkBelongsToTheLeaseItWasSetOn) {
+  auto backend = make_backend();
+  ASSERT_TRUE(backend->capabilities().idle_mark) << "the owner record cannot show a cached lease unused";
+  const std::string mutex = unique_mutex();
+  backend->acquire(mutex, "marker-a", kTtl, 0ms);
+  EXPECT_FALSE(backend->read(mutex).owner.idle) << "a new lease starts in use";
+  EXPECT_TRUE(backend->mark_idle(mutex, "marker-a", true));
+  EXPECT_TRUE(backend->read(mutex).owner.idle);
+  const MutexListing listing = backend->list(mutex, 10);
+  ASSERT_EQ(listing.records.size(), 1u);
+  EXPECT_TRUE(listing.records[0].owner.idle) << "list() shows the mark too";
+  backend->acquire(mutex, "marker-a", kTtl, 0ms);  // a renewal keeps it
+  EXPECT_TRUE(backend->read(mutex).owner.idle) << "a renewal dropped the mark";
+  EXPECT_TRUE(backend->mark_idle(mutex, "marker-a", false));
+  EXPECT_FALSE(backend->read(mutex).owner.idle);
+  EXPECT_FALSE(backend->mark_idle(mutex, "marker-b", true)) << "a contender that does not own it marked it";
+  EXPECT_FALSE(backend->read(mutex).owner.idle);
+
+  EXPECT_TRUE(backend->mark_idle(mutex, "marker-a", true));
+  ASSERT_TRUE(backend->release(mutex, "marker-a"));
+  EXPECT_FALSE(backend->read(mutex).owner.idle) << "a free mutex is not idle";
+  backend->acquire(mutex, "marker-a", kTtl, 0ms);  // the same id, a new lease
+  EXPECT_FALSE(backend->read(mutex).owner.idle) << "a new lease of the same id inherited the mark";
+  // A lease that ran out, taken again by the same id: a new lease, unmarked (the token may stay).
+  const std::string brief = unique_mutex("brief");
+  backend->acquire(brief, "marker-a", 200ms, 0ms);
+  EXPECT_TRUE(backend->mark_idle(brief, "marker-a", true));
+  ASSERT_TRUE(wait_until([&] { return backend->read(brief).owner.empty(); }, 5s)) << "the 200 ms lease never ran out";
+  EXPECT_FALSE(backend->read(brief).owner.idle);
+  backend->acquire(brief, "marker-a", kTtl, 0ms);
+  EXPECT_FALSE(backend->read(brief).owner.idle) << "a lease taken after its expiry inherited the mark";
+  backend->release(brief, "marker-a");
+  EXPECT_TRUE(backend->mark_idle(mutex, "marker-a", true));
+  ASSERT_TRUE(backend->release(mutex, "marker-a"));
+  const auto other = backend->acquire(mutex, "marker-b", kTtl, 0ms);
+  ASSERT_EQ(other.owner.owner_id, "marker-b");
+  EXPECT_FALSE(backend->read(mutex).owner.idle) << "the next owner inherited the mark";
+  EXPECT_FALSE(backend->mark_idle(mutex, "marker-a", true)) << "a former owner marked its successor's lease";
+  EXPECT_FALSE(backend->read(mutex).owner.idle);
+  backend->release(mutex, "marker-b");
+}
+
 }  // namespace
 }  // namespace simba::tck

@@ -56,6 +56,7 @@ struct Capabilities {
   bool demand = false;                  // A losing acquire() leaves a demand the owner sees in
                                         // OwnerSnapshot::demanded (see watch_demand()).
   bool demand_push = false;             // with demand: watch_demand() delivers it at once.
+  bool idle_mark = false;               // mark_idle() is kept and read back as MutexOwner::idle.
 };
 
 // One mutex the backend holds a record for, as list() found it (owner judged as read() does).
@@ -152,6 +153,18 @@ class Backend {
     return nullptr;
   }
 
+  // Marks the live lease of `owner_id` on `mutex` as cached and unused (`idle`), or in use:
+  // read() and list() then report MutexOwner::idle until the owner marks it again or
+  // the lease ends (the mark belongs to this lease, by its fencing token: a later owner, or the
+  // same id re-acquiring, starts unmarked). Never touches another owner's lease or the times.
+  // Returns: true if the mark was set on a live lease of `owner_id`; false without idle_mark
+  // (the default) or when `owner_id` does not own `mutex`.
+  // Blocks: for one round trip (ZooKeeper: a listing and a write of the owner's node).
+  virtual bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) {
+    (void)mutex, (void)owner_id, (void)idle;
+    return false;
+  }
+
   // The mutexes whose names start with `prefix` (empty: all) that this backend holds a record
   // for, free or owned, sorted by name, at most `limit` of them (`truncated` says if more
   // matched). A record is what the engine keeps for a mutex between uses (a row, a Redis
@@ -208,6 +221,9 @@ class ForwardingBackend : public Backend {
   std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& owner_id,
                                              std::function<void()> on_demand) override {
     return target_->watch_demand(mutex, owner_id, std::move(on_demand));
+  }
+  bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) override {
+    return target_->mark_idle(mutex, owner_id, idle);
   }
   MutexListing list(const std::string& prefix, std::size_t limit) override { return target_->list(prefix, limit); }
   std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {

@@ -17,6 +17,12 @@ std::string in(EpochMillis at, EpochMillis now) {
   return at <= 0 ? std::string() : "  (in " + format_duration(std::chrono::milliseconds(at - now)) + ")";
 }
 
+std::string caching_line(const MutexOwner& owner) {
+  if (!owner.caching()) return "no";
+  if (owner.idle) return "yes, idle (cached and unused: whoever asks gets it within a hand-back)";
+  return "yes (a lock manager keeps it cached after use; given back when asked)";
+}
+
 }  // namespace
 
 int run_status(const BackendChoice& backend, const std::string& mutex, bool json) {
@@ -32,8 +38,7 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
   std::cout << "mutex:          " << mutex << "\n"
             << "owner:          " << (owner.empty() ? "(none)" : owner.owner_id) << "\n"
             << "fencing token:  " << owner.fencing_token << "\n"
-            << "caching:        " << (owner.caching() ? "yes (a lock manager keeps it; given back when asked)" : "no")
-            << "\n"
+            << "caching:        " << caching_line(owner) << "\n"
             << "acquired at:    " << iso_time(owner.acquired_at) << "\n"
             << "ttl at:         " << iso_time(owner.ttl_at) << in(owner.ttl_at, snapshot.now) << "\n"
             << "transition at:  " << iso_time(owner.transition_at) << in(owner.transition_at, snapshot.now) << "\n"
@@ -99,7 +104,7 @@ int run_list(const BackendChoice& backend, const std::string& prefix, std::size_
       const auto& owner = record.owner;
       std::cout << std::setw(static_cast<int>(width)) << record.mutex << "  " << std::setw(17) << owner.fencing_token
                 << "  " << std::setw(26) << iso_time(owner.ttl_at) << "  "
-                << (owner.empty() ? std::string("(free)") : owner.owner_id) << "\n";
+                << (owner.empty() ? std::string("(free)") : owner.owner_id) << (owner.idle ? "  (idle)" : "") << "\n";
     }
   }
   std::cout.flush();

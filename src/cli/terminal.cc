@@ -100,6 +100,7 @@ std::string record_json(const std::string& mutex, const MutexOwner& owner, Epoch
       {"owner", owner.empty() ? nlohmann::json(nullptr) : nlohmann::json(owner.owner_id)},
       {"fencing_token", owner.fencing_token},
       {"caching", owner.caching()},
+      {"idle", owner.idle},
       {"acquired_at", owner.acquired_at},
       {"ttl_at", owner.ttl_at},
       {"transition_at", owner.transition_at},

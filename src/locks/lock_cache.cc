@@ -84,6 +84,7 @@ void LockEntry::enter_cache_locked(std::chrono::milliseconds linger) {
   fast_until_.store(fast_deadline(core_->lease_deadline()), std::memory_order_relaxed);
   fast_.store(kFastOpen, std::memory_order_release);
   const auto uses = fast_uses_.load(std::memory_order_relaxed);
+  polled_uses_ = uses;
   linger_timer_ = after_on_io(linger, [epoch, uses](LockEntry& entry) { entry.linger_passed(epoch, uses); });
   // The owner reads the demand at the poll interval too: a safety net for a push that never
   // came (Redis: JVM Simba waiters only join the queue), and the only way on SQL engines,
@@ -121,6 +122,8 @@ bool LockEntry::settle_cache_locked() {
 
 void LockEntry::leave_cache_locked() {
   cached_ = false;
+  idle_seen_ = false;
+  if (idle_marked_.load(std::memory_order_relaxed)) on_io([](LockEntry& entry) { entry.sync_idle_mark(); });
   if (linger_timer_) runtime_->cancel(*linger_timer_);
   if (poll_timer_) runtime_->cancel(*poll_timer_);
   linger_timer_.reset();
@@ -176,6 +179,36 @@ bool LockEntry::read_demand() {
   }
 }
 
+// Brings the owner record's idle mark in line with the entry: idle while cached and unused
+// at the last poll, else not. One call at a time; each reads the entry's state afresh, so the
+// last call leaves the mark where the entry is. A lease that went took its mark with it.
+void LockEntry::sync_idle_mark() noexcept {
+  if (!idle_mark_) return;
+  std::lock_guard mark(mark_mutex_);
+  std::uint64_t want;
+  bool owner;
+  {
+    std::lock_guard lock(mutex_);
+    owner = core_running_ && core_->is_owner();
+    want = owner && cached_ && idle_seen_ ? fast_token_ : 0;
+  }
+  if (want == marked_token_) return;
+  if (!owner) {
+    marked_token_ = 0;
+  } else {
+    try {
+      const bool marked = backend_->mark_idle(name_, core_->contender_id(), want != 0);
+      marked_token_ = marked ? want : 0;
+      mark_failing_.store(false, std::memory_order_relaxed);
+    } catch (const std::exception& e) {
+      if (!mark_failing_.exchange(true, std::memory_order_relaxed)) {
+        log_warn("mutex '" + name_ + "': marking the cached lease " + (want ? "idle" : "in use") + ": " + e.what());
+      }
+    }
+  }
+  idle_marked_.store(marked_token_ != 0, std::memory_order_relaxed);
+}
+
 // Runs `work` on an I/O thread after `delay` (a timer's thread must not make backend calls),
 // if the entry still lives then.
 Runtime::TimerId LockEntry::after_on_io(std::chrono::milliseconds delay, std::function<void(LockEntry&)> work) {
@@ -196,11 +229,16 @@ void LockEntry::poll_demand(std::uint64_t epoch) {
     std::lock_guard lock(mutex_);
     if (!cached_ || epoch != cache_epoch_) return;
     last_poll_ = Clock::now();
+    // Unused since the last poll and not in use now: the record may say the lease is idle.
+    const auto uses = fast_uses_.load(std::memory_order_relaxed);
+    idle_seen_ = uses == polled_uses_ && fast_.load(std::memory_order_acquire) == kFastOpen;
+    polled_uses_ = uses;
   }
   if (read_demand()) {
     demand_arrived();
     return;
   }
+  sync_idle_mark();
   std::lock_guard lock(mutex_);
   if (!cached_ || epoch != cache_epoch_) return;
   poll_timer_ = after_on_io(demand_poll(), [epoch](LockEntry& entry) { entry.poll_demand(epoch); });

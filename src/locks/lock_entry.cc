@@ -48,6 +48,7 @@ LockEntry::LockEntry(std::shared_ptr<LockTable> table, std::string name, const C
       max_local_handovers_(client.lock_options().max_local_handovers),
       push_(client.backend()->capabilities().push),
       demand_(client.backend()->capabilities().demand),
+      idle_mark_(client.backend()->capabilities().idle_mark),
       poll_(client.options().poll_interval.count() > 0 ? client.options().poll_interval
                                                        : client.backend()->capabilities().poll_interval) {}
 

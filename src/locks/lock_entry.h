@@ -179,6 +179,7 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   void watch_demand();
   void poll_demand(std::uint64_t epoch);
   bool read_demand();
+  void sync_idle_mark() noexcept;
   Runtime::TimerId after_on_io(std::chrono::milliseconds delay, std::function<void(LockEntry&)> work);
   // Runs `work` on an I/O thread soon, if the entry still lives then.
   void on_io(std::function<void(LockEntry&)> work);
@@ -194,6 +195,7 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   const unsigned max_local_handovers_;
   const bool push_;
   const bool demand_;  // the backend has a demand signal: caching allowed
+  const bool idle_mark_;  // the backend keeps an idle mark on the owner record
   const std::chrono::milliseconds poll_;
   std::shared_ptr<ServiceCore> core_;
 
@@ -235,6 +237,14 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   std::stop_source fast_lost_{std::nostopstate};
   std::uint64_t fast_hold_id_ = 0;           // the holder_ a settled fast hold became
   std::atomic<bool> poll_failing_{false};     // the last read of the demand failed
+  bool idle_seen_ = false;                   // the last poll found the cached lease unused
+  std::uint64_t polled_uses_ = 0;            // fast_uses_ at the last poll
+
+  // The idle mark on the owner record (Backend::mark_idle), set by one thread at a time.
+  std::mutex mark_mutex_;                    // before mutex_, never inside it
+  std::uint64_t marked_token_ = 0;           // under mark_mutex_: the lease marked idle, or 0
+  std::atomic<bool> idle_marked_{false};     // marked_token_ != 0, read under mutex_
+  std::atomic<bool> mark_failing_{false};    // the last mark failed
 
   mutable std::mutex threads_mutex_;
   struct ThreadHold {

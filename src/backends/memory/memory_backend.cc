@@ -41,6 +41,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
           entry.wanted_until = 0;  // a demand was for the owner before
           touch_locked(mutex, entry, now);
         }
+        if (!renew) entry.idle_token = 0;  // a new lease starts unmarked
         owner.owner_id = contender_id;
         owner.acquired_at = now;
         owner.ttl_at = now + ttl.count();
@@ -84,6 +85,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
     MutexOwner owner = it->second.owner;
     if (owner.empty() || owner.transition_at < now) owner = MutexOwner::none();
     owner.fencing_token = it->second.last_token;
+    owner.idle = !owner.empty() && it->second.idle_token == owner.fencing_token;
     const bool demanded = !owner.empty() && it->second.wanted_until >= now;
     return {owner, now, demanded};
   }
@@ -97,6 +99,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
       MutexOwner owner = entry.owner;
       if (owner.empty() || owner.transition_at < out.now) owner = MutexOwner::none();
       owner.fencing_token = entry.last_token;
+      owner.idle = !owner.empty() && entry.idle_token == owner.fencing_token;
       out.records.push_back({name, std::move(owner)});
     }
     std::sort(out.records.begin(), out.records.end(),
@@ -125,6 +128,16 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
       ++swept;
     }
     return swept;
+  }
+
+  bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) override {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(mutex);
+    if (it == entries_.end()) return false;
+    Entry& entry = it->second;
+    if (entry.owner.owner_id != owner_id || entry.owner.transition_at < clock_->now()) return false;
+    entry.idle_token = idle ? entry.last_token : 0;
+    return true;
   }
 
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& /*contender_id*/,
@@ -168,6 +181,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
     caps.engine = "memory";
     caps.push = true;
     caps.demand = caps.demand_push = true;
+    caps.idle_mark = true;
     caps.poll_interval = std::chrono::milliseconds(100);
     return caps;
   }
@@ -181,6 +195,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
     std::uint64_t touched = 0;  // the change that last queued it in recent_
     EpochMillis changed_at = 0;  // the clock at its last change of owner
     EpochMillis wanted_until = 0;  // a losing acquire's demand lasts until then (or a new owner)
+    std::uint64_t idle_token = 0;  // the lease its owner marked idle (mark_idle), by token
   };
   static inline const std::string kDemand = std::string("\0demand:", 8);
   static constexpr std::size_t kRemembered = 4096;

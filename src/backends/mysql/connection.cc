@@ -100,9 +100,9 @@ std::vector<LeaseRow> Connection::query_leases(const std::string& name, const st
   MYSQL_STMT* stmt = bound(name, params, binds, lengths);
   char owner[513] = {}, mutex[513] = {};
   unsigned long owner_length = 0, mutex_length = 0;
-  long long numbers[5] = {};
-  my_bool nulls[7] = {};
-  MYSQL_BIND result[7] = {};
+  long long numbers[5] = {}, idle = 0;
+  my_bool nulls[8] = {};
+  MYSQL_BIND result[8] = {};
   result[0].buffer_type = MYSQL_TYPE_STRING;
   result[0].buffer = owner;
   result[0].buffer_length = sizeof owner - 1;
@@ -118,6 +118,9 @@ std::vector<LeaseRow> Connection::query_leases(const std::string& name, const st
   result[6].buffer_length = sizeof mutex - 1;
   result[6].length = &mutex_length;
   result[6].is_null = &nulls[6];
+  result[7].buffer_type = MYSQL_TYPE_LONGLONG;
+  result[7].buffer = &idle;
+  result[7].is_null = &nulls[7];
   if (mysql_stmt_bind_result(stmt, result) != 0) fail(name.c_str(), mysql_stmt_errno(stmt), mysql_stmt_error(stmt));
   std::vector<LeaseRow> rows;
   int rc;
@@ -137,6 +140,7 @@ std::vector<LeaseRow> Connection::query_leases(const std::string& name, const st
         row.wanted_until = std::strtoll(seventh.c_str(), nullptr, 10);
       }
     }
+    row.idle = mysql_stmt_field_count(stmt) > 7 && !nulls[7] && idle != 0;
     if (!named) break;  // one row is asked for: the rest (if any) is drained below
   }
   if (rc != 0 && rc != MYSQL_DATA_TRUNCATED && rc != MYSQL_NO_DATA) {

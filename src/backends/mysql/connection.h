@@ -25,6 +25,7 @@ struct LeaseRow {
   EpochMillis now = 0;
   std::string mutex;  // query_leases(..., named): a seventh column, the mutex's name
   EpochMillis wanted_until = 0;  // otherwise: a seventh column, if any, is the row's wanted_until
+  bool idle = false;             // an eighth column, if any: the lease is marked idle (non-zero)
 };
 
 class Connection {

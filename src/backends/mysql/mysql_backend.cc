@@ -42,31 +42,30 @@ std::string schema(const char* collation) {
          "  owner_id      varchar(128) " + text + " NOT NULL DEFAULT '',"
          "  version       int unsigned    NOT NULL DEFAULT 0,"
          "  fencing_token bigint unsigned NOT NULL DEFAULT 0,"
-         "  wanted_until  bigint unsigned NOT NULL DEFAULT 0"
+         "  wanted_until  bigint unsigned NOT NULL DEFAULT 0,"
+         "  idle_token    bigint unsigned NOT NULL DEFAULT 0"
          ") ENGINE=InnoDB";
 }
 
-// A JVM Simba deployment created the table: add our column to it.
-constexpr const char* kHasFencing =
-    "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
-    "AND table_name = 'simba_mutex' AND column_name = 'fencing_token'";
+// Our columns beyond Simba's, added to a table made without them: fencing_token (a JVM Simba
+// deployment made the table), wanted_until (a demand on the current owner, simba/backend.h,
+// until then by the database clock; cleared when the owner changes) and idle_token (the token
+// of the lease its owner marked idle, mark_idle; cleared by a new lease). Simba's statements
+// name their columns: unaffected. MariaDB has IF NOT EXISTS (a concurrent add then only
+// warns); MySQL 8.0 has not.
+constexpr const char* kOurColumns[] = {"fencing_token", "wanted_until", "idle_token"};
+std::string has_column(const std::string& column) {
+  return "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
+         "AND table_name = 'simba_mutex' AND column_name = '" + column + "'";
+}
+std::string add_column(const std::string& column, bool if_missing) {
+  return "ALTER TABLE simba_mutex ADD COLUMN " + std::string(if_missing ? "IF NOT EXISTS " : "") + column +
+         " bigint unsigned NOT NULL DEFAULT 0";
+}
 constexpr const char* kMutexCollation =
     "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
     "AND table_name = 'simba_mutex' AND column_name = 'mutex' "
     "AND collation_name NOT IN ('utf8mb4_nopad_bin', 'utf8mb4_0900_bin')";
-constexpr const char* kAddFencing =
-    "ALTER TABLE simba_mutex ADD COLUMN fencing_token bigint unsigned NOT NULL DEFAULT 0";
-// MariaDB has IF NOT EXISTS (a concurrent add then only warns); MySQL 8.0 has not.
-constexpr const char* kAddFencingIfMissing =
-    "ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS fencing_token bigint unsigned NOT NULL DEFAULT 0";
-// And wanted_until: a demand on the current owner (simba/backend.h), until then (database
-// clock); cleared when the owner changes. Simba's statements name their columns: unaffected.
-constexpr const char* kHasWanted =
-    "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
-    "AND table_name = 'simba_mutex' AND column_name = 'wanted_until'";
-constexpr const char* kAddWanted = "ALTER TABLE simba_mutex ADD COLUMN wanted_until bigint unsigned NOT NULL DEFAULT 0";
-constexpr const char* kAddWantedIfMissing =
-    "ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS wanted_until bigint unsigned NOT NULL DEFAULT 0";
 
 // The condition of Simba's UPDATE: the lease is free or expired, or ours and live. In
 // ON DUPLICATE KEY UPDATE, VALUES(col) is what the INSERT would have written.
@@ -85,6 +84,8 @@ constexpr const char* kAddWantedIfMissing =
   "VALUES (?, " SIMBA_MY_NOW ", " SIMBA_MY_NOW " + ?, " SIMBA_MY_NOW " + ? + ?, ?, 1, " SIMBA_MY_NOW " * 1000) " \
   "ON DUPLICATE KEY UPDATE " \
   "wanted_until = IF(" SIMBA_MY_MAY_TAKE " AND owner_id <> VALUES(owner_id), 0, wanted_until), " \
+  "idle_token = IF(" SIMBA_MY_MAY_TAKE " AND NOT (owner_id = VALUES(owner_id) AND transition_at > VALUES(acquired_at)), " \
+  "0, idle_token), " \
   "fencing_token = IF(" SIMBA_MY_MAY_TAKE ", fencing_token + (owner_id <> VALUES(owner_id)), fencing_token), " \
   "version = IF(" SIMBA_MY_MAY_TAKE ", version + 1, version), " \
   "acquired_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(acquired_at), acquired_at), " \
@@ -96,10 +97,13 @@ constexpr const char* kAcquire =
                     ", wanted_until";
 constexpr const char* kUpsert = SIMBA_MY_UPSERT;
 
-// The row (or none), the database clock and the row's wanted_until. Params: mutex.
+// Whether the row's lease is marked idle (mark_idle), as a column.
+#define SIMBA_MY_IDLE "(m.idle_token <> 0 AND m.idle_token = m.fencing_token)"
+
+// The row (or none), the database clock, the row's wanted_until and idle mark. Params: mutex.
 constexpr const char* kRead =
-    "SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now, m.wanted_until "
-    "FROM (SELECT " SIMBA_MY_NOW " AS now) n LEFT JOIN simba_mutex m ON m.mutex = ?";
+    "SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now, m.wanted_until, "
+    SIMBA_MY_IDLE " FROM (SELECT " SIMBA_MY_NOW " AS now) n LEFT JOIN simba_mutex m ON m.mutex = ?";
 
 // Simba's release, except that the row keeps when it became free (transition_at = now - 1)
 // for the sweep. Params: mutex, contender id.
@@ -113,11 +117,16 @@ constexpr const char* kWant =
     "UPDATE simba_mutex SET wanted_until = GREATEST(wanted_until, " SIMBA_MY_NOW " + ?) "
     "WHERE mutex = ? AND owner_id = ?";
 
+// The owner marks its live lease idle (first param 1) or in use. Params: idle, mutex, owner id.
+constexpr const char* kMarkIdle =
+    "UPDATE simba_mutex SET idle_token = IF(? <> 0, fencing_token, 0) "
+    "WHERE mutex = ? AND owner_id = ? AND transition_at >= " SIMBA_MY_NOW;
+
 // Names starting with the parameter, in order (the exact collation is byte order), at most
 // the limit. Params: prefix, prefix, limit.
 constexpr const char* kList =
-    "SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now, m.mutex "
-    "FROM (SELECT " SIMBA_MY_NOW " AS now) n JOIN simba_mutex m ON LEFT(m.mutex, CHAR_LENGTH(?)) = ? "
+    "SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now, m.mutex, "
+    SIMBA_MY_IDLE " FROM (SELECT " SIMBA_MY_NOW " AS now) n JOIN simba_mutex m ON LEFT(m.mutex, CHAR_LENGTH(?)) = ? "
     "ORDER BY m.mutex LIMIT ?";
 
 // Rows free for the idle time (ms) whose token is below now x 1000, at most the limit. Only
@@ -149,11 +158,10 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
     connection->run(schema(mariadb ? "utf8mb4_nopad_bin" : "utf8mb4_0900_bin"));
     // Processes starting at once on a table Simba made may each find the column missing; every
     // add but the first then finds it there, which is success.
-    if (connection->scalar(kHasFencing) == 0) {
-      connection->run_tolerating(mariadb ? kAddFencingIfMissing : kAddFencing, ER_DUP_FIELDNAME);
-    }
-    if (connection->scalar(kHasWanted) == 0) {
-      connection->run_tolerating(mariadb ? kAddWantedIfMissing : kAddWanted, ER_DUP_FIELDNAME);
+    for (const char* column : kOurColumns) {
+      if (connection->scalar(has_column(column)) == 0) {
+        connection->run_tolerating(add_column(column, mariadb), ER_DUP_FIELDNAME);
+      }
     }
     if (connection->scalar(kMutexCollation) != 0) {
       internal::log_warn_once_per_host(
@@ -232,7 +240,9 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
           break;
         }
         out.now = row.now;
-        out.records.push_back({std::move(row.mutex), internal::snapshot_of_row(std::move(row.owner), row.now).owner});
+        auto owner = internal::snapshot_of_row(std::move(row.owner), row.now).owner;
+        owner.idle = !owner.empty() && row.idle;
+        out.records.push_back({std::move(row.mutex), std::move(owner)});
       }
       if (out.now == 0) {
         auto clock = connection.query_lease("read", {std::string()});
@@ -258,7 +268,14 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
       if (!row) throw Error(errc::internal, where_ + ": read returned no row");
       auto snapshot = internal::snapshot_of_row(row->owner, row->now);
       snapshot.demanded = !snapshot.owner.empty() && row->wanted_until >= row->now;
+      snapshot.owner.idle = !snapshot.owner.empty() && row->idle;
       return snapshot;
+    });
+  }
+
+  bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) override {
+    return pool_.with([&](Connection& connection) {
+      return connection.execute("mark_idle", {std::int64_t{idle ? 1 : 0}, mutex, owner_id}) == 1;
     });
   }
 
@@ -277,6 +294,7 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
     caps.multi_host = true;
     caps.max_mutex_bytes = 66;  // Simba's varchar(66)
     caps.demand = true;  // read at the poll interval by a caching owner
+    caps.idle_mark = true;
     return caps;
   }
 
@@ -312,6 +330,7 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
     connection.prepare("list", kList);
     connection.prepare("sweep", kSweep);
     connection.prepare("want", kWant);
+    connection.prepare("mark_idle", kMarkIdle);
     // simba-bench's baseline (RawProbe): a bare one-row UPDATE of a private row.
     connection.prepare("raw_update", "UPDATE simba_mutex SET version = version + 1 WHERE mutex = ?");
     connection.prepare("raw_row", "INSERT IGNORE INTO simba_mutex (mutex) VALUES (?)");

@@ -31,7 +31,8 @@ using postgres::Result;
 // The shape of Simba's MySQL table in PostgreSQL's types, plus the fencing token,
 // waiting_until: waiters mark how long they will keep listening, so a release notifies only
 // while someone waits (a NOTIFY wakes every listening backend and process), and wanted_until:
-// a demand on the current owner (simba/backend.h), cleared when the owner changes.
+// a demand on the current owner (simba/backend.h), cleared when the owner changes, and
+// idle_token: the token of the lease its owner marked idle (mark_idle), cleared by a new lease.
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS simba_mutex (
   mutex         varchar(66)  NOT NULL PRIMARY KEY,
@@ -42,11 +43,13 @@ CREATE TABLE IF NOT EXISTS simba_mutex (
   version       integer      NOT NULL DEFAULT 0,
   fencing_token bigint       NOT NULL DEFAULT 0,
   waiting_until bigint       NOT NULL DEFAULT 0,
-  wanted_until  bigint       NOT NULL DEFAULT 0
+  wanted_until  bigint       NOT NULL DEFAULT 0,
+  idle_token    bigint       NOT NULL DEFAULT 0
 );
 ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS fencing_token bigint NOT NULL DEFAULT 0;
 ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS waiting_until bigint NOT NULL DEFAULT 0;
-ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS wanted_until bigint NOT NULL DEFAULT 0)sql";
+ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS wanted_until bigint NOT NULL DEFAULT 0;
+ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS idle_token bigint NOT NULL DEFAULT 0)sql";
 
 // The lease may be taken (free, released or expired) or renewed (ours and live); the second
 // spelling is for ON CONFLICT, where the new values are EXCLUDED.
@@ -60,6 +63,7 @@ ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS wanted_until bigint NOT NULL DE
 constexpr const char* kTake =
     "UPDATE simba_mutex SET fencing_token = fencing_token + (owner_id <> $2)::int, "
     "wanted_until = CASE WHEN owner_id <> $2 THEN 0 ELSE wanted_until END, "
+    "idle_token = CASE WHEN owner_id = $2 AND transition_at > " SIMBA_PG_NOW " THEN idle_token ELSE 0 END, "
     "acquired_at = " SIMBA_PG_NOW ", ttl_at = " SIMBA_PG_NOW " + $3::bigint, "
     "transition_at = " SIMBA_PG_NOW " + $3::bigint + $4::bigint, owner_id = $2, version = version + 1 "
     "WHERE mutex = $1 AND (transition_at < " SIMBA_PG_NOW " OR (owner_id = $2 AND transition_at > " SIMBA_PG_NOW "))"
@@ -82,12 +86,19 @@ ON CONFLICT (mutex) DO UPDATE SET
   waiting_until = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN m.waiting_until
                   ELSE GREATEST(m.waiting_until, EXCLUDED.acquired_at + 2 * ($3::bigint + $4::bigint) + 1000) END,
   wanted_until = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN (CASE WHEN m.owner_id <> $2 THEN 0 ELSE m.wanted_until END)
-                 ELSE GREATEST(m.wanted_until, EXCLUDED.acquired_at + $3::bigint + $4::bigint) END
+                 ELSE GREATEST(m.wanted_until, EXCLUDED.acquired_at + $3::bigint + $4::bigint) END,
+  idle_token = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( AND NOT (m.owner_id = $2 AND m.transition_at > EXCLUDED.acquired_at)
+               THEN 0 ELSE m.idle_token END
 RETURNING m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, )sql" SIMBA_PG_NOW R"sql()sql";
 
-// The row (or none), the database clock and whether a demand is pending, in one row. $1 mutex.
+// Whether the row's lease is marked idle (mark_idle), as a column.
+#define SIMBA_PG_IDLE "m.idle_token <> 0 AND m.idle_token = m.fencing_token"
+
+// The row (or none), the database clock, whether a demand is pending and whether the lease is
+// marked idle, in one row. $1 mutex.
 constexpr const char* kRead = R"sql(
-SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now, m.wanted_until >= n.now
+SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now, m.wanted_until >= n.now,
+  )sql" SIMBA_PG_IDLE R"sql(
 FROM (SELECT )sql" SIMBA_PG_NOW R"sql( AS now) n LEFT JOIN simba_mutex m ON m.mutex = $1)sql";
 
 // Release only if ours; says whether a waiter listens (then the caller NOTIFYs). The row keeps
@@ -98,7 +109,8 @@ constexpr const char* kRelease =
 
 // Names starting with $1, in byte order, at most $2; each row with the database clock.
 constexpr const char* kList = R"sql(
-SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, )sql" SIMBA_PG_NOW R"sql(, m.mutex
+SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, )sql" SIMBA_PG_NOW R"sql(, m.mutex,
+  )sql" SIMBA_PG_IDLE R"sql(
 FROM simba_mutex m WHERE left(m.mutex, char_length($1)) = $1 ORDER BY m.mutex COLLATE "C" LIMIT $2)sql";
 
 // Rows free and unawaited for $1 ms whose token is below now x 1000, at most $2 of them.
@@ -110,6 +122,11 @@ DELETE FROM simba_mutex WHERE mutex IN (
   LIMIT $2 FOR UPDATE SKIP LOCKED)
 AND transition_at < )sql" SIMBA_PG_NOW R"sql( - $1::bigint AND waiting_until < )sql" SIMBA_PG_NOW R"sql( - $1::bigint)sql";
 
+// The owner marks its live lease idle ($3 true) or in use. $1 mutex, $2 owner id.
+constexpr const char* kMarkIdle =
+    "UPDATE simba_mutex SET idle_token = CASE WHEN $3::boolean THEN fencing_token ELSE 0 END "
+    "WHERE mutex = $1 AND owner_id = $2 AND transition_at >= " SIMBA_PG_NOW;
+
 // simba-bench's baseline (RawProbe): a bare one-row UPDATE. $1 mutex.
 constexpr const char* kRawUpdate = "UPDATE simba_mutex SET version = version + 1 WHERE mutex = $1";
 constexpr const char* kRawRow = "INSERT INTO simba_mutex (mutex) VALUES ($1) ON CONFLICT DO NOTHING";
@@ -119,10 +136,13 @@ constexpr const char* kNotify = "SELECT pg_notify('simba_mutex', 'released@@' ||
 // Tells the owner (a caching one listens) that a contender wants the mutex. $1 mutex.
 constexpr const char* kNotifyDemand = "SELECT pg_notify('simba_mutex', 'demand@@' || $1)";
 
-// Column 6 of a take or a read: a demand is pending.
-bool demanded(const PGresult* result) {
-  return PQnfields(result) > 6 && !PQgetisnull(result, 0, 6) && PQgetvalue(result, 0, 6)[0] == 't';
+// A boolean column, false when absent or NULL.
+bool flag(const PGresult* result, int column, int row = 0) {
+  return PQnfields(result) > column && !PQgetisnull(result, row, column) && PQgetvalue(result, row, column)[0] == 't';
 }
+
+// Column 6 of a take or a read: a demand is pending.
+bool demanded(const PGresult* result) { return flag(result, 6); }
 
 std::int64_t integer(const PGresult* result, int column, int row = 0) {
   return PQgetisnull(result, row, column) ? 0 : std::strtoll(PQgetvalue(result, row, column), nullptr, 10);
@@ -196,6 +216,7 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
           break;
         }
         OwnerSnapshot row = snapshot_of(rows.get(), i);
+        row.owner.idle = !row.owner.empty() && flag(rows.get(), 7, i);
         out.now = row.now;
         out.records.push_back({std::string(PQgetvalue(rows.get(), i, 6), PQgetlength(rows.get(), i, 6)),
                                std::move(row.owner)});
@@ -219,7 +240,15 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
       auto row = connection.execute("read", {mutex});
       auto snapshot = snapshot_of(row.get());
       snapshot.demanded = !snapshot.owner.empty() && demanded(row.get());
+      snapshot.owner.idle = !snapshot.owner.empty() && flag(row.get(), 7);
       return snapshot;
+    });
+  }
+
+  bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) override {
+    return pool_.with([&](Connection& connection) {
+      auto marked = connection.execute("mark_idle", {mutex, owner_id, idle ? "true" : "false"});
+      return std::string_view(PQcmdTuples(marked.get())) == "1";
     });
   }
 
@@ -240,6 +269,7 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
     caps.push = true;               // releases are notified
     caps.push_acquisitions = false;  // acquisitions are not: observers poll
     caps.demand = caps.demand_push = true;
+    caps.idle_mark = true;
     caps.poll_interval = std::chrono::milliseconds(250);
     caps.multi_process = true;
     caps.multi_host = true;
@@ -281,6 +311,7 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
     connection.prepare("sweep", kSweep);
     connection.prepare("notify", kNotify);
     connection.prepare("notify_demand", kNotifyDemand);
+    connection.prepare("mark_idle", kMarkIdle);
     connection.prepare("raw_update", kRawUpdate);
     connection.prepare("raw_row", kRawRow);
   }

@@ -26,16 +26,20 @@ CREATE TABLE IF NOT EXISTS simba_mutex (
   owner_id      TEXT    NOT NULL DEFAULT '',
   version       INTEGER NOT NULL DEFAULT 0,
   fencing_token INTEGER NOT NULL DEFAULT 0,
-  wanted_until  INTEGER NOT NULL DEFAULT 0
+  wanted_until  INTEGER NOT NULL DEFAULT 0,
+  idle_token    INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID)sql";
 
-// wanted_until (a demand: another contender asked until then, simba/backend.h) came later:
-// added to an older table. Two processes may race to add it; the loser sees it there.
-constexpr const char* kHasWanted = "SELECT count(*) FROM pragma_table_info('simba_mutex') WHERE name = 'wanted_until'";
+// wanted_until (a demand: another contender asked until then, simba/backend.h) and idle_token
+// (the token of the lease its owner marked idle, mark_idle) came later: added to an older
+// table. Two processes may race to add one; the loser sees it there.
+constexpr const char* kHasColumn = "SELECT count(*) FROM pragma_table_info('simba_mutex') WHERE name = ?1";
 constexpr const char* kAddWanted = "ALTER TABLE simba_mutex ADD COLUMN wanted_until INTEGER NOT NULL DEFAULT 0";
+constexpr const char* kAddIdle = "ALTER TABLE simba_mutex ADD COLUMN idle_token INTEGER NOT NULL DEFAULT 0";
 
 // Acquire-or-renew in one statement: take a free or expired row, renew our own live one; the
-// fencing token rises only when the owner id changes, and a demand goes with the old owner. All
+// fencing token rises only when the owner id changes, a demand goes with the old owner and an
+// idle mark with the old lease (only a renewal keeps it). All
 // SET expressions see the old row. A new row's token starts at ?6 = now x 1000 (common/sweep.h).
 constexpr const char* kAcquire = R"sql(
 INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token)
@@ -43,6 +47,7 @@ VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6)
 ON CONFLICT (mutex) DO UPDATE SET
   fencing_token = fencing_token + (owner_id <> excluded.owner_id),
   wanted_until = CASE WHEN owner_id <> excluded.owner_id THEN 0 ELSE wanted_until END,
+  idle_token = CASE WHEN owner_id = excluded.owner_id AND transition_at > excluded.acquired_at THEN idle_token ELSE 0 END,
   acquired_at = excluded.acquired_at,
   ttl_at = excluded.ttl_at,
   transition_at = excluded.transition_at,
@@ -52,9 +57,16 @@ WHERE transition_at < excluded.acquired_at
    OR (owner_id = excluded.owner_id AND transition_at > excluded.acquired_at)
 RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, wanted_until)sql";
 
+#define SIMBA_SQLITE_IDLE "idle_token <> 0 AND idle_token = fencing_token"
+
 constexpr const char* kSelect =
-    "SELECT owner_id, acquired_at, ttl_at, transition_at, fencing_token, wanted_until FROM simba_mutex "
-    "WHERE mutex = ?1";
+    "SELECT owner_id, acquired_at, ttl_at, transition_at, fencing_token, wanted_until, " SIMBA_SQLITE_IDLE
+    " FROM simba_mutex WHERE mutex = ?1";
+
+// The owner ?2 marks its live lease (at ?4) idle (?3 = 1) or in use.
+constexpr const char* kMarkIdle =
+    "UPDATE simba_mutex SET idle_token = CASE WHEN ?3 THEN fencing_token ELSE 0 END "
+    "WHERE mutex = ?1 AND owner_id = ?2 AND transition_at >= ?4";
 
 // A contender that did not get the mutex from owner ?2 wants it until ?3.
 constexpr const char* kWant =
@@ -67,8 +79,8 @@ constexpr const char* kRelease =
 
 // Names starting with ?1, in order, at most ?2.
 constexpr const char* kList =
-    "SELECT owner_id, acquired_at, ttl_at, transition_at, fencing_token, mutex FROM simba_mutex "
-    "WHERE substr(mutex, 1, length(?1)) = ?1 ORDER BY mutex LIMIT ?2";
+    "SELECT owner_id, acquired_at, ttl_at, transition_at, fencing_token, mutex, " SIMBA_SQLITE_IDLE
+    " FROM simba_mutex WHERE substr(mutex, 1, length(?1)) = ?1 ORDER BY mutex LIMIT ?2";
 
 // Rows free since before ?1 whose token is below ?2 (now x 1000), at most ?3 of them.
 constexpr const char* kSweep =
@@ -120,13 +132,15 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
       retry_while_busy([&] { exec("PRAGMA journal_mode=WAL", "enabling WAL"); });
       exec("PRAGMA synchronous=NORMAL", "setting synchronous");
       retry_while_busy([&] { exec(kSchema, "creating table simba_mutex"); });
-      retry_while_busy([&] { add_wanted_column(); });
+      retry_while_busy([&] { add_column("wanted_until", kAddWanted); });
+      retry_while_busy([&] { add_column("idle_token", kAddIdle); });
       prepare(acquire_, kAcquire);
       prepare(select_, kSelect);
       prepare(release_, kRelease);
       prepare(list_, kList);
       prepare(sweep_, kSweep);
       prepare(want_, kWant);
+      prepare(mark_, kMarkIdle);
     }
   }
 
@@ -204,7 +218,9 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
       }
       auto text = reinterpret_cast<const char*>(sqlite3_column_text(*use, 5));
       std::string name(text ? text : "", static_cast<std::size_t>(sqlite3_column_bytes(*use, 5)));
-      out.records.push_back({std::move(name), internal::snapshot_of_row(row_owner(*use), out.now).owner});
+      auto owner = internal::snapshot_of_row(row_owner(*use), out.now).owner;
+      owner.idle = !owner.empty() && sqlite3_column_int64(*use, 6) != 0;
+      out.records.push_back({std::move(name), std::move(owner)});
     }
     if (!out.truncated) check(rc, SQLITE_DONE, "listing mutexes");
     return out;
@@ -222,7 +238,19 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
     if (!row) return {MutexOwner::none(), now};
     auto snapshot = internal::snapshot_of_row(row->owner, now);
     snapshot.demanded = !snapshot.owner.empty() && row->wanted_until >= now;
+    snapshot.owner.idle = !snapshot.owner.empty() && row->idle;
     return snapshot;
+  }
+
+  bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) override {
+    std::lock_guard lock(mutex_);
+    Use use(mark_);
+    bind_text(*use, 1, mutex);
+    bind_text(*use, 2, owner_id);
+    sqlite3_bind_int(*use, 3, idle ? 1 : 0);
+    sqlite3_bind_int64(*use, 4, epoch_millis_now());
+    check(sqlite3_step(*use), SQLITE_DONE, "marking a lease idle");
+    return sqlite3_changes(db_) > 0;
   }
 
   std::unique_ptr<Subscription> watch(const std::string&, const std::string&,
@@ -237,6 +265,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
     caps.poll_interval = options_.poll_interval;
     caps.multi_process = true;
     caps.demand = true;  // read at the poll interval by a caching owner
+    caps.idle_mark = true;
     return caps;
   }
 
@@ -319,6 +348,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
   struct Row {
     MutexOwner owner;
     EpochMillis wanted_until = 0;
+    bool idle = false;
   };
 
   std::optional<Row> select(const std::string& mutex) {
@@ -327,7 +357,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
     int rc = sqlite3_step(*use);
     if (rc == SQLITE_DONE) return std::nullopt;
     check(rc, SQLITE_ROW, "reading the owner");
-    return Row{row_owner(*use), sqlite3_column_int64(*use, 5)};
+    return Row{row_owner(*use), sqlite3_column_int64(*use, 5), sqlite3_column_int64(*use, 6) != 0};
   }
 
   void want(const std::string& mutex, const std::string& owner_id, EpochMillis until) {
@@ -338,15 +368,16 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
     check(sqlite3_step(*use), SQLITE_DONE, "noting a demand");
   }
 
-  void add_wanted_column() {
+  void add_column(const std::string& name, const char* ddl) {
     Statement has;
-    prepare(has, kHasWanted);
+    prepare(has, kHasColumn);
     Use use(has);
+    bind_text(*use, 1, name);
     check(sqlite3_step(*use), SQLITE_ROW, "reading the table's columns");
     if (sqlite3_column_int64(*use, 0) > 0) return;
-    const int rc = sqlite3_exec(db_, kAddWanted, nullptr, nullptr, nullptr);
+    const int rc = sqlite3_exec(db_, ddl, nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK && std::string(sqlite3_errmsg(db_)).find("duplicate column") == std::string::npos) {
-      check(rc, SQLITE_OK, "adding column wanted_until");
+      check(rc, SQLITE_OK, ("adding column " + name).c_str());
     }
   }
 
@@ -373,7 +404,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
   Connection connection_;
   sqlite3* db_ = nullptr;
   internal::SweepSchedule sweeps_;
-  Statement acquire_, select_, release_, list_, sweep_, want_;
+  Statement acquire_, select_, release_, list_, sweep_, want_, mark_;
   Statement raw_;  // simba-bench's baseline, prepared on first use
 };
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iostream>
 
 #include "fencing_register.h"
 #include "kit.h"
@@ -162,10 +163,16 @@ TEST(LockCachingTest, TheOwnerRecordShowsWhetherACachedLeaseIsIdle) {
   m.lock();
   EXPECT_TRUE(never_idle_for(500ms)) << "the record said idle while a thread held the lock";
   m.unlock();
+  auto start = Steady::now();
   EXPECT_TRUE(wait_until(idle, kSoon)) << "a cached lease nobody uses never showed idle";
+  const auto to_idle = std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - start);
   EXPECT_TRUE(client.owner(mutex).caching());
   m.lock();  // the fast path: no backend call; the next poll sees it used
+  start = Steady::now();
   EXPECT_TRUE(wait_until([&] { return !idle(); }, kSoon)) << "still idle while held";
+  const auto to_used = std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - start);
+  std::cout << "[ INFO     ] " << client.backend()->capabilities().engine << ": the record showed idle "
+            << to_idle.count() << " ms after the unlock, in use " << to_used.count() << " ms after the lock\n";
   EXPECT_TRUE(never_idle_for(500ms)) << "the record said idle while a thread held the lock";
   m.unlock();
   EXPECT_TRUE(wait_until(idle, kSoon)) << "not idle again after the unlock";

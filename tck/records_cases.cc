@@ -250,14 +250,19 @@ TEST(RecordsTest, AnIdleMarkBelongsToTheLeaseItWasSetOn) {
   EXPECT_FALSE(backend->read(mutex).owner.idle) << "a free mutex is not idle";
   backend->acquire(mutex, "marker-a", kTtl, 0ms);  // the same id, a new lease
   EXPECT_FALSE(backend->read(mutex).owner.idle) << "a new lease of the same id inherited the mark";
-  // A lease that ran out, taken again by the same id: a new lease, unmarked (the token may stay).
+  // A lease that ran out, taken again by the same id: a new lease, unmarked (the token may
+  // stay). ZooKeeper has no such lease: an unrenewed leader's node stays until a waiter removes
+  // it, and the same id renews it.
   const std::string brief = unique_mutex("brief");
   backend->acquire(brief, "marker-a", 200ms, 0ms);
   EXPECT_TRUE(backend->mark_idle(brief, "marker-a", true));
-  ASSERT_TRUE(wait_until([&] { return backend->read(brief).owner.empty(); }, 5s)) << "the 200 ms lease never ran out";
-  EXPECT_FALSE(backend->read(brief).owner.idle);
-  backend->acquire(brief, "marker-a", kTtl, 0ms);
-  EXPECT_FALSE(backend->read(brief).owner.idle) << "a lease taken after its expiry inherited the mark";
+  if (wait_until([&] { return backend->read(brief).owner.empty(); }, 1s)) {
+    EXPECT_FALSE(backend->read(brief).owner.idle);
+    backend->acquire(brief, "marker-a", kTtl, 0ms);
+    EXPECT_FALSE(backend->read(brief).owner.idle) << "a lease taken after its expiry inherited the mark";
+  } else {
+    EXPECT_EQ(backend->capabilities().engine, "zookeeper") << "the 200 ms lease never ran out";
+  }
   backend->release(brief, "marker-a");
   EXPECT_TRUE(backend->mark_idle(mutex, "marker-a", true));
   ASSERT_TRUE(backend->release(mutex, "marker-a"));

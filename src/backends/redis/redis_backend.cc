@@ -138,15 +138,31 @@ return deleted
 )lua";
 
 // KEYS: lock, fencing hash, wait queue. Returns what kAcquire returns, without contending
-// (waiters in the queue whoever owns).
+// (waiters in the queue whoever owns), and 1 if the owner marked its lease idle (else 0).
 constexpr const char* kRead = R"lua(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local owner = redis.call('GET', KEYS[1])
-local holder = redis.call('HMGET', KEYS[2], 'owner', 'token', 'at', 'ttl')
-if owner == false or holder[1] ~= owner then holder = {owner, holder[2], -1, -1} end
+local holder = redis.call('HMGET', KEYS[2], 'owner', 'token', 'at', 'ttl', 'idle')
+if owner == false or holder[1] ~= owner then holder = {owner, holder[2], -1, -1, false} end
+local idle = 0
+if owner and holder[5] and holder[5] == holder[2] then idle = 1 end
 return {owner, redis.call('PTTL', KEYS[1]), tonumber(holder[2] or 0), now, tonumber(holder[3]), tonumber(holder[4]),
-        redis.call('ZCARD', KEYS[3])}
+        redis.call('ZCARD', KEYS[3]), idle}
+)lua";
+
+// The owner marks its live lease idle (ARGV[2] = '1') or in use: the fencing hash's 'idle'
+// field holds the token of the lease marked idle, so a new lease (a new token) starts
+// unmarked. Simba ignores the field. KEYS: lock, fencing hash. ARGV: owner id, '1' or '0'.
+// Returns 1 if ARGV[1] owns the mutex (and its hash is ours), else 0.
+constexpr const char* kMarkIdle = R"lua(
+if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('HGET', KEYS[2], 'owner') ~= ARGV[1] then return 0 end
+if ARGV[2] == '1' then
+  redis.call('HSET', KEYS[2], 'idle', redis.call('HGET', KEYS[2], 'token'))
+else
+  redis.call('HDEL', KEYS[2], 'idle')
+end
+return 1
 )lua";
 
 struct Script {
@@ -163,7 +179,7 @@ class RedisBackend final : public Backend, public internal::RawProbe {
         subscriber_(redis::make_subscriber(options, where_)) {
     // Connect now: a wrong password or a port that is not Redis fails here, not later.
     auto connection = std::make_unique<Connection>(options_, where_);
-    for (Script* script : {&acquire_, &release_, &read_, &sweep_}) load(*connection, *script);
+    for (Script* script : {&acquire_, &release_, &read_, &sweep_, &mark_idle_}) load(*connection, *script);
     pool_.seed(std::move(connection));
   }
 
@@ -188,6 +204,11 @@ class RedisBackend final : public Backend, public internal::RawProbe {
   OwnerSnapshot read(const std::string& mutex) override {
     auto reply = run(read_, {lock_key(mutex), fencing_key(mutex), queue_key(mutex)}, {});
     return redis::owner_from_reply(*reply, std::chrono::milliseconds(0), std::chrono::milliseconds(0), where_);
+  }
+
+  bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) override {
+    auto reply = run(mark_idle_, {lock_key(mutex), fencing_key(mutex)}, {owner_id, idle ? "1" : "0"});
+    return reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
   }
 
   // Every name with a lock key, fencing hash or wait queue under our prefix, found by SCAN.
@@ -241,6 +262,7 @@ class RedisBackend final : public Backend, public internal::RawProbe {
     caps.engine = "redis";
     caps.push = true;
     caps.demand = caps.demand_push = true;
+    caps.idle_mark = true;
     caps.waiters_hear_acquisitions = true;
     caps.poll_interval = std::chrono::milliseconds(100);
     caps.multi_process = true;
@@ -333,7 +355,8 @@ class RedisBackend final : public Backend, public internal::RawProbe {
   const std::string where_;
   std::mutex mutex_;  // guards the scripts' SHAs
   internal::Pool<Connection> pool_;
-  Script acquire_{kAcquire, {}}, release_{kRelease, {}}, read_{kRead, {}}, sweep_{kSweep, {}};
+  Script acquire_{kAcquire, {}}, release_{kRelease, {}}, read_{kRead, {}}, sweep_{kSweep, {}},
+      mark_idle_{kMarkIdle, {}};
   std::unique_ptr<internal::PushChannel> subscriber_;
   const std::string raw_id_ = contender_id::uuid();  // simba-bench's baseline key
 };

@@ -114,7 +114,7 @@ std::optional<OwnerSnapshot> LatchBackend::take_place(const std::string& key, co
 std::optional<OwnerSnapshot> LatchBackend::claim(const std::string& key, const std::string& mutex,
                                                  const std::string& id, Entry& entry, bool created_now) {
   if (!created_now) {
-    Reply claimed = session_.set(entry.path, id, -1).wait();
+    Reply claimed = session_.set(entry.path, node_data(id, false), -1).wait();
     if (claimed.rc == ZNONODE) {
       book_.forget(key);
       return std::nullopt;
@@ -122,6 +122,7 @@ std::optional<OwnerSnapshot> LatchBackend::claim(const std::string& key, const s
     if (claimed.rc != ZOK) session_.fail(claimed.rc, "claiming mutex '" + mutex + "' for '" + id + "'");
   }
   entry.claimed = true;
+  entry.idle = false;  // a new lease starts unmarked
   entry.watching.clear();
   book_.remember(key, entry);
   book_.forget_seen(mutex);  // we lead: what others looked like no longer matters
@@ -183,7 +184,7 @@ bool LatchBackend::renew(const Entry& entry, const std::string& mutex, const std
   const std::string name = base_name(entry.path);
   if (nodes.empty() || nodes.front().name != name) return false;
   if (nodes.size() == 1) return true;
-  Reply renewed = session_.set(entry.path, id, -1).wait();
+  Reply renewed = session_.set(entry.path, node_data(id, entry.idle), -1).wait();
   if (renewed.rc == ZNONODE) return false;
   if (renewed.rc != ZOK) session_.fail(renewed.rc, "renewing the lease of '" + id + "' on mutex '" + mutex + "'");
   return true;

@@ -30,6 +30,7 @@ struct Entry {
   std::uint64_t token = 0;  // the node's czxid
   Lease lease;
   bool claimed = false;  // owns and renews, rather than waits
+  bool idle = false;     // claimed, and its data marks the lease idle (mark_idle)
   Steady::time_point joined;  // when its create was answered (the node existed by then)
   std::string watching;  // the predecessor whose deletion wakes it
 };

@@ -160,4 +160,17 @@ std::vector<LatchNode> latch_nodes(const std::vector<std::string>& children) {
   return nodes;
 }
 
+namespace {
+const std::string kIdleMark("\0idle", 5);
+}  // namespace
+
+std::string node_data(const std::string& owner_id, bool idle) { return idle ? owner_id + kIdleMark : owner_id; }
+
+NodeData parse_node_data(const std::string& data) {
+  if (data.size() >= kIdleMark.size() && data.compare(data.size() - kIdleMark.size(), kIdleMark.size(), kIdleMark) == 0) {
+    return {data.substr(0, data.size() - kIdleMark.size()), true};
+  }
+  return {data, false};
+}
+
 }  // namespace simba::zookeeper

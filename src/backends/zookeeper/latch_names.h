@@ -43,6 +43,15 @@ struct LatchNode {
   std::optional<Lease> lease;
 };
 
+// The data of our node: the owner's id, followed by "\0idle" while the owner marks its lease
+// idle (Backend::mark_idle; ids hold no NUL). Another latch client's node holds what it holds.
+struct NodeData {
+  std::string owner_id;
+  bool idle = false;
+};
+std::string node_data(const std::string& owner_id, bool idle);
+NodeData parse_node_data(const std::string& data);
+
 // The sequence number ZooKeeper gave the node at `path`, or -1.
 std::int64_t sequence_of(std::string_view path);
 

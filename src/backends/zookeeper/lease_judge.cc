@@ -14,11 +14,13 @@ OwnerSnapshot own_snapshot(const Entry& entry, const std::string& contender_id) 
   return {owner, now};
 }
 
-LeaderView judge_leader(const std::string& owner_id, std::int64_t czxid, const std::optional<Lease>& lease,
+LeaderView judge_leader(const std::string& node_data, std::int64_t czxid, const std::optional<Lease>& lease,
                         std::chrono::milliseconds age, std::chrono::milliseconds session_timeout) {
   const EpochMillis wall = epoch_millis_now();
   MutexOwner owner;
-  owner.owner_id = owner_id;
+  auto data = parse_node_data(node_data);
+  owner.owner_id = std::move(data.owner_id);
+  owner.idle = data.idle;
   owner.fencing_token = static_cast<std::uint64_t>(czxid);
   bool expired = false;
   if (lease) {

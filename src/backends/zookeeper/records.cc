@@ -43,12 +43,27 @@ bool LatchBackend::evict(const std::string& mutex, const std::string& owner_id) 
   if (nodes.empty()) return false;
   const std::string path = folder + "/" + nodes[0].name;
   Reply leader = session_.get(path).wait();
-  if (leader.rc == ZNONODE || leader.value != owner_id) return false;
+  if (leader.rc == ZNONODE || parse_node_data(leader.value).owner_id != owner_id) return false;
   if (leader.rc != ZOK) session_.fail(leader.rc, "reading the owner of mutex '" + mutex + "'");
   Reply removed =
       session_.remove_and_set(path, leader.stat.version, folder, std::to_string(leader.stat.czxid)).wait();
   if (removed.rc == ZNONODE || removed.rc == ZBADVERSION) return false;
   if (removed.rc != ZOK) session_.fail(removed.rc, "deleting the lease of '" + owner_id + "' on mutex '" + mutex + "'");
+  return true;
+}
+
+// Our claimed node's data carries the mark. The write also restarts waiters' clocks on the
+// lease, as a renewal's does: it can only delay a takeover, never hasten one.
+bool LatchBackend::mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) {
+  const auto generation = session_.ensure();
+  const std::string key = key_of(mutex, owner_id);
+  std::optional<Entry> entry = book_.entry(key, generation);
+  if (!entry || !entry->claimed || entry->path.empty()) return false;
+  Reply marked = session_.set(entry->path, node_data(owner_id, idle), -1).wait();
+  if (marked.rc == ZNONODE) return false;
+  if (marked.rc != ZOK) session_.fail(marked.rc, "marking the lease of '" + owner_id + "' on mutex '" + mutex + "'");
+  entry->idle = idle;
+  if (auto now = book_.entry(key, generation); now && now->path == entry->path) book_.remember(key, *entry);
   return true;
 }
 

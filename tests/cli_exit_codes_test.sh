@@ -43,6 +43,8 @@ cacher=$!
 check "the caching worker caches its lease" wait_for 10 test -e "$dir/cacher/cached"
 expect 0 "status shows the owner caches" -- "$simba" status cached --json
 check "... (\"caching\":true)" grep -q '"caching":true' "$dir/out"
+check "... and, unused, that the lease is idle (\"idle\":true)" wait_for 5 sh -c "\"$simba\" status cached --json | grep -q '\"idle\":true'"
+check "... also in words" sh -c "\"$simba\" status cached | grep -q 'caching: *yes, idle'"
 expect 0 "a single attempt against a caching owner runs its command" -- "$simba" lock --timeout 0s cached -- true
 check "... and the caching owner saw its lease go" wait_for 5 test -e "$dir/cacher/handed"
 touch "$dir/cacher/stop"

@@ -43,7 +43,9 @@
 // pending, no further local handovers happen after the current hold. A cached hold keeps the
 // fencing token of the remote lease: the token orders processes; holds within one process are
 // ordered by the local queue. A process stalled past its lease never uses its cached lease
-// again (the clock check); it contends anew.
+// again (the clock check); it contends anew. The owner record shows a caching owner
+// (MutexOwner::caching()) and, while a cached lease is unused, MutexOwner::idle (marked at the
+// demand poll, Backend::mark_idle, where the engine keeps marks: Capabilities::idle_mark).
 //
 //   cached     owns the lease, renewing it    none          none     request -> held (no backend
 //                                                                    call); demand / linger /

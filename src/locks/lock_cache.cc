@@ -180,11 +180,21 @@ bool LockEntry::read_demand() {
 }
 
 // Brings the owner record's idle mark in line with the entry: idle while cached and unused
-// at the last poll, else not. One call at a time; each reads the entry's state afresh, so the
-// last call leaves the mark where the entry is. A lease that went took its mark with it.
+// at the last poll, else not. One thread marks at a time (others leave it a request and go: an
+// I/O thread never waits for another's backend call); each pass reads the entry's state
+// afresh, so the last pass leaves the mark where the entry is. A lease that went took its mark
+// with it.
 void LockEntry::sync_idle_mark() noexcept {
   if (!idle_mark_) return;
-  std::lock_guard mark(mark_mutex_);
+  if (mark_requests_.fetch_add(1, std::memory_order_acq_rel) != 0) return;  // the marking thread will see it
+  for (;;) {
+    const auto requests = mark_requests_.load(std::memory_order_acquire);
+    mark_once();
+    if (mark_requests_.fetch_sub(requests, std::memory_order_acq_rel) == requests) return;
+  }
+}
+
+void LockEntry::mark_once() noexcept {
   std::uint64_t want;
   bool owner;
   {

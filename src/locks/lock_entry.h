@@ -180,6 +180,7 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   void poll_demand(std::uint64_t epoch);
   bool read_demand();
   void sync_idle_mark() noexcept;
+  void mark_once() noexcept;
   Runtime::TimerId after_on_io(std::chrono::milliseconds delay, std::function<void(LockEntry&)> work);
   // Runs `work` on an I/O thread soon, if the entry still lives then.
   void on_io(std::function<void(LockEntry&)> work);
@@ -241,8 +242,8 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   std::uint64_t polled_uses_ = 0;            // fast_uses_ at the last poll
 
   // The idle mark on the owner record (Backend::mark_idle), set by one thread at a time.
-  std::mutex mark_mutex_;                    // before mutex_, never inside it
-  std::uint64_t marked_token_ = 0;           // under mark_mutex_: the lease marked idle, or 0
+  std::atomic<std::uint64_t> mark_requests_{0};  // sync_idle_mark() calls not yet served
+  std::uint64_t marked_token_ = 0;           // the marking thread's: the lease marked idle, or 0
   std::atomic<bool> idle_marked_{false};     // marked_token_ != 0, read under mutex_
   std::atomic<bool> mark_failing_{false};    // the last mark failed
 

@@ -1,7 +1,8 @@
 // ZooKeeper paths of mutex names: encoding is a round trip (so two names never give one path),
 // never yields '/' or a name ZooKeeper refuses ("." / ".."); decoding never accepts what we
 // would not write. The input also goes, split at '\n', through the node-name parser and the
-// lease judge, which must not crash on what another latch client may have created.
+// lease judge, which must not crash on what another latch client may have created, and reads
+// a node's data as the owner id and idle mark that wrote it.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,7 +36,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (node.sequence < 0) __builtin_trap();
     const auto view = judge_leader(name, static_cast<std::int64_t>(size), node.lease, std::chrono::milliseconds(size),
                                    std::chrono::milliseconds(10'000));
-    if (view.snapshot.owner.owner_id != name) __builtin_trap();
+    // The node's data is the owner id and the idle mark, and nothing is lost between them.
+    const auto& owner = view.snapshot.owner;
+    if (node_data(owner.owner_id, owner.idle) != name) __builtin_trap();
   }
   return 0;
 }

@@ -308,14 +308,9 @@ void LockEntry::grant_front_locked(Outcomes& outcomes) {
   Holder holder{++next_id_, core_->fencing_token(), core_->generation(), std::stop_source(), std::nullopt,
                 waiter.terms.linger};
   if (waiter.terms.max_hold.count() > 0) {
-    std::weak_ptr<LockEntry> weak = shared_from_this();
-    holder.max_hold_timer = runtime_->schedule_after(waiter.terms.max_hold, [weak, id = holder.id] {
-      // Releasing takes a round trip: off the timer's short path.
-      if (auto self = weak.lock()) {
-        self->runtime_->post_io([weak, id] {
-          if (auto entry = weak.lock()) entry->revoke(id, "the hold outlived its max_hold");
-        });
-      }
+    // Releasing takes a round trip: off the timer's short path.
+    holder.max_hold_timer = after_on_io(waiter.terms.max_hold, [id = holder.id](LockEntry& entry) {
+      entry.revoke(id, "the hold outlived its max_hold");
     });
   }
   Hold hold(shared_from_this(), holder.id, holder.token, holder.lost);
@@ -356,19 +351,13 @@ void LockEntry::drive(bool inline_round) {
         core_running_ = true;
         started_at_ = Clock::now();
       } else if (!restart_timer_) {
-        std::weak_ptr<LockEntry> weak = shared_from_this();
-        restart_timer_ = runtime_->schedule_after(not_before_ - Clock::now(), [weak] {
-          auto self = weak.lock();
-          if (!self) return;
-          self->runtime_->post_io([weak] {
-            if (auto entry = weak.lock()) {
-              {
-                std::lock_guard lock(entry->mutex_);
-                entry->restart_timer_.reset();
-              }
-              entry->drive();
-            }
-          });
+        const auto delay = std::chrono::ceil<std::chrono::milliseconds>(not_before_ - Clock::now());
+        restart_timer_ = after_on_io(delay, [](LockEntry& entry) {
+          {
+            std::lock_guard relock(entry.mutex_);
+            entry.restart_timer_.reset();
+          }
+          entry.drive();
         });
       }
     }

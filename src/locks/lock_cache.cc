@@ -123,7 +123,10 @@ bool LockEntry::settle_cache_locked() {
 void LockEntry::leave_cache_locked() {
   cached_ = false;
   idle_seen_ = false;
-  if (idle_marked_.load(std::memory_order_relaxed)) on_io([](LockEntry& entry) { entry.sync_idle_mark(); });
+  // Marked idle, or a mark in flight that read the cached state before this: mark in use.
+  if (idle_marked_.load(std::memory_order_relaxed) || mark_requests_.load(std::memory_order_acquire) != 0) {
+    on_io([](LockEntry& entry) { entry.sync_idle_mark(); });
+  }
   if (linger_timer_) runtime_->cancel(*linger_timer_);
   if (poll_timer_) runtime_->cancel(*poll_timer_);
   linger_timer_.reset();

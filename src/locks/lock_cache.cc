@@ -175,11 +175,14 @@ bool LockEntry::read_demand() {
     poll_failing_.store(false, std::memory_order_relaxed);
     return snapshot.demanded && snapshot.owner.owner_id == core_->contender_id();
   } catch (const std::exception& e) {
-    if (!poll_failing_.exchange(true, std::memory_order_relaxed)) {
-      log_warn("mutex '" + name_ + "': reading the demand: " + e.what());
-    }
+    warn_once(poll_failing_, "reading the demand", e);
     return false;
   }
+}
+
+// Says a failure of `doing` once per run of failures (`failing` is set until a success clears it).
+void LockEntry::warn_once(std::atomic<bool>& failing, const char* doing, const std::exception& e) {
+  if (!failing.exchange(true, std::memory_order_relaxed)) log_warn("mutex '" + name_ + "': " + doing + ": " + e.what());
 }
 
 // Brings the owner record's idle mark in line with the entry: idle while cached and unused
@@ -214,9 +217,7 @@ void LockEntry::mark_once() noexcept {
       marked_token_ = marked ? want : 0;
       mark_failing_.store(false, std::memory_order_relaxed);
     } catch (const std::exception& e) {
-      if (!mark_failing_.exchange(true, std::memory_order_relaxed)) {
-        log_warn("mutex '" + name_ + "': marking the cached lease " + (want ? "idle" : "in use") + ": " + e.what());
-      }
+      warn_once(mark_failing_, want ? "marking the cached lease idle" : "marking the cached lease in use", e);
     }
   }
   idle_marked_.store(marked_token_ != 0, std::memory_order_relaxed);

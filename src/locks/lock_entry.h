@@ -181,6 +181,7 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   bool read_demand();
   void sync_idle_mark() noexcept;
   void mark_once() noexcept;
+  void warn_once(std::atomic<bool>& failing, const char* doing, const std::exception& e);
   Runtime::TimerId after_on_io(std::chrono::milliseconds delay, std::function<void(LockEntry&)> work);
   // Runs `work` on an I/O thread soon, if the entry still lives then.
   void on_io(std::function<void(LockEntry&)> work);

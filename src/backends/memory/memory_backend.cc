@@ -82,10 +82,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
       none.fencing_token = forgotten_token_;
       return {none, now};
     }
-    MutexOwner owner = it->second.owner;
-    if (owner.empty() || owner.transition_at < now) owner = MutexOwner::none();
-    owner.fencing_token = it->second.last_token;
-    owner.idle = !owner.empty() && it->second.idle_token == owner.fencing_token;
+    MutexOwner owner = judged(it->second, now);
     const bool demanded = !owner.empty() && it->second.wanted_until >= now;
     return {owner, now, demanded};
   }
@@ -96,11 +93,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
     out.now = clock_->now();
     for (const auto& [name, entry] : entries_) {
       if (name.compare(0, prefix.size(), prefix) != 0) continue;
-      MutexOwner owner = entry.owner;
-      if (owner.empty() || owner.transition_at < out.now) owner = MutexOwner::none();
-      owner.fencing_token = entry.last_token;
-      owner.idle = !owner.empty() && entry.idle_token == owner.fencing_token;
-      out.records.push_back({name, std::move(owner)});
+      out.records.push_back({name, judged(entry, out.now)});
     }
     std::sort(out.records.begin(), out.records.end(),
               [](const MutexRecord& a, const MutexRecord& b) { return a.mutex < b.mutex; });
@@ -197,6 +190,16 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
     EpochMillis wanted_until = 0;  // a losing acquire's demand lasts until then (or a new owner)
     std::uint64_t idle_token = 0;  // the lease its owner marked idle (mark_idle), by token
   };
+  // The record as read() and list() show it at `now`: an expired lease as no owner, with the
+  // mutex's last token, and the idle mark if it belongs to this lease.
+  static MutexOwner judged(const Entry& entry, EpochMillis now) {
+    MutexOwner owner = entry.owner;
+    if (owner.empty() || owner.transition_at < now) owner = MutexOwner::none();
+    owner.fencing_token = entry.last_token;
+    owner.idle = !owner.empty() && entry.idle_token == owner.fencing_token;
+    return owner;
+  }
+
   static inline const std::string kDemand = std::string("\0demand:", 8);
   static constexpr std::size_t kRemembered = 4096;
 

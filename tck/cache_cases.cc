@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -54,8 +55,34 @@ bool multi_process_kit(const Client& client) {
   return client.backend()->capabilities().multi_process && !backend_uri().empty();
 }
 
+// A losing attempt of another contender reaches the owner as a demand: in the owner's read()
+// and renewals, and through watch_demand() where the engine pushes it. None before.
 TEST(LockCachingTest, EveryEngineSignalsDemand) {
-  EXPECT_TRUE(make_backend()->capabilities().demand) << "caching would be off on this backend";
+  auto owner = make_backend();
+  const auto caps = owner->capabilities();
+  ASSERT_TRUE(caps.demand) << "caching would be off on this backend";
+  const auto mutex = unique_mutex();
+  constexpr auto kLease = 30s;  // never runs out while the case looks
+  ASSERT_EQ(owner->acquire(mutex, "owner", kLease, 0ms).owner.owner_id, "owner");
+  std::atomic<int> pushed{0};
+  auto watch = owner->watch_demand(mutex, "owner", [&] { pushed.fetch_add(1); });
+  if (caps.demand_push) {
+    EXPECT_NE(watch, nullptr) << "demand_push, but watch_demand() gave no watch";
+  }
+  EXPECT_FALSE(owner->read(mutex).demanded) << "a demand before anyone asked";
+  EXPECT_FALSE(owner->acquire(mutex, "owner", kLease, 0ms).demanded) << "a renewal saw a demand before anyone asked";
+  const int pushed_before = pushed.load();  // ZooKeeper's watch may fire once as it arms
+
+  auto rival = make_backend();
+  EXPECT_EQ(rival->acquire(mutex, "rival", kLease, 0ms).owner.owner_id, "owner");
+  EXPECT_TRUE(wait_until([&] { return owner->read(mutex).demanded; }, kSoon)) << "read() never said demanded";
+  EXPECT_TRUE(owner->acquire(mutex, "owner", kLease, 0ms).demanded) << "the owner's renewal did not say demanded";
+  if (watch) {
+    EXPECT_TRUE(wait_until([&] { return pushed.load() > pushed_before; }, kSoon)) << "watch_demand() never fired";
+  }
+  watch.reset();
+  owner->release(mutex, "owner");
+  rival->release(mutex, "rival");
 }
 
 TEST(LockCachingTest, ACachedRelockMakesNoBackendCall) {

@@ -105,6 +105,19 @@ bool wait_until(const std::function<bool()>& predicate, std::chrono::millisecond
   return true;
 }
 
+std::chrono::milliseconds first_round_bound(const Client& client) {
+  std::chrono::steady_clock::duration slowest{};
+  const auto probe = unique_mutex("first-round-bound");
+  for (int i = 0; i < 3; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    client.owner(probe);
+    slowest = std::max(slowest, std::chrono::steady_clock::now() - start);
+  }
+  const auto& options = client.options();
+  return options.ttl + options.transition + client.backend()->capabilities().poll_interval +
+         4 * std::chrono::ceil<std::chrono::milliseconds>(slowest);
+}
+
 Client other_process(const Client& client) {
   return Client(std::make_shared<ForwardingBackend>(make_backend()), client.options(), client.runtime());
 }

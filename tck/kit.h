@@ -56,6 +56,13 @@ std::string unique_mutex(const std::string& hint = "");
 // Waits until `predicate` holds or `timeout` passes; returns the predicate's last value.
 bool wait_until(const std::function<bool()>& predicate, std::chrono::milliseconds timeout);
 
+// A timeout that outlasts the first round of a request on `client`'s backend however loaded the
+// machine is: one whole lease (ttl + transition, the bound the library itself gives a single
+// attempt's first round), the engine's poll interval, and four times the slowest of three
+// reads of the record timed just now. For cases whose check needs what a round learned (the
+// owner, the last backend error) before the request times out.
+std::chrono::milliseconds first_round_bound(const Client& client);
+
 // A client of "another process" on the same store as `client`: its own backend object, so
 // its own lock table and remote contenders, as a second process would have.
 Client other_process(const Client& client);

@@ -48,9 +48,10 @@ long hammer(const Client& client, const std::string& mutex, FencingRegister& reg
   return holds.load();
 }
 
-// The message of the errc::timeout the request must fail with ("" and a failure otherwise).
-std::string timeout_message_of(std::future<Hold> future) {
-  if (future.wait_for(kSoon) != std::future_status::ready) {
+// The message of the errc::timeout the request (made with `timeout`) must fail with ("" and a
+// failure otherwise).
+std::string timeout_message_of(std::future<Hold> future, std::chrono::milliseconds timeout) {
+  if (future.wait_for(timeout + kSoon) != std::future_status::ready) {
     ADD_FAILURE() << "the request neither completed nor timed out";
     return "";
   }
@@ -225,7 +226,9 @@ TEST(LockManagerTest, AsyncTimeoutNamesOwnerAndLeavesNoWaiter) {
   auto holder_client = other_process(client);
   auto held = holder_client.mutex(mutex).acquire(kSoon);
   auto owner = client.owner(mutex).owner_id;
-  auto what = timeout_message_of(client.mutex(mutex).lock_async(200ms));
+  // Long enough for a first round, which learns the owner the message names.
+  const auto bound = first_round_bound(client);
+  auto what = timeout_message_of(client.mutex(mutex).lock_async(bound), bound);
   EXPECT_NE(what.find(mutex), std::string::npos) << what;
   EXPECT_NE(what.find(owner), std::string::npos) << what;
   held.unlock();
@@ -237,8 +240,9 @@ TEST(LockManagerTest, BackendErrorsAreRetriedAndTheTimeoutCarriesTheLastOne) {
   auto faulty = std::make_shared<simba::testing::FaultInjectingBackend>(make_backend());
   Client flaky(faulty, client.options(), client.runtime());
   auto m = flaky.mutex(unique_mutex());
+  const auto bound = first_round_bound(flaky);  // timed while the backend answers
   faulty->set_unreachable(true);
-  auto what = timeout_message_of(m.lock_async(300ms));
+  auto what = timeout_message_of(m.lock_async(bound), bound);
   EXPECT_NE(what.find("last backend error"), std::string::npos) << what;
   EXPECT_NE(what.find("injected fault"), std::string::npos) << what;
   // A few errors while waiting are retried within the deadline.
@@ -297,9 +301,40 @@ TEST(LockManagerTest, MaxHoldRevokesAndReleases) {
   EXPECT_TRUE(wait_until([&] { return h.lost().stop_requested(); }, kSoon));
 }
 
+// The engine as an owner that never hears a demand sees it: a waiter's demand (a losing
+// attempt's mark, a push, a renewal's flag) never reaches it, so only its handover limit can
+// end its local handovers.
+class DemandDeafBackend : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
+    auto snapshot = ForwardingBackend::acquire(mutex, contender_id, ttl, transition);
+    snapshot.demanded = false;
+    return snapshot;
+  }
+  OwnerSnapshot read(const std::string& mutex) override {
+    auto snapshot = ForwardingBackend::read(mutex);
+    snapshot.demanded = false;
+    return snapshot;
+  }
+  std::unique_ptr<Subscription> watch_demand(const std::string&, const std::string&, std::function<void()>) override {
+    return nullptr;
+  }
+  Capabilities capabilities() const override {
+    auto caps = ForwardingBackend::capabilities();
+    caps.demand = false;
+    caps.demand_push = false;
+    return caps;
+  }
+};
+
 TEST(LockManagerTest, HandoverLimitLetsOtherProcessesIn) {
-  // Caching off: the limit alone lets the other process in (with caching, its demand would).
-  auto client = make_client().with_lock_options(LockOptions{0ms, 2, 0ms});
+  // The busy process hears no demand (and so caches nothing): the limit alone must let the
+  // other process in.
+  auto base = make_client();
+  auto client = Client(std::make_shared<DemandDeafBackend>(make_backend()), base.options(), base.runtime())
+                    .with_lock_options(LockOptions{0ms, 2, 0ms});
   EXPECT_TRUE(other_process_gets_past_busy_threads(client, unique_mutex(), kSoon))
       << "three local threads kept the mutex from another process";
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `simba leader`, `schedule`, `watch`, `list`, `release --force`, the waiting line, options per
-# subcommand and where a password may come from: real processes on one SQLite file.
+# subcommand and where a password may come from: real processes on one SQLite file. The
+# multi-process leader, schedule and watch cases on every engine kind: cli_leaders_test.sh.
 set -uo pipefail
 simba=$(realpath "${1:?usage: cli_commands_test.sh path/to/simba}")
 dir=$(mktemp -d)
@@ -54,18 +55,8 @@ check "leader: never two commands at once" [ "$(count OVERLAP)" -eq 0 ]
 "$simba" status --json L > status.json
 check "leader: the mutex is free after simba exits" grep -q '"owner":null' status.json
 
-# A simba killed with SIGKILL takes its command with it (the kernel kills the child when its
-# parent dies), so the next leader never runs beside an orphan.
-: > log
-"$simba" leader K -- ./job.sh K1 100 2>/dev/null & k1=$!
-wait_for 5 grep -q "K1 start" log
-"$simba" leader K -- ./job.sh K2 100 2>/dev/null & k2=$!
-sleep 0.3
-kill -KILL "$k1"; wait "$k1" 2>/dev/null
-check "leader killed with SIGKILL: its command is gone too" wait_gone "$(cat K1.pid)" 2
-check "... and the other leads after the lease" wait_for 5 grep -q "K2 start" log
-kill -TERM "$k2"; wait "$k2"
-check "... never two commands at once" [ "$(count OVERLAP)" -eq 0 ]
+# SIGKILL and SIGSTOP of a leader, three leaders on a fenced register, and schedules counted
+# from above and below, on SQLite, Redis and ZooKeeper: tests/cli_leaders_test.sh.
 
 # --restart: no exits with the command's status; on-failure runs again until success; always
 # runs again after success too.
@@ -80,22 +71,7 @@ rm -f n
 check "leader --restart always: runs again after success" wait_for 10 lines_at_least n 3
 kill -TERM "$r"; wait "$r"
 
-# --- schedule: runs every period on the leader only; a failing run is reported; SIGTERM exits 143.
-: > log
-"$simba" schedule --every 200ms S -- ./job.sh S1 0 2>sched-1.err & s1=$!
-"$simba" schedule --every 200ms S -- sh -c './job.sh S2 0; exit 3' 2>sched-2.err & s2=$!
-sleep 2.5
-kill -TERM "$s1" "$s2"; wait "$s1"; got1=$?; wait "$s2"; got2=$?
-runs=$(count start)
-check "schedule: runs every 200 ms ($runs runs in 2.5 s)" [ "$runs" -ge 5 ]
-check "schedule: one contender runs them all" [ "$(awk '/start/ {print $4}' log | sort -u | wc -l)" -eq 1 ]
-check "schedule: SIGTERM exits 143 ($got1, $got2)" [ "$got1" -eq 143 ] && [ "$got2" -eq 143 ]
-if [ "$(count 'S2 start')" -gt 0 ]; then
-  check "schedule: a failing run is reported and the schedule goes on" \
-    [ "$(grep -c 'exited with status 3; the schedule goes on' sched-2.err)" -ge 2 ]
-else
-  check "schedule: the standby scheduler ran nothing" [ "$(count 'S2 start')" -eq 0 ]
-fi
+# --- schedule (the rest in tests/cli_leaders_test.sh).
 # A run that outlives leadership is terminated.
 : > log
 "$simba" schedule --every 10s T -- ./job.sh T 100 2>sched-t.err & t=$!

@@ -6,8 +6,13 @@
 
 #include <fstream>
 #include <future>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kit.h"
+#include "simba/log.h"
 #include "simba/memory_backend.h"
 
 namespace simba {
@@ -99,11 +104,31 @@ TEST(LockManagerUnitTest, CallbacksRunOnTheCallbackPool) {
 }
 
 TEST(LockManagerUnitTest, ThrowingCallbackIsLoggedAndItsHoldReleased) {
+  std::mutex lines_mutex;
+  std::vector<std::pair<LogLevel, std::string>> lines;  // guarded by lines_mutex
+  set_log_sink([&](LogLevel level, std::string_view line) {
+    std::lock_guard lock(lines_mutex);
+    lines.emplace_back(level, std::string(line));
+  });
+  struct RestoreSink {
+    ~RestoreSink() { set_log_sink({}); }
+  } restore;
+  auto logged = [&] {
+    std::lock_guard lock(lines_mutex);
+    for (const auto& [level, line] : lines) {
+      if (level == LogLevel::error && line.find("'throws'") != std::string::npos &&
+          line.find("boom") != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  };
   auto client = memory_client();
   auto m = client.mutex("throws");
   m.lock_async(kSoon, [](std::error_code, Hold) { throw std::runtime_error("boom"); });
   auto hold = m.acquire(kSoon);  // the callback's hold went back when it threw
   EXPECT_TRUE(hold);
+  EXPECT_TRUE(wait_until(logged, kSoon)) << "no error line names the mutex and what the callback threw";
 }
 
 TEST(LockManagerUnitTest, CancelTakesTheRequestOut) {

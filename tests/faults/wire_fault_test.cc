@@ -293,8 +293,9 @@ TEST_F(WireFaultTest, ResetsDuringAcquireRenewAndReleaseLeaveNoLeaseBehind) {
   // 12 rounds; in each, every connection is reset while an acquire, then a renewal, then a
   // release is on the wire (the proxy delays each chunk 60 ms, so a request or its answer is
   // in flight when the reset comes, 0-100 ms in). The owner still owns after the acquire and
-  // the renewal, the release still frees the mutex (sent again on a new connection), and
-  // nobody else could ever have believed.
+  // keeps that lease through the renewal (the same token on the server), the release still frees the
+  // mutex (sent again on a new connection), and a rival that waits on a healthy wire from the
+  // acquire on never believes while the owner does: it takes the mutex only after the release.
   rival_service_.reset();
   unsigned seed = 12345;
   auto random_ms = [&](unsigned bound) {
@@ -306,32 +307,55 @@ TEST_F(WireFaultTest, ResetsDuringAcquireRenewAndReleaseLeaveNoLeaseBehind) {
     proxy_->reset();
     proxy_->pass();
   };
-  int owned = 0, kept = 0, left_behind = 0;
+  int owned = 0, kept = 0, left_behind = 0, overlaps = 0, rival_took = 0;
   for (int round = 0; round < 12; ++round) {
     auto service = owner_client_->contend_service(owner_);
+    auto rival = rival_client_->contend_service(rival_);
     proxy_->delay(60ms);
     service->start();
     reset_in_flight(100);
-    owned += wait_until([&] { return service->is_owner(); }, 5s);
+    const bool owns = wait_until([&] { return service->is_owner(); }, 5s);
+    owned += owns;
+    rival->start();
+    Sampler sampler(*service, *rival);
+    const auto token = rival_client_->backend()->read(mutex_).owner.fencing_token;
     proxy_->delay(60ms);
     reset_in_flight(400);  // renewals leave every ~ttl/3
-    kept += wait_until([&] { return service->is_owner(); }, 2s);
+    // Kept: the owner owns again within a lease and the server still holds the lease it had,
+    // by its fencing token (the owner may stop believing while its wire is down; a lease that
+    // ran out and was taken again would have a new token).
+    const bool owns_again = wait_until([&] { return service->is_owner(); }, 2s);
+    const auto record = rival_client_->backend()->read(mutex_).owner;
+    const bool kept_lease = owns && owns_again && record.owner_id == owner_->contender_id() &&
+                            record.fencing_token == token;
+    kept += kept_lease;
+    if (!kept_lease) {
+      ADD_FAILURE() << "round " << round << ": the renewal reset in flight cost the lease (token " << token
+                    << " before, the record now: '" << record.owner_id << "' token " << record.fencing_token << ")";
+    }
     proxy_->delay(60ms);
     std::jthread stopping([&] { service->stop(); });
     reset_in_flight(100);
     stopping.join();
-    auto record = rival_client_->backend()->read(mutex_);
-    if (record.owner.has_owner(record.now) && record.owner.owner_id == owner_->contender_id()) {
+    auto after = rival_client_->backend()->read(mutex_);
+    if (after.owner.has_owner(after.now) && after.owner.owner_id == owner_->contender_id()) {
       ++left_behind;
       ADD_FAILURE() << "round " << round << ": the stopped owner's lease is still there (token "
-                    << record.owner.fencing_token << ")";
+                    << after.owner.fencing_token << ")";
     }
+    rival_took += wait_until([&] { return rival->is_owner(); }, 5s);
+    sampler.stop();
+    overlaps += sampler.overlaps();
+    rival->stop();
   }
   EXPECT_EQ(owned, 12) << "an acquire reset in flight was not retried";
-  EXPECT_EQ(kept, 12) << "a renewal reset in flight lost the lease for good";
+  EXPECT_EQ(kept, 12) << "a renewal reset in flight lost the lease";
   EXPECT_EQ(left_behind, 0) << "releases reset in flight that left a lease behind";
+  EXPECT_EQ(overlaps, 0) << "the rival believed it owned while the owner did";
+  EXPECT_EQ(rival_took, 12) << "the waiting rival did not get the mutex after the owner's release";
   report("resets", "\"owned\":" + std::to_string(owned) + ",\"kept\":" + std::to_string(kept) +
-                       ",\"left_behind\":" + std::to_string(left_behind) +
+                       ",\"left_behind\":" + std::to_string(left_behind) + ",\"overlaps\":" + std::to_string(overlaps) +
+                       ",\"rival_took\":" + std::to_string(rival_took) +
                        ",\"connections\":" + std::to_string(proxy_->accepted()));
 }
 

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# `simba leader`, `simba schedule` and `simba watch` as real processes on one backend: three
+# leaders whose commands write a fenced register (simba-fenced-register), a leader killed with
+# SIGKILL and one stopped with SIGSTOP (simba and its command) each replaced within the bound
+# the lease gives (ttl + transition + 1 s), the stopped one's command ended once it resumes and
+# every write it tries after the takeover refused by the register; three schedulers whose runs
+# are counted from above and below; a watcher's lines.
+#
+#   cli_leaders_test.sh SIMBA REGISTER URI     (URI "sqlite": a database in the test's folder;
+#                                               a server's URI: run through tests/with_*.sh)
+set -uo pipefail
+simba=$(realpath "${1:?usage: cli_leaders_test.sh SIMBA REGISTER URI}")
+register=$(realpath "${2:?}")
+uri=${3:?}
+dir=$(mktemp -d)
+cleanup() {
+  exec 2>/dev/null
+  local pids
+  pids=$(jobs -p)
+  [ -n "$pids" ] && { kill -CONT $pids; kill -KILL $pids; }
+  wait
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+[ "$uri" = sqlite ] && uri="sqlite://$dir/locks.db"
+source "$(dirname "$0")/cli_checks.sh"
+cd "$dir" || exit 1
+engine=${uri%%:*}
+echo "cli_leaders_test.sh: on $engine"
+
+ttl_ms=1000 transition_ms=500
+bound_ms=$((ttl_ms + transition_ms + 1000))  # how soon a dead or stalled leader is replaced
+lease=(--backend "$uri" --ttl "${ttl_ms}ms" --transition "${transition_ms}ms")
+now_ms() { date +%s%3N; }
+name() { echo "cli-$1-$$-$RANDOM"; }  # a mutex of this run alone
+
+log=$dir/register
+# The holder (section pid) of the register's last accepted write, or nothing.
+holder_now() { awk '$4 == "accepted" { h = $2 } END { if (h) print h }' "$log" 2>/dev/null; }
+# wait_other_holder OLD SECONDS: waits until a holder other than OLD writes; echoes it.
+wait_other_holder() {
+  local i h
+  for ((i = 0; i < $2 * 50; i++)); do
+    h=$(holder_now)
+    [ -n "$h" ] && [ "$h" != "$1" ] && { echo "$h"; return 0; }
+    sleep 0.02
+  done
+  return 1
+}
+simba_of() { ps -o ppid= -p "$1" | tr -d ' '; }
+
+# --- leader: three processes, one command at a time, fenced.
+L=$(name leader)
+leaders=()
+for n in 1 2 3; do
+  "$simba" leader "${lease[@]}" --restart always "$L" -- \
+    "$register" section "$log" --writes 1000000 --interval 20 2>"leader-$n.err" &
+  leaders+=($!)
+done
+first=$(wait_other_holder none 10)
+check "leader: one of three leads and its command writes" [ -n "$first" ]
+sleep 1
+check "leader: only the leader's command writes" [ "$(holder_now)" = "$first" ]
+
+# SIGKILL: the command goes with simba; another leads within the bound.
+victim=$(simba_of "$first")
+killed_at=$(now_ms)
+kill -KILL "$victim"; wait "$victim" 2>/dev/null
+second=$(wait_other_holder "$first" 10)
+took=$(($(now_ms) - killed_at))
+check "leader killed with SIGKILL: another leads in ${took} ms (bound ${bound_ms} ms)" \
+  [ -n "$second" ] && [ "$took" -le "$bound_ms" ]
+check "... and the killed leader's command is gone too" wait_gone "$first" 2
+
+# SIGSTOP of simba and its command (not inside the register's own lock, which would stop
+# every writer): another leads within the bound; once resumed, the old command ends and none
+# of its writes after the takeover is accepted.
+stalled=$(simba_of "$second")
+for ((i = 0; i < 50; i++)); do
+  kill -STOP "$stalled" "$second"
+  flock -n "$log.lock" true && break
+  kill -CONT "$stalled" "$second"
+  sleep 0.03
+done
+stopped_at=$(now_ms)
+third=$(wait_other_holder "$second" 10)
+took=$(($(now_ms) - stopped_at))
+check "leader stopped with SIGSTOP: another leads in ${took} ms (bound ${bound_ms} ms)" \
+  [ -n "$third" ] && [ "$took" -le "$bound_ms" ]
+sleep 0.3  # the new leader writes on
+kill -CONT "$stalled" "$second"
+check "... once resumed, the stalled leader's command ends within a ttl" wait_gone "$second" 1
+check "... and the stalled simba stands by, still running" kill -0 "$stalled"
+sleep 0.5
+check "... the new leader still leads" [ "$(holder_now)" = "$third" ]
+stale=$(awk -v s="$second" -v t="$third" '$2 == t { after = 1 } after && $2 == s' "$log")
+check "... every write the stalled command tried after the takeover was refused" \
+  bash -c "! grep -q accepted <<<'$stale'"
+echo "stalled command's writes after the takeover: $(grep -c . <<<"$stale") (all refused)"
+
+codes=()
+for pid in "${leaders[@]}"; do
+  [ "$pid" = "$victim" ] && continue
+  kill -TERM "$pid"
+  wait "$pid"
+  codes+=($?)
+done
+check "leader: SIGTERM exits 143 (${codes[*]})" [ "${codes[*]}" = "143 143" ]
+result=$("$register" check "$log" --min-sections 3 --writes 1)
+rc=$?
+echo "register: $result"
+check "leader: the register saw no stale, shared or interleaved write, three leaders" [ "$rc" -eq 0 ]
+"$simba" status --backend "$uri" --json "$L" > status.json
+check "leader: the mutex is free after every simba exits" grep -q '"owner":null' status.json
+
+# --- schedule: three schedulers, runs on one leader only, each run failing (exit 3) and
+# reported, the schedule going on; at most one run per period, and not far fewer.
+S=$(name schedule)
+period_ms=200
+schedulers=()
+started_at=$(now_ms)
+for n in 1 2 3; do
+  "$simba" schedule "${lease[@]}" --every "${period_ms}ms" "$S" -- \
+    sh -c 'echo "run $(date +%s%3N) $SIMBA_FENCING_TOKEN $SIMBA_CONTENDER_ID" >> runs; exit 3' 2>"schedule-$n.err" &
+  schedulers+=($!)
+done
+sleep 3
+stopped_at=$(now_ms)
+codes=()
+for pid in "${schedulers[@]}"; do
+  kill -TERM "$pid"
+  wait "$pid"
+  codes+=($?)
+done
+runs=$(grep -c '^run' runs 2>/dev/null || echo 0)
+first_run=$(awk 'NR == 1 { print $2 }' runs 2>/dev/null)
+# Above: no more than one run per period since the schedulers started. Below: from the first
+# run on, a run every period; half of that leaves room for a loaded machine and still fails a
+# schedule that ran once, or stopped.
+most=$(((stopped_at - started_at) / period_ms + 1))
+least=$(((stopped_at - ${first_run:-$stopped_at}) / period_ms / 2))
+check "schedule: $runs runs, at most $most (one per ${period_ms} ms)" [ "$runs" -le "$most" ]
+check "schedule: $runs runs, at least $least (half of one per period since the first)" \
+  [ "$runs" -ge "$least" ] && [ "$least" -ge 3 ]
+runners=$(awk '{ print $4 }' runs | sort | uniq -c | tr -s ' ' | tr '\n' ',')
+# One leader at a time: a run by another contender than the run before comes with a larger
+# token (a new lease), and tokens never go down. (Leadership may move under load; it must
+# not be shared.)
+check "schedule: runs by one leader at a time (runs by contender:${runners%,})" \
+  awk '$3 < token || ($4 != who && NR > 1 && $3 == token) { bad = 1 } { token = $3; who = $4 } END { exit bad }' runs
+reported=$(cat schedule-*.err | grep -c 'exited with status 3; the schedule goes on')
+check "schedule: each failing run is reported ($reported of $runs) and the schedule goes on" \
+  [ "$reported" -ge $((runs - 1)) ] && [ "$reported" -le "$runs" ]
+check "schedule: SIGTERM exits 143 (${codes[*]})" [ "${codes[*]}" = "143 143 143" ]
+
+# --- watch: a line per change of owner, as JSON.
+W=$(name watch)
+"$simba" watch --backend "$uri" --json "$W" > watch.json 2>watch.err & w=$!
+wait_for 5 grep -q . watch.json
+"$simba" lock "${lease[@]}" "$W" -- sh -c 'echo "$SIMBA_FENCING_TOKEN" > watched-token; sleep 0.3'
+saw_release() {
+  python3 -c 'import json,sys
+rows=[json.loads(l) for l in open(sys.argv[1])]
+held=[i for i, r in enumerate(rows) if r["owner"]]
+assert held and any(not r["owner"] for r in rows[held[0]:])' watch.json 2>/dev/null
+}
+check "watch: the owner's line, then the release's" wait_for 5 saw_release
+kill -INT "$w"
+wait "$w"
+got=$?
+check "watch: SIGINT exits 0 ($got)" [ "$got" -eq 0 ]
+check "watch: the owner's line carries the holder's fencing token" \
+  python3 -c 'import json,sys; t=int(open(sys.argv[2]).read()); rows=[json.loads(l) for l in open(sys.argv[1])]
+assert [r for r in rows if r["owner"] and r["fencing_token"] == t], (rows, t)' watch.json watched-token
+
+echo "$engine: $passes passed, $failures failed"
+[ "$failures" -eq 0 ]

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# run_and_expect.sh PATTERN COMMAND...: runs COMMAND and passes only if it exits 0 and a line of
+# its output (stdout and stderr) matches PATTERN (grep -E). ctest's PASS_REGULAR_EXPRESSION
+# alone would pass a program that printed the line and then failed.
+set -uo pipefail
+pattern=$1
+shift
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+"$@" 2>&1 | tee "$out"
+rc=${PIPESTATUS[0]}
+if [ "$rc" -ne 0 ]; then
+  echo "run_and_expect.sh: '$1' exited with $rc"
+  exit 1
+fi
+if ! grep -Eq -- "$pattern" "$out"; then
+  echo "run_and_expect.sh: no line of '$1' matched '$pattern'"
+  exit 1
+fi

@@ -22,7 +22,11 @@ OwnerSnapshot LatchBackend::acquire(const std::string& mutex, const std::string&
   for (int round = 0; round < kRounds; ++round) {
     std::optional<Entry> entry = book_.entry(key, generation);
     if (entry && entry->claimed) {
-      if (renew(*entry, mutex, id, folder)) return own_snapshot(*entry, id);
+      if (const auto demanded = renew(*entry, mutex, id, folder)) {
+        OwnerSnapshot renewed = own_snapshot(*entry, id);
+        renewed.demanded = *demanded;
+        return renewed;
+      }
       internal::log_warn("mutex '" + mutex + "': the node of " + id + " is gone (its lease was taken over); joining the latch again");
       book_.forget(key);
       continue;
@@ -175,19 +179,19 @@ std::optional<OwnerSnapshot> LatchBackend::wait_behind(const std::string& key, c
 // someone waits: a lone owner renews with one read. A waiter that joins after that read first
 // sees our node then, later than the read was sent, and the next renewal, within ttl, sees it
 // and writes: before its clock, started after ours, can run out.
-bool LatchBackend::renew(const Entry& entry, const std::string& mutex, const std::string& id,
-                         const std::string& folder) {
+std::optional<bool> LatchBackend::renew(const Entry& entry, const std::string& mutex, const std::string& id,
+                                        const std::string& folder) {
   Reply listing = session_.children(folder).wait();
-  if (listing.rc == ZNONODE) return false;
+  if (listing.rc == ZNONODE) return std::nullopt;
   if (listing.rc != ZOK) session_.fail(listing.rc, "renewing the lease of '" + id + "' on mutex '" + mutex + "'");
   const auto nodes = latch_nodes(listing.children);
   const std::string name = base_name(entry.path);
-  if (nodes.empty() || nodes.front().name != name) return false;
-  if (nodes.size() == 1) return true;
+  if (nodes.empty() || nodes.front().name != name) return std::nullopt;
+  if (nodes.size() == 1) return false;
   Reply renewed = session_.set(entry.path, node_data(id, entry.idle), -1).wait();
-  if (renewed.rc == ZNONODE) return false;
+  if (renewed.rc == ZNONODE) return std::nullopt;
   if (renewed.rc != ZOK) session_.fail(renewed.rc, "renewing the lease of '" + id + "' on mutex '" + mutex + "'");
-  return true;
+  return true;  // a node waits behind ours
 }
 
 // A create may have happened though its answer was lost: find the node by its guid.

@@ -59,7 +59,10 @@ class LatchBackend final : public Backend, public internal::RawProbe {
                                      Entry& entry, bool created_now);
   std::optional<OwnerSnapshot> wait_behind(const std::string& key, const std::string& mutex, const std::string& folder,
                                            Entry& entry, const LatchNode& predecessor, const LatchNode& leader);
-  bool renew(const Entry& entry, const std::string& mutex, const std::string& id, const std::string& folder);
+  // Renews a lease our node leads: nothing if the node no longer leads, else whether a node
+  // waits behind it (a demand).
+  std::optional<bool> renew(const Entry& entry, const std::string& mutex, const std::string& id,
+                            const std::string& folder);
   bool recover(const std::string& key, Entry& entry, const std::string& folder, const std::vector<LatchNode>& nodes);
   void create_folder(const std::string& mutex, const std::string& folder);
 

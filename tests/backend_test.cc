@@ -182,9 +182,10 @@ TEST(SchedulerUnitTest, FixedRateRunsStartToStartAndFixedDelayEndToStart) {
   config.strategy = ScheduleOptions::Strategy::fixed_delay;
   auto delay = mean_gap(run_starts(config, 100ms, 5));
   EXPECT_GE(rate, 95ms);
-  EXPECT_LT(rate, 150ms);
   EXPECT_GE(delay, 195ms);
-  EXPECT_LT(delay, 300ms);
+  // What tells the two apart is the period a fixed delay adds after each run; a loaded
+  // machine stretches both alike, so the difference is checked, not each gap's upper end.
+  EXPECT_GE(delay - rate, 75ms) << "fixed rate " << rate.count() << " ms, fixed delay " << delay.count() << " ms";
 }
 
 TEST(SchedulerUnitTest, InitialDelayComesBeforeTheFirstRun) {

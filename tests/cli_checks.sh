@@ -27,3 +27,15 @@ wait_for() {
 }
 # wait_gone PID SECONDS: true once PID has exited (reaped by us or not), within SECONDS.
 wait_gone() { wait_for "$2" bash -c "! kill -0 $1 2>/dev/null"; }
+# first_round_ms ARGS...: a timeout that outlasts a `simba lock`'s first round: four times
+# what one `simba status ARGS` took just now (a process start, a connect and a read of the
+# record), and at least 300 ms.
+first_round_ms() {
+  local started took
+  started=$(date +%s%3N)
+  "$simba" status "$@" >/dev/null 2>&1
+  took=$(($(date +%s%3N) - started))
+  echo $((4 * took > 300 ? 4 * took : 300))
+}
+# wait_held MUTEX [ARGS...]: true once `simba status` shows MUTEX owned, within 10 s.
+wait_held() { wait_for 10 bash -c "'$simba' status --json $* | grep -q '\"owner\":\"'"; }

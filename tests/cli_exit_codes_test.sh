@@ -9,7 +9,7 @@ export SIMBA_BACKEND="sqlite://$dir/locks.db?ttl=1s&transition=500ms"
 source "$(dirname "$0")/cli_checks.sh"
 # stall PID: SIGSTOPs a holding simba past its lease (ttl 1s + transition 500ms), then SIGCONT.
 stall() {
-  sleep 0.5
+  wait_for 10 bash -c "pgrep -P $1 >/dev/null"  # its command runs: simba holds the lease
   kill -STOP "$1"
   sleep 2
   kill -CONT "$1"
@@ -26,14 +26,16 @@ expect 69 "backend unreachable" -- "$simba" lock --backend sqlite:///nonexistent
 expect 127 "command not found" -- "$simba" lock m -- /nonexistent-simba-command
 head -c 4096 /dev/urandom > "$dir/corrupt.db"
 expect 70 "a store simba cannot read (not a database)" -- "$simba" status --backend "sqlite://$dir/corrupt.db" m
-"$simba" lock held -- sleep 3 &
-sleep 0.5
+"$simba" lock held -- sleep 30 &
+held=$!
+wait_held held || echo "FAIL: the holder of 'held' never held it"
 expect 124 "timed out waiting" -- "$simba" lock --timeout 300ms held -- true
 grep -q "held" "$dir/err" || { echo "FAIL: timeout message does not name the mutex"; failures=$((failures + 1)); }
 expect 124 "a single attempt against a holder that does not cache fails" -- "$simba" lock --timeout 0s held -- true
 expect 0 "status while held" -- "$simba" status held --json
 grep -q '"owner":"' "$dir/out" || { echo "FAIL: status does not show the owner: $(cat "$dir/out")"; failures=$((failures + 1)); }
-wait
+kill -TERM "$held"
+wait "$held"
 # A single attempt against a process that caches its lease (the lock manager's lock caching,
 # here the kit's caching worker) gets it: its demand brings the lease back within a hand-back.
 mkdir "$dir/cacher"
@@ -71,17 +73,18 @@ stall "$holder"
 wait "$holder"
 check "SIMBA_LOG=error silences the library's warnings" bash -c "! grep -q '\[warning\]' '$dir/quiet.err' && grep -q 'lost the lease' '$dir/quiet.err'"
 # The child sees its contender id, the one `simba status` shows as owner.
-"$simba" lock ident -- sh -c 'echo "$SIMBA_CONTENDER_ID" > "$0"; sleep 1' "$dir/id" &
+"$simba" lock ident -- sh -c 'echo "$SIMBA_CONTENDER_ID" > "$0"; sleep 30' "$dir/id" &
 holder=$!
-sleep 0.5
+wait_for 10 test -s "$dir/id"
 "$simba" status ident --json > "$dir/status" 2>&1
+kill -TERM "$holder"
 wait "$holder"
 check "SIMBA_CONTENDER_ID is the owner's id" grep -q "\"owner\":\"$(cat "$dir/id")\"" "$dir/status"
 
 # Interrupted while waiting: 128 + N, and it leaves the holder alone.
-"$simba" lock busy -- sleep 3 &
+"$simba" lock busy -- sleep 30 &
 holder=$!
-sleep 0.5
+wait_held busy || echo "FAIL: the holder of 'busy' never held it"
 "$simba" lock busy -- true 2>/dev/null &
 waiter=$!
 sleep 0.5
@@ -89,12 +92,13 @@ kill -TERM "$waiter"
 wait "$waiter"; got=$?
 check "SIGTERM while waiting exits 143 (was $got)" [ "$got" -eq 143 ]
 check "the holder still holds after the waiter left" kill -0 "$holder"
+kill -TERM "$holder"
 wait "$holder"
 
 # While the command runs, a signal goes to it; simba exits with the command's status.
-"$simba" lock forward -- sh -c 'trap "exit 42" TERM; sleep 10 & wait' &
+"$simba" lock forward -- sh -c 'trap "exit 42" TERM; touch "$0"; sleep 10 & wait' "$dir/forwarding" &
 holder=$!
-sleep 0.5
+wait_for 10 test -f "$dir/forwarding"  # the command runs, its trap set
 kill -TERM "$holder"
 wait "$holder"; got=$?
 check "SIGTERM is passed to the command, whose status is simba's (42, was $got)" [ "$got" -eq 42 ]
@@ -111,12 +115,13 @@ kill -KILL "$(cat "$dir/stubborn.pid")" 2>/dev/null  # never leave it behind, ev
 
 # On a terminal (a pseudo-terminal from script(1)), a waiting simba says whom it waits for;
 # off a terminal it says nothing until it fails (the one-line checks above).
-"$simba" lock tty -- sleep 3 &
+"$simba" lock tty -- sleep 10 &
 holder=$!
-sleep 0.5
-script -qec "'$simba' lock --timeout 500ms tty -- true" /dev/null > "$dir/tty" 2>&1
+wait_held tty || echo "FAIL: the holder of 'tty' never held it"
+script -qec "'$simba' lock --timeout $(first_round_ms tty)ms tty -- true" /dev/null > "$dir/tty" 2>&1
 check "on a terminal: one line names the mutex, the holder, how long and its token" \
   grep -qE "waiting for mutex 'tty': held by [^ ]+ for [0-9]+s \(token [0-9]+\)" "$dir/tty"
+kill -TERM "$holder"
 wait "$holder"
 
 # No --backend and no $SIMBA_BACKEND: the SQLite file under $XDG_STATE_HOME.

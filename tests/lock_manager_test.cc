@@ -59,7 +59,7 @@ TEST(LockManagerUnitTest, AMillionNamesLeaveNoEntryAndLittleMemoryBehind) {
   constexpr long kThreads = 4;
   std::vector<std::thread> cyclers;
   for (long t = 0; t < kThreads; ++t) {
-    cyclers.emplace_back([&client, t, names] {
+    cyclers.emplace_back([&, t] {
       for (long i = t; i < names; i += kThreads) {
         auto name = "cycle/" + std::to_string(i);
         client.mutex(name).lock();

@@ -8,12 +8,20 @@
 #   - a build with only the SQLite engine: no other client library linked, and a Redis URI
 #     answered with the CMake option that adds Redis (exit 78).
 # (The clang -Werror build is ./scripts/test's asan tree.)
-#   packaging_test.sh STATIC_BUILD_DIR
+#   packaging_test.sh STATIC_BUILD_DIR [TREES_DIR [--build-only]]
+# TREES_DIR keeps the shared and SQLite-only trees (default: a temporary folder); with
+# --build-only the script only builds them (./scripts/test does so while the main tests run,
+# and the checks then find them built).
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 static_build=$(cd "$1" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+trees=$work
+if [ -n "${2:-}" ]; then
+  mkdir -p "$2"
+  trees=$(cd "$2" && pwd)
+fi
 version=$(sed -n 's/^project(simba VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
 passes=0 failures=0
 
@@ -32,11 +40,25 @@ check() {
 }
 configure() { cmake -G Ninja -Wno-dev "$@" >/dev/null; }
 
+shared=$trees/build-shared
+sqlite_only=$trees/build-sqlite-only
 # Shared, Release, with the defaults plus -Werror.
-shared=$work/build-shared
-check "Release build, shared libraries, GCC, -Werror" \
-  bash -c "$(declare -f configure); configure -S '$src' -B '$shared' -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
-           -DSIMBA_WERROR=ON -DSIMBA_BUILD_TESTS=OFF && cmake --build '$shared'"
+build_shared() {
+  configure -S "$src" -B "$shared" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DSIMBA_WERROR=ON \
+            -DSIMBA_BUILD_TESTS=OFF && cmake --build "$shared"
+}
+# Only the SQLite engine, Release.
+build_sqlite_only() {
+  configure -S "$src" -B "$sqlite_only" -DCMAKE_BUILD_TYPE=Release -DSIMBA_BUILD_TESTS=OFF -DSIMBA_WITH_REDIS=OFF \
+            -DSIMBA_WITH_POSTGRES=OFF -DSIMBA_WITH_MYSQL=OFF -DSIMBA_WITH_ZOOKEEPER=OFF &&
+    cmake --build "$sqlite_only" --target simba_cli
+}
+if [ "${3:-}" = --build-only ]; then
+  build_shared && build_sqlite_only
+  exit
+fi
+
+check "Release build, shared libraries, GCC, -Werror" build_shared
 check "install of the shared build" cmake --install "$shared" --prefix "$work/prefix-shared"
 libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' "$shared/CMakeCache.txt")
 check "libsimba_core.so has the SONAME libsimba_core.so.0.2" \
@@ -76,11 +98,7 @@ printf 'cmake_minimum_required(VERSION 3.25)\nproject(wants_v1 LANGUAGES CXX)\nf
 check "find_package(simba 1.0) is refused (SameMajorVersion)" \
   bash -c "! cmake -S '$work/wants-v1' -B '$work/wants-v1/build' -DCMAKE_PREFIX_PATH='$work/prefix-static'"
 
-sqlite_only=$work/build-sqlite-only
-check "a build with only the SQLite engine" \
-  bash -c "$(declare -f configure); configure -S '$src' -B '$sqlite_only' -DCMAKE_BUILD_TYPE=Release -DSIMBA_BUILD_TESTS=OFF \
-           -DSIMBA_WITH_REDIS=OFF -DSIMBA_WITH_POSTGRES=OFF -DSIMBA_WITH_MYSQL=OFF -DSIMBA_WITH_ZOOKEEPER=OFF &&
-           cmake --build '$sqlite_only' --target simba_cli"
+check "a build with only the SQLite engine" build_sqlite_only
 check "... links no other engine's client library" \
   bash -c "ldd '$sqlite_only/bin/simba'; ! ldd '$sqlite_only/bin/simba' | grep -E 'hiredis|libpq|mariadb|zookeeper'"
 check "... answers a Redis URI with exit 78 naming SIMBA_WITH_REDIS" \

@@ -186,7 +186,7 @@ TEST(ServiceTest, BackendErrorRevokesTheOwnerAtOnceAndBacksOff) {
   auto failed_at = std::chrono::steady_clock::now();
   // The renewal at ttl fails: revoked then, not at the end of ttl + transition.
   ASSERT_TRUE(wait_until([&] { return recorder->released_count() == 1; }, kSoon));
-  EXPECT_LT(recorder->events().back().at - failed_at, client.options().ttl + 150ms);
+  EXPECT_LT(recorder->events().back().at - failed_at, client.options().ttl + client.options().transition / 2);
   EXPECT_FALSE(service->is_owner());
   // Exponential backoff: far fewer calls than a fixed 20ms retry would make in one second.
   auto calls = faulty->calls();

@@ -96,13 +96,15 @@ TEST(ContendTest, GuardStaysOwnerForThreeTtls) {
 }
 
 TEST(ContendTest, TenContendersHaveExactlyOneOwnerAtEveryCallback) {
+  // First, so they outlive every callback of the client's runtime.
+  std::atomic<int> violations{0};
+  std::atomic<bool> checking{true};  // off before teardown: hooks must not see dying services
+  std::atomic<int> in_hooks{0};      // hooks past their look at `checking`
   auto client = make_client();
   auto mutex = unique_mutex();
   constexpr int kContenders = 10;
   std::vector<std::shared_ptr<Recorder>> recorders;
   std::vector<std::unique_ptr<MutexContendService>> services;
-  std::atomic<int> violations{0};
-  std::atomic<bool> checking{true};  // off before teardown: hooks must not see dying services
   for (int i = 0; i < kContenders; ++i) recorders.push_back(std::make_shared<Recorder>(mutex));
   for (auto& recorder : recorders) services.push_back(client.contend_service(recorder));
   auto owners = [&] {
@@ -120,9 +122,21 @@ TEST(ContendTest, TenContendersHaveExactlyOneOwnerAtEveryCallback) {
   };
   for (auto& recorder : recorders) {
     recorder->hook = [&](bool, const MutexState&) {
+      in_hooks.fetch_add(1);
       if (checking && owners_in_both_passes() > 1) violations.fetch_add(1);
+      in_hooks.fetch_sub(1);
     };
   }
+  // Destroyed first, also after a failed assertion: the hooks stop looking at the services
+  // (and the lambda they call) before any of those goes away.
+  struct StopChecking {
+    std::atomic<bool>& checking;
+    std::atomic<int>& in_hooks;
+    ~StopChecking() {
+      checking = false;
+      while (in_hooks.load() > 0) std::this_thread::yield();
+    }
+  } stop_checking{checking, in_hooks};
   for (auto& service : services) service->start();
 
   // Three handovers: stop whoever owns, someone else must take over.
@@ -147,7 +161,6 @@ TEST(ContendTest, TenContendersHaveExactlyOneOwnerAtEveryCallback) {
   EXPECT_EQ(owners(), 1);
   EXPECT_EQ(violations.load(), 0);
   EXPECT_EQ(client.owner(mutex).owner_id, owner_id);
-  checking = false;
 }
 
 TEST(ContendTest, FencingTokensStrictlyRiseOverTwentyOwnerChanges) {

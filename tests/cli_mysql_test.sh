@@ -11,10 +11,14 @@ source "$(dirname "$0")/cli_lib.sh"
 "$simba" status --backend "$uri" --json setup >/dev/null || fail "simba could not create its table"
 now="(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
 sql "INSERT INTO simba_mutex (mutex) VALUES ('jvm-job')" || fail "Simba's insert (without our column) failed"
-sql "UPDATE simba_mutex SET acquired_at = $now, ttl_at = $now + 1000, transition_at = $now + 1500,
+# A lease that lasts while the checks run, however slow the machine; then the JVM holder's
+# last renewal leaves it 500 ms, and simba waits that out.
+sql "UPDATE simba_mutex SET acquired_at = $now, ttl_at = $now + 60000, transition_at = $now + 60500,
        owner_id = '7:4242@jvm-host', version = version + 1
      WHERE mutex = 'jvm-job' AND (transition_at < $now OR (owner_id = '7:4242@jvm-host' AND transition_at > $now))"
 expect_held_by "$uri" jvm-job "7:4242@jvm-host"
+sql "UPDATE simba_mutex SET ttl_at = $now, transition_at = $now + 500, version = version + 1
+     WHERE mutex = 'jvm-job' AND owner_id = '7:4242@jvm-host' AND transition_at > $now"
 "$simba" lock --backend "$uri" --timeout 10s jvm-job -- sh -c 'echo "$SIMBA_FENCING_TOKEN" > token.txt' \
   || fail "simba lock after the JVM lease expired: exit $?"
 [ "$(cat token.txt 2>/dev/null)" = 1 ] || fail "the first simba owner of a JVM row should get token 1, got $(cat token.txt)"

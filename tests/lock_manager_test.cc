@@ -16,6 +16,18 @@
 #include "simba/log.h"
 #include "simba/memory_backend.h"
 
+// Under a sanitizer: GCC says so with __SANITIZE_*__, clang with __has_feature.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SIMBA_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SIMBA_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef SIMBA_TEST_SANITIZED
+#define SIMBA_TEST_SANITIZED 0
+#endif
+
 namespace simba {
 namespace {
 
@@ -36,7 +48,7 @@ Client memory_client() {
 }
 
 TEST(LockManagerUnitTest, AMillionNamesLeaveNoEntryAndLittleMemoryBehind) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if SIMBA_TEST_SANITIZED
   // The sanitizers slow each cycle ~20x and keep freed memory in quarantine: they check the
   // entries on fewer names; the main build runs the million and the memory bound.
   const long names = 100'000;

@@ -89,7 +89,7 @@ wait_for 10 grep -q . watch.json
 wait_for 10 bash -c "[ \$(grep -c 'W  free' watch.txt) -ge 2 ]"  # the release reached the watchers
 wait_for 10 bash -c "[ \$(wc -l < watch.json) -ge 3 ]"
 kill -INT "$w" "$wj"; wait "$w"; got=$?; wait "$wj"; gotj=$?
-check "watch: SIGINT exits 0 ($got, $gotj)" [ "$got" -eq 0 ] && [ "$gotj" -eq 0 ]
+check "watch: SIGINT exits 0 ($got, $gotj)" [ "$got" -eq 0 -a "$gotj" -eq 0 ]
 check "watch: a line for the new owner" grep -qE "W  owner [^ ]+  token [0-9]+" watch.txt
 check "watch: and one for its release" [ "$(grep -c 'W  free' watch.txt)" -ge 2 ]
 check "watch --json: every line is an object with owner and token" \

@@ -69,7 +69,7 @@ kill -KILL "$victim"; wait "$victim" 2>/dev/null
 second=$(wait_other_holder "$first" 10)
 took=$(($(now_ms) - killed_at))
 check "leader killed with SIGKILL: another leads in ${took} ms (bound ${bound_ms} ms)" \
-  [ -n "$second" ] && [ "$took" -le "$bound_ms" ]
+  [ -n "$second" -a "$took" -le "$bound_ms" ]
 check "... and the killed leader's command is gone too" wait_gone "$first" 2
 
 # SIGSTOP of simba and its command (not inside the register's own lock, which would stop
@@ -86,7 +86,7 @@ stopped_at=$(now_ms)
 third=$(wait_other_holder "$second" 10)
 took=$(($(now_ms) - stopped_at))
 check "leader stopped with SIGSTOP: another leads in ${took} ms (bound ${bound_ms} ms)" \
-  [ -n "$third" ] && [ "$took" -le "$bound_ms" ]
+  [ -n "$third" -a "$took" -le "$bound_ms" ]
 sleep 0.3  # the new leader writes on
 kill -CONT "$stalled" "$second"
 check "... once resumed, the stalled leader's command ends within a ttl" wait_gone "$second" 1
@@ -141,7 +141,7 @@ most=$(((stopped_at - started_at) / period_ms + 1))
 least=$(((stopped_at - ${first_run:-$stopped_at}) / period_ms / 2))
 check "schedule: $runs runs, at most $most (one per ${period_ms} ms)" [ "$runs" -le "$most" ]
 check "schedule: $runs runs, at least $least (half of one per period since the first)" \
-  [ "$runs" -ge "$least" ] && [ "$least" -ge 3 ]
+  [ "$runs" -ge "$least" -a "$least" -ge 3 ]
 runners=$(awk '{ print $4 }' runs | sort | uniq -c | tr -s ' ' | tr '\n' ',')
 # One leader at a time: a run by another contender than the run before comes with a larger
 # token (a new lease), and tokens never go down. (Leadership may move under load; it must
@@ -150,7 +150,7 @@ check "schedule: runs by one leader at a time (runs by contender:${runners%,})" 
   awk '$3 < token || ($4 != who && NR > 1 && $3 == token) { bad = 1 } { token = $3; who = $4 } END { exit bad }' runs
 reported=$(cat schedule-*.err | grep -c 'exited with status 3; the schedule goes on')
 check "schedule: each failing run is reported ($reported of $runs) and the schedule goes on" \
-  [ "$reported" -ge $((runs - 1)) ] && [ "$reported" -le "$runs" ]
+  [ "$reported" -ge $((runs - 1)) -a "$reported" -le "$runs" ]
 check "schedule: SIGTERM exits 143 (${codes[*]})" [ "${codes[*]}" = "143 143 143" ]
 
 # --- watch: a line per change of owner, as JSON.

@@ -132,25 +132,31 @@ TEST(LockManagerTest, ExclusionThreeProcessesFourThreadsTokensNeverGoBack) {
 }
 
 TEST(LockManagerTest, RegisterCatchesOverlapAndStaleTokensWithoutTheLock) {
-  // The check above must be able to fail: threads that skip the lock are caught.
+  // The check above must be able to fail, every time: two threads that skip the lock, the
+  // second entering while the first is inside, with a lower token, are caught as an overlap
+  // and a stale write.
   auto path = std::filesystem::temp_directory_path() / ("simba-tck-reg-" + std::to_string(getpid()));
   std::filesystem::remove(path);
   FencingRegister reg(path.string());
-  std::vector<std::thread> pool;
-  for (int t = 0; t < 4; ++t) {
-    pool.emplace_back([&, t] {
-      for (int i = 0; i < 50; ++i) {
-        reg.enter(static_cast<std::uint64_t>(100 - i * 4 - t));  // no lock: overlapping, tokens fall
-        std::this_thread::sleep_for(200us);
-        reg.leave();
-      }
-    });
-  }
-  for (auto& thread : pool) thread.join();
+  std::promise<void> first_inside, second_left;
+  std::thread first([&] {
+    reg.enter(100);
+    first_inside.set_value();
+    second_left.get_future().wait();
+    reg.leave();
+  });
+  first_inside.get_future().wait();
+  std::thread second([&] {
+    reg.enter(99);  // no lock: inside together, and a token below one already written
+    reg.leave();
+    second_left.set_value();
+  });
+  second.join();
+  first.join();
   auto summary = reg.summary();
   std::filesystem::remove(path);
-  EXPECT_GT(summary.overlaps, 0);
-  EXPECT_GT(summary.stale, 0);
+  EXPECT_EQ(summary.overlaps, 1);
+  EXPECT_EQ(summary.stale, 1);
 }
 
 TEST(LockManagerTest, ReentrantPerThreadReleasedAtZero) {

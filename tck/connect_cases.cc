@@ -13,7 +13,8 @@ using namespace std::chrono_literals;
 class PushlessBackend : public ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
-  std::unique_ptr<Subscription> watch(const std::string&, const std::string&, std::function<void(WatchEvent)>) override {
+  std::unique_ptr<Subscription> watch(const std::string&, const std::string&,
+                                      std::function<void(WatchEvent)>) override {
     return nullptr;
   }
   Capabilities capabilities() const override {

@@ -326,8 +326,8 @@ TEST_F(WireFaultTest, ResetsDuringAcquireRenewAndReleaseLeaveNoLeaseBehind) {
     // ran out and was taken again would have a new token).
     const bool owns_again = wait_until([&] { return service->is_owner(); }, 2s);
     const auto record = rival_client_->backend()->read(mutex_).owner;
-    const bool kept_lease = owns && owns_again && record.owner_id == owner_->contender_id() &&
-                            record.fencing_token == token;
+    const bool kept_lease =
+        owns && owns_again && record.owner_id == owner_->contender_id() && record.fencing_token == token;
     kept += kept_lease;
     if (!kept_lease) {
       ADD_FAILURE() << "round " << round << ": the renewal reset in flight cost the lease (token " << token

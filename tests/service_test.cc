@@ -135,6 +135,70 @@ TEST(ServiceTest, ARoundEndingAfterStopNeverReleasesTheNextGenerationsLease) {
   core->close();
 }
 
+// Its first acquire waits at a gate the test opens. Counts acquires running at once.
+class GatedBackend : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
+    const int running = running_.fetch_add(1) + 1;
+    int seen = most_running_.load();
+    while (running > seen && !most_running_.compare_exchange_weak(seen, running)) {
+    }
+    if (acquires_.fetch_add(1) == 0) {
+      entered_.set_value();
+      gate_.wait();
+    }
+    auto snapshot = ForwardingBackend::acquire(mutex, id, ttl, transition);
+    running_.fetch_sub(1);
+    return snapshot;
+  }
+  std::future<void> entered() { return entered_.get_future(); }
+  void open() { opened_.set_value(); }
+  int most_running() const { return most_running_.load(); }
+
+ private:
+  std::atomic<int> acquires_{0};
+  std::atomic<int> running_{0};
+  std::atomic<int> most_running_{0};
+  std::promise<void> entered_;
+  std::promise<void> opened_;
+  std::shared_future<void> gate_ = opened_.get_future().share();
+};
+
+TEST(ServiceTest, ARestartOnARuntimeThreadWhileARoundRunsContendsAfterIt) {
+  // stop() on a runtime thread does not wait for the round in flight; the start() after it
+  // asks for a round while that one still runs. The stale round's end must start it (else
+  // the new generation never contends: a lock manager's waiter that sees no round at all),
+  // and not before (two acquires of one contender id at once).
+  for (bool inline_round : {false, true}) {
+    SCOPED_TRACE(inline_round ? "first round inline" : "first round on a timer");
+    auto runtime = std::make_shared<Runtime>(Runtime::Options{2, 1});
+    auto me = std::make_shared<Recorder>("restart-on-runtime", "me");
+    auto gated = std::make_shared<GatedBackend>(make_memory_backend());
+    auto entered = gated->entered();
+    auto core = std::make_shared<internal::ServiceCore>(me, me, gated, runtime, fast());
+    core->start();  // its first round waits at the gate, on one of the two I/O threads
+    ASSERT_EQ(entered.wait_for(kSoon), std::future_status::ready);
+    std::promise<void> restarted;
+    runtime->post_io([&] {
+      core->stop();
+      core->start(inline_round);
+      restarted.set_value();
+    });
+    ASSERT_EQ(restarted.get_future().wait_for(kSoon), std::future_status::ready);
+    // A timer armed after the restart fires after any timer it armed, on the only free I/O
+    // thread: once it ran, every round the new generation asked for was asked for.
+    std::promise<void> timers_done;
+    runtime->schedule_after(1ms, [&] { timers_done.set_value(); });
+    ASSERT_EQ(timers_done.get_future().wait_for(kSoon), std::future_status::ready);
+    gated->open();
+    EXPECT_TRUE(wait_until([&] { return core->is_owner(); }, kSoon)) << "the restarted core never contended";
+    EXPECT_EQ(gated->most_running(), 1) << "a round ran beside the stale one";
+    core->close();
+  }
+}
+
 TEST(ServiceTest, DuplicateAcquisitionIsReportedOnce) {
   Quiet q;
   q.core->start();

@@ -97,17 +97,24 @@ void ServiceCore::start(bool first_round_inline) {
       log_warn("cannot watch mutex '" + mutex() + "' (" + e.what() + "); polling instead");
     }
   }
-  const bool inline_round = first_round_inline && options_.initial_delay.count() == 0;
+  bool inline_round = first_round_inline && options_.initial_delay.count() == 0;
   {
     std::lock_guard lock(mutex_);
     subscription_ = std::move(subscription);
-    if (inline_round) {
+    if (inline_round && in_flight_) {
+      // A round of the last generation still runs (its stop() was on a runtime thread, which
+      // does not wait): ours follows when it ends (settle_stale_locked), not beside it.
+      again_ = true;
+      inline_round = false;
+    } else if (inline_round) {
       in_flight_ = true;
     } else {
       arm_timer_locked(generation, options_.initial_delay);
     }
+    // Running before the lock is let go: a stale round ending now must see this generation
+    // as current to start its round.
+    status_.store(ServiceStatus::running);
   }
-  status_.store(ServiceStatus::running);
   if (inline_round) run_round(generation);
 }
 
@@ -219,10 +226,11 @@ void ServiceCore::trigger(std::uint64_t generation, bool from_timer) {
 
 void ServiceCore::run_round(std::uint64_t generation) {
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     if (generation != generation_) {  // stop() came before this round ran: nothing to send
-      in_flight_ = false;
-      round_settled_.notify_all();
+      auto next = settle_stale_locked();
+      lock.unlock();
+      if (next) trigger(*next, true);
       return;
     }
   }
@@ -245,14 +253,17 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
   bool demanded = false;
   {
     std::unique_lock lock(mutex_);
-    in_flight_ = false;
-    round_settled_.notify_all();
     if (!current_locked(generation)) {
       // A round of an earlier generation: drop it. If it ran after stop() released, give back
       // whatever it left: a lease it won, or (on a latch backend) its place in the queue.
       // A start() meanwhile waits for that release (the next generation has the same id).
+      auto next = settle_stale_locked();
       bool stopped = !is_active(status_.load());
-      if (!contender_ || !stopped) return;
+      if (!contender_ || !stopped) {
+        lock.unlock();
+        if (next) trigger(*next, true);
+        return;
+      }
       ++stale_releases_;
       lock.unlock();
       release_remote("a round that ended after stop()");
@@ -260,6 +271,8 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       if (--stale_releases_ == 0) round_settled_.notify_all();
       return;
     }
+    in_flight_ = false;
+    round_settled_.notify_all();
     failures_ = 0;
     last_error_.clear();
     last_owner_id_ = snapshot.owner.owner_id;
@@ -338,10 +351,15 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
 
 void ServiceCore::fail_round(std::uint64_t generation, const std::string& what) {
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    if (!current_locked(generation)) {
+      auto next = settle_stale_locked();
+      lock.unlock();
+      if (next) trigger(*next, true);
+      return;
+    }
     in_flight_ = false;
     round_settled_.notify_all();
-    if (!current_locked(generation)) return;
     ++failures_;
     last_owner_id_.clear();
     last_error_ = what;
@@ -355,6 +373,16 @@ void ServiceCore::fail_round(std::uint64_t generation, const std::string& what) 
     if (!dormant_) arm_timer_locked(generation, delay);
   }
   if (hooks_.on_round) hooks_.on_round();
+}
+
+std::optional<std::uint64_t> ServiceCore::settle_stale_locked() {
+  in_flight_ = false;
+  round_settled_.notify_all();
+  if (!again_) return std::nullopt;
+  // The current generation asked for a round while this one ran (trigger() found it in
+  // flight): nothing else will start it.
+  again_ = false;
+  return generation_;
 }
 
 void ServiceCore::on_lease_deadline(std::uint64_t generation) {

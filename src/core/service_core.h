@@ -105,6 +105,9 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void apply(std::uint64_t generation, const MutexOwner& owner);
   void release_remote(const char* why) noexcept;
   bool current_locked(std::uint64_t generation) const;
+  // A round of an earlier generation ended: the generation due a round meanwhile (again_), to
+  // trigger once unlocked, if any.
+  std::optional<std::uint64_t> settle_stale_locked();
 
   const std::shared_ptr<MutexRetriever> retriever_;
   const std::shared_ptr<MutexContender> contender_;  // null: observer
@@ -125,7 +128,11 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   std::uint64_t generation_ = 0;
   std::optional<Runtime::TimerId> timer_;
   std::optional<Runtime::TimerId> deadline_timer_;
+  // A round is queued or running, of this generation or (after a stop() on a runtime thread,
+  // which does not wait for it) of an earlier one: one at a time per contender.
   bool in_flight_ = false;
+  // Another round is due as soon as the one in flight ends. When that one is of an earlier
+  // generation, its end starts the round (settle_stale_locked).
   bool again_ = false;
   bool dormant_ = false;
   int failures_ = 0;

@@ -74,10 +74,19 @@ nlohmann::json relock(const Client& client, const std::string& engine, std::size
   const std::size_t blocks = std::max<std::size_t>(n / kBlock, 10);
   std::vector<double> cached, baseline;
   for (std::size_t round = 0; round < 10; ++round) {  // interleaved: both see the same machine
-    for (double v : per_op(blocks / 10 + 1, [&] { m.lock(); m.unlock(); })) cached.push_back(v);
-    for (double v : per_op(blocks / 10 + 1, [&] { plain.lock(); plain.unlock(); })) baseline.push_back(v);
+    for (double v : per_op(blocks / 10 + 1, [&] {
+           m.lock();
+           m.unlock();
+         }))
+      cached.push_back(v);
+    for (double v : per_op(blocks / 10 + 1, [&] {
+           plain.lock();
+           plain.unlock();
+         }))
+      baseline.push_back(v);
   }
-  const bool still_cached = client.owner(m.name()).fencing_token == m.with_linger(std::chrono::seconds(60)).acquire(std::chrono::seconds(5)).fencing_token();
+  const bool still_cached = client.owner(m.name()).fencing_token ==
+                            m.with_linger(std::chrono::seconds(60)).acquire(std::chrono::seconds(5)).fencing_token();
   client.release_cached();
   auto s = stats_of(cached), r = stats_of(baseline);
   auto out = line(engine, "relock", cached.size() * kBlock, s);

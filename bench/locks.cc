@@ -54,8 +54,8 @@ nlohmann::json contended(const Client& client, const std::string& engine, std::s
           {"ratio", round2(lockers > 0 ? manager / lockers : 0)}};
 }
 
-nlohmann::json async_requests(const Client& client, const std::string& engine, std::size_t requests,
-                              std::size_t names, std::chrono::milliseconds timeout) {
+nlohmann::json async_requests(const Client& client, const std::string& engine, std::size_t requests, std::size_t names,
+                              std::chrono::milliseconds timeout) {
   const std::string prefix = "bench/async/" + std::to_string(::getpid()) + "/";
   std::atomic<long> completed{0}, timed_out{0}, failed{0}, pending{static_cast<long>(requests)};
   std::atomic<int> peak{threads_now()};

@@ -1,7 +1,8 @@
 // simba-bench: the same workloads on any backend, each against the engine's own bare
 // primitive measured in the same run. One JSON object per line on stdout.
 //
-//   simba-bench --backend URI --workload cycle,handover,takeover,kill,scale,contended,async,relock,pingpong,remote_ask [--n N]
+//   simba-bench --backend URI --workload cycle,handover,takeover,kill,scale,contended,async,relock,pingpong,remote_ask
+//   [--n N]
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <sstream>
@@ -20,10 +21,13 @@ int run(int argc, char** argv) {
   std::size_t n = 0;
   int duration = 60;
   app.add_option("--backend", uri, "Backend URI (default memory:)");
-  app.add_option("--workload", workloads, "Comma-separated: cycle, handover, takeover, kill, scale, contended, async, relock, pingpong, remote_ask");
-  app.add_option("--n", n, "Samples per workload, or mutexes for scale (default: cycle 2000, handover 200, "
-                           "takeover 10, kill 10, scale 10000, async 10000 requests on n/10 names; contended runs 1, 4 "
-                           "and 16 threads)");
+  app.add_option(
+      "--workload", workloads,
+      "Comma-separated: cycle, handover, takeover, kill, scale, contended, async, relock, pingpong, remote_ask");
+  app.add_option("--n", n,
+                 "Samples per workload, or mutexes for scale (default: cycle 2000, handover 200, "
+                 "takeover 10, kill 10, scale 10000, async 10000 requests on n/10 names; contended runs 1, 4 "
+                 "and 16 threads)");
   app.add_option("--duration", duration, "Seconds the scale workload holds its mutexes (default 60)");
   int contended_seconds = 3;
   app.add_option("--contended-seconds", contended_seconds, "Seconds per contended run (default 3)");
@@ -37,34 +41,50 @@ int run(int argc, char** argv) {
   auto backend = open_backend(uri, &options);
   Client client(backend, options);
   auto engine = backend->capabilities().engine;
-  std::cout << nlohmann::json{{"backend", engine}, {"workload", "env"}, {"uri", backend->describe()},
-                              {"cores", std::thread::hardware_concurrency()},
+  std::cout << nlohmann::json {
+    {"backend", engine}, {"workload", "env"}, {"uri", backend->describe()},
+        {"cores", std::thread::hardware_concurrency()},
 #if defined(__OPTIMIZE__)
-                              {"optimized", true}
+        {"optimized", true}
 #else
-                              {"optimized", false}
+    {
+      "optimized", false
+    }
 #endif
-                             }.dump()
-            << std::endl;
+  }
+  .dump() << std::endl;
   std::stringstream list(workloads);
   for (std::string workload; std::getline(list, workload, ',');) {
     nlohmann::json out;
-    if (workload == "cycle") out = cycle(client, engine, n ? n : 2000);
-    else if (workload == "handover") out = handover(client, engine, n ? n : 200);
-    else if (workload == "takeover") out = takeover(client, engine, n ? n : 10);
-    else if (workload == "kill") out = kill(client, uri, engine, n ? n : 10);
-    else if (workload == "scale") out = scale(client, engine, n ? n : 10000, std::chrono::seconds(duration));
-    else if (workload == "relock") out = relock(client, engine, n ? n : 200000);
-    else if (workload == "pingpong") out = pingpong(client, uri, engine, n ? n : 200);
-    else if (workload == "remote_ask") out = remote_ask(client, uri, engine, n ? n : 100);
-    else if (workload == "async") out = async_requests(client, engine, n ? n : 10000, n ? std::max<std::size_t>(n / 10, 1) : 1000, std::chrono::seconds(30));
+    if (workload == "cycle")
+      out = cycle(client, engine, n ? n : 2000);
+    else if (workload == "handover")
+      out = handover(client, engine, n ? n : 200);
+    else if (workload == "takeover")
+      out = takeover(client, engine, n ? n : 10);
+    else if (workload == "kill")
+      out = kill(client, uri, engine, n ? n : 10);
+    else if (workload == "scale")
+      out = scale(client, engine, n ? n : 10000, std::chrono::seconds(duration));
+    else if (workload == "relock")
+      out = relock(client, engine, n ? n : 200000);
+    else if (workload == "pingpong")
+      out = pingpong(client, uri, engine, n ? n : 200);
+    else if (workload == "remote_ask")
+      out = remote_ask(client, uri, engine, n ? n : 100);
+    else if (workload == "async")
+      out = async_requests(client, engine, n ? n : 10000, n ? std::max<std::size_t>(n / 10, 1) : 1000,
+                           std::chrono::seconds(30));
     else if (workload == "contended") {
       for (std::size_t threads : {1, 4, 16}) {
         std::cout << contended(client, engine, threads, std::chrono::seconds(contended_seconds)).dump() << std::endl;
       }
       continue;
-    }
-    else throw Error(errc::invalid_argument, "unknown workload '" + workload + "'; accepted: cycle, handover, takeover, kill, scale, contended, async, relock, pingpong, remote_ask");
+    } else
+      throw Error(
+          errc::invalid_argument,
+          "unknown workload '" + workload +
+              "'; accepted: cycle, handover, takeover, kill, scale, contended, async, relock, pingpong, remote_ask");
     std::cout << out.dump() << std::endl;
   }
   return 0;

@@ -50,8 +50,12 @@ nlohmann::json kill(const Client& client, const std::string& uri, const std::str
   EpochMillis granted_lease_ms = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const std::string mutex = "bench/kill/" + contender_id::uuid();
-    std::vector<std::string> args = {cli.string(), "lock", "--backend", uri, "--ttl", format_duration(options.ttl),
-                                     "--transition", format_duration(options.transition), mutex, "--", "sleep", "600"};
+    std::vector<std::string> args = {cli.string(),   "lock",
+                                     "--backend",    uri,
+                                     "--ttl",        format_duration(options.ttl),
+                                     "--transition", format_duration(options.transition),
+                                     mutex,          "--",
+                                     "sleep",        "600"};
     std::vector<char*> argv;
     for (auto& arg : args) argv.push_back(arg.data());
     argv.push_back(nullptr);
@@ -65,7 +69,8 @@ nlohmann::json kill(const Client& client, const std::string& uri, const std::str
     if (rc != 0) throw Error(errc::unavailable, "cannot start " + cli.string());
     auto deadline = Clock::now() + 30s;
     while (fast.owner(mutex).empty()) {
-      if (Clock::now() > deadline) throw Error(errc::timeout, "benchmark stuck waiting for the simba lock process to own");
+      if (Clock::now() > deadline)
+        throw Error(errc::timeout, "benchmark stuck waiting for the simba lock process to own");
       std::this_thread::sleep_for(5ms);
     }
     // The lease the engine granted the process (ZooKeeper caps it by the session timeout).

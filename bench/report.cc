@@ -16,7 +16,9 @@ Stats stats_of(std::vector<double> samples) {
   Stats s;
   if (samples.empty()) return s;
   std::sort(samples.begin(), samples.end());
-  auto at = [&](double q) { return samples[std::min(samples.size() - 1, static_cast<std::size_t>(q * samples.size()))]; };
+  auto at = [&](double q) {
+    return samples[std::min(samples.size() - 1, static_cast<std::size_t>(q * samples.size()))];
+  };
   s.p50 = at(0.50);
   s.p99 = at(0.99);
   s.mean = std::accumulate(samples.begin(), samples.end(), 0.0) / samples.size();
@@ -26,7 +28,7 @@ Stats stats_of(std::vector<double> samples) {
 double round2(double v) { return std::round(v * 100) / 100; }
 
 nlohmann::json line(const std::string& backend, const std::string& workload, std::size_t n, const Stats& s) {
-  return {{"backend", backend}, {"workload", workload}, {"n", n},
+  return {{"backend", backend},      {"workload", workload},    {"n", n},
           {"p50_us", round2(s.p50)}, {"p99_us", round2(s.p99)}, {"mean_us", round2(s.mean)}};
 }
 

@@ -26,8 +26,8 @@ nlohmann::json contended(const Client& client, const std::string& engine, std::s
                          std::chrono::milliseconds duration);
 // `requests` concurrent lock_async over `names` mutexes, each with `timeout`: how many
 // completed or timed out, and the most threads the process had meanwhile.
-nlohmann::json async_requests(const Client& client, const std::string& engine, std::size_t requests,
-                              std::size_t names, std::chrono::milliseconds timeout);
+nlohmann::json async_requests(const Client& client, const std::string& engine, std::size_t requests, std::size_t names,
+                              std::chrono::milliseconds timeout);
 
 // Lock caching (caching.cc). A cached re-lock (lock + unlock) against a std::mutex's, per
 // operation; two processes taking turns, handover with caching on and off; another process

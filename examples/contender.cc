@@ -10,18 +10,15 @@ class Leader : public simba::ContenderBase {
   void on_acquired(const simba::MutexState& state) override {
     std::cout << contender_id() << " leads (token " << state.after.fencing_token << ")\n";
   }
-  void on_released(const simba::MutexState&) override {
-    std::cout << contender_id() << " no longer leads\n";
-  }
+  void on_released(const simba::MutexState&) override { std::cout << contender_id() << " no longer leads\n"; }
 };
 
 int main() {
   simba::Client client = simba::connect("memory:?ttl=2s&transition=1s");
 
-  auto observer = client.retrieval_service(simba::make_retriever(
-      "election", [](const simba::MutexState& state) {
-        if (state.changed()) std::cout << "observer: owner is now '" << state.after.owner_id << "'\n";
-      }));
+  auto observer = client.retrieval_service(simba::make_retriever("election", [](const simba::MutexState& state) {
+    if (state.changed()) std::cout << "observer: owner is now '" << state.after.owner_id << "'\n";
+  }));
   observer->start();
 
   auto service = client.contend_service(std::make_shared<Leader>("election"));

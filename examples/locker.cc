@@ -16,7 +16,7 @@ int main() {
   }
   std::cout << "holding 'orders' with fencing token " << locker.fencing_token() << "\n";
   if (locker.lease_token().stop_requested()) return 1;  // the lease was lost: stop working
-  locker.close();  // or let the destructor release
+  locker.close();                                       // or let the destructor release
 
   // Locker is TimedLockable: the standard guards work.
   {

@@ -16,7 +16,6 @@
 #include "fencing_register.h"
 #include "kit.h"
 
-
 namespace simba::tck {
 namespace {
 
@@ -39,8 +38,8 @@ Client client_over(std::shared_ptr<Backend> backend) {
 
 // A folder of its own for a worker process's files.
 std::filesystem::path worker_dir() {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("simba-tck-cache-" + std::to_string(getpid()) + "-" + std::to_string(Steady::now().time_since_epoch().count()));
+  auto dir = std::filesystem::temp_directory_path() / ("simba-tck-cache-" + std::to_string(getpid()) + "-" +
+                                                       std::to_string(Steady::now().time_since_epoch().count()));
   std::filesystem::create_directories(dir);
   return dir;
 }
@@ -139,11 +138,13 @@ TEST(LockCachingTest, ACachedLeaseGoesToAnotherProcessThatAsks) {
   // Cached here again: a process that just saw contention (or a late demand) hands back at
   // unlock, so take and leave it until the lease stays, once the mutex has been quiet.
   auto cache_again = [&] {
-    return wait_until([&] {
-      mine.lock();
-      mine.unlock();
-      return !client.owner(mutex).empty();
-    }, kSoon);
+    return wait_until(
+        [&] {
+          mine.lock();
+          mine.unlock();
+          return !client.owner(mutex).empty();
+        },
+        kSoon);
   };
   ASSERT_TRUE(cache_again()) << "the lease was never cached again";
   // The owner record says the owner caches; a single attempt of another process waits for the
@@ -156,7 +157,8 @@ TEST(LockCachingTest, ACachedLeaseGoesToAnotherProcessThatAsks) {
   EXPECT_TRUE(got) << "try_lock() of another process did not get the cached lease";
   EXPECT_LT(took, bound);
   if (got) once.unlock();
-  ASSERT_TRUE(cache_again()) << "the lease was never cached again";  // a Locker's single attempt (simba lock --timeout 0s) too
+  ASSERT_TRUE(cache_again())
+      << "the lease was never cached again";  // a Locker's single attempt (simba lock --timeout 0s) too
   Locker locker(mutex, other);
   const auto locker_start = Steady::now();
   EXPECT_TRUE(locker.try_lock()) << "a Locker's try_lock() did not get the cached lease";
@@ -374,8 +376,10 @@ TEST(LockCachingTest, AStalledProcessDoesNotUseItsCachedLeaseAfterWaking) {
   const bool done = wait_until([&] { return waitpid(pid, &status, WNOHANG) == pid; }, 30s);
   if (!done) {
     // Where it hangs, for the log (gdb where installed).
-    const std::string where = "gdb -p " + std::to_string(pid) + " -batch -ex 'thread apply all bt' 2>&1 | grep -E '^#|^Thread' >&2";
-    if (std::system("command -v gdb >/dev/null") == 0) [[maybe_unused]] auto rc = std::system(where.c_str());
+    const std::string where =
+        "gdb -p " + std::to_string(pid) + " -batch -ex 'thread apply all bt' 2>&1 | grep -E '^#|^Thread' >&2";
+    if (std::system("command -v gdb >/dev/null") == 0) [[maybe_unused]]
+      auto rc = std::system(where.c_str());
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
   }

@@ -26,7 +26,8 @@ std::unique_ptr<MutexContendService> start_contender(const Client& client, std::
 struct FaultyOwnerScene {
   Client client = make_client();
   std::string mutex = unique_mutex();
-  std::shared_ptr<simba::testing::FaultInjectingBackend> faulty = std::make_shared<simba::testing::FaultInjectingBackend>(client.backend());
+  std::shared_ptr<simba::testing::FaultInjectingBackend> faulty =
+      std::make_shared<simba::testing::FaultInjectingBackend>(client.backend());
   std::shared_ptr<Recorder> a = std::make_shared<Recorder>(mutex);
   std::shared_ptr<Recorder> b = std::make_shared<Recorder>(mutex);
   std::unique_ptr<MutexContendService> owner;
@@ -107,9 +108,7 @@ TEST(ContendTest, TenContendersHaveExactlyOneOwnerAtEveryCallback) {
   std::vector<std::unique_ptr<MutexContendService>> services;
   for (int i = 0; i < kContenders; ++i) recorders.push_back(std::make_shared<Recorder>(mutex));
   for (auto& recorder : recorders) services.push_back(client.contend_service(recorder));
-  auto owners = [&] {
-    return std::count_if(services.begin(), services.end(), [](auto& s) { return s->is_owner(); });
-  };
+  auto owners = [&] { return std::count_if(services.begin(), services.end(), [](auto& s) { return s->is_owner(); }); };
   // Owners seen in two consecutive passes. One pass reads is_owner() service by service, so a
   // handover finishing mid-pass could count the old and the new owner though they never
   // overlapped; two services owning in both passes did own at one instant (between the passes).
@@ -153,9 +152,8 @@ TEST(ContendTest, TenContendersHaveExactlyOneOwnerAtEveryCallback) {
   // Every running contender learns who owns.
   EXPECT_TRUE(wait_until(
       [&] {
-        return std::all_of(services.begin(), services.end(), [&](auto& s) {
-          return !s->running() || s->after_owner().owner_id == owner_id;
-        });
+        return std::all_of(services.begin(), services.end(),
+                           [&](auto& s) { return !s->running() || s->after_owner().owner_id == owner_id; });
       },
       kSoon));
   EXPECT_EQ(owners(), 1);
@@ -219,7 +217,7 @@ TEST(ContendTest, TwentyContendersCreatingOneNewMutexAtOnceSeeNoErrorAndOneOwner
     });
   }
   for (auto& thread : threads) thread.join();
-  for (auto& error : errors) EXPECT_EQ(error, "");  // no deadlock or duplicate key reaches us
+  for (auto& error : errors) EXPECT_EQ(error, "");         // no deadlock or duplicate key reaches us
   for (auto& owner : owners) EXPECT_EQ(owner, owners[0]);  // everyone saw the one winner
   EXPECT_EQ(backend->read(mutex).owner.owner_id, owners[0]);
   EXPECT_GT(backend->read(mutex).owner.fencing_token, 0u);

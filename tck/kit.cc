@@ -123,8 +123,8 @@ Client other_process(const Client& client) {
 }
 
 std::optional<std::chrono::milliseconds> other_process_gets_past_busy_threads(const Client& client,
-                                                                             const std::string& mutex,
-                                                                             std::chrono::milliseconds timeout) {
+                                                                              const std::string& mutex,
+                                                                              std::chrono::milliseconds timeout) {
   std::atomic<bool> stop{false};
   std::vector<std::thread> busy;
   for (int t = 0; t < 3; ++t) {

@@ -70,8 +70,8 @@ Client other_process(const Client& client);
 // While three threads of `client` take `mutex` over and over (1 ms holds), another process
 // asks with try_lock_for(timeout). How long it took to get it, or nullopt if it never did.
 std::optional<std::chrono::milliseconds> other_process_gets_past_busy_threads(const Client& client,
-                                                                             const std::string& mutex,
-                                                                             std::chrono::milliseconds timeout);
+                                                                              const std::string& mutex,
+                                                                              std::chrono::milliseconds timeout);
 
 // A lock request that ended (timed out, cancelled) left nothing behind: with the holder gone,
 // nobody takes `mutex` (400 ms), and `client` keeps no lock entry.

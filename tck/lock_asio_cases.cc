@@ -21,7 +21,6 @@ namespace {
 using namespace std::chrono_literals;
 constexpr auto kSoon = 5s;
 
-
 // Runs `io` on this thread until it has no more work, at most `limit`.
 void run_for(asio::io_context& io, std::chrono::milliseconds limit) {
   io.run_for(limit);
@@ -33,8 +32,7 @@ TEST(LockManagerAsioTest, CompletesOnTheHandlersExecutor) {
   asio::io_context io;
   std::thread::id ran_on;
   std::uint64_t token = 0;
-  simba::async_lock(client.mutex(unique_mutex()), kSoon,
-                    asio::bind_executor(io, [&](std::error_code ec, Hold hold) {
+  simba::async_lock(client.mutex(unique_mutex()), kSoon, asio::bind_executor(io, [&](std::error_code ec, Hold hold) {
                       EXPECT_FALSE(ec) << ec.message();
                       ran_on = std::this_thread::get_id();
                       token = hold.fencing_token();
@@ -52,12 +50,13 @@ TEST(LockManagerAsioTest, CancellationRemovesTheWaiter) {
   asio::cancellation_signal signal;
   std::error_code outcome;
   bool completed = false;
-  simba::async_lock(client.mutex(mutex), kSoon,
-                    asio::bind_cancellation_slot(signal.slot(), asio::bind_executor(io, [&](std::error_code ec, Hold hold) {
-                      completed = true;
-                      outcome = ec;
-                      EXPECT_FALSE(hold);
-                    })));
+  simba::async_lock(
+      client.mutex(mutex), kSoon,
+      asio::bind_cancellation_slot(signal.slot(), asio::bind_executor(io, [&](std::error_code ec, Hold hold) {
+                                     completed = true;
+                                     outcome = ec;
+                                     EXPECT_FALSE(hold);
+                                   })));
   asio::steady_timer timer(io, 100ms);
   timer.async_wait([&](std::error_code) { signal.emit(asio::cancellation_type::terminal); });
   run_for(io, kSoon);
@@ -84,13 +83,16 @@ TEST(LockManagerAsioTest, CoroutinesTakeTurnsAndTimeOut) {
 
   auto held = other_process(client).mutex(mutex).acquire(kSoon);
   std::error_code timed_out;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    try {
-      co_await simba::async_lock(client.mutex(mutex), 150ms, asio::use_awaitable);
-    } catch (const std::system_error& e) {
-      timed_out = e.code();
-    }
-  }, asio::detached);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        try {
+          co_await simba::async_lock(client.mutex(mutex), 150ms, asio::use_awaitable);
+        } catch (const std::system_error& e) {
+          timed_out = e.code();
+        }
+      },
+      asio::detached);
   io.restart();
   run_for(io, kSoon);
   EXPECT_EQ(timed_out, errc::timeout);
@@ -103,12 +105,15 @@ TEST(LockManagerAsioTest, ATimerWinningARaceInAParallelGroupCancelsTheRequest) {
   auto held = other_process(client).mutex(mutex).acquire(kSoon);
   asio::io_context io;
   int winner = -1;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    asio::steady_timer timer(co_await asio::this_coro::executor, 150ms);
-    auto result = co_await (simba::async_lock(client.mutex(mutex), kSoon, asio::use_awaitable) ||
-                            timer.async_wait(asio::use_awaitable));
-    winner = static_cast<int>(result.index());
-  }, asio::detached);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        asio::steady_timer timer(co_await asio::this_coro::executor, 150ms);
+        auto result = co_await (simba::async_lock(client.mutex(mutex), kSoon, asio::use_awaitable) ||
+                                timer.async_wait(asio::use_awaitable));
+        winner = static_cast<int>(result.index());
+      },
+      asio::detached);
   run_for(io, kSoon);
   EXPECT_EQ(winner, 1);  // the timer; the lock request was cancelled and left the queue
   held.unlock();

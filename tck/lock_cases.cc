@@ -16,13 +16,11 @@
 #include "fencing_register.h"
 #include "kit.h"
 
-
 namespace simba::tck {
 namespace {
 
 using namespace std::chrono_literals;
 constexpr auto kSoon = 5s;
-
 
 // `threads` threads of `client` take `mutex` over and over for `duration`, each hold checked by
 // the register. Returns the number of holds.
@@ -115,16 +113,15 @@ TEST(LockManagerTest, ExclusionThreeProcessesFourThreadsTokensNeverGoBack) {
     // An engine of one process: three lock tables (three remote contenders) in this one.
     std::vector<std::future<long>> runs;
     for (int p = 0; p < 3; ++p) {
-      runs.push_back(std::async(std::launch::async, [&, p] {
-        return hammer(p == 0 ? client : other_process(client), mutex, reg, 4, 2s);
-      }));
+      runs.push_back(std::async(std::launch::async,
+                                [&, p] { return hammer(p == 0 ? client : other_process(client), mutex, reg, 4, 2s); }));
     }
     for (auto& run : runs) holds.push_back(run.get());
   }
   auto summary = reg.summary();
   std::filesystem::remove_all(dir);
-  std::cout << "holds: " << summary.writes << " (this process: " << holds[0] << "), highest token "
-            << summary.highest << "\n";
+  std::cout << "holds: " << summary.writes << " (this process: " << holds[0] << "), highest token " << summary.highest
+            << "\n";
   for (auto h : holds) EXPECT_GT(h, 0) << "a process was starved";
   EXPECT_GT(summary.writes, 20);
   EXPECT_EQ(summary.overlaps, 0) << "two holders at once";

@@ -154,8 +154,7 @@ TEST(SchedulerTest, WorkRunsOnlyOnTheLeader) {
 TEST(InputTest, HostileMutexNamesGetAClearErrorOrTheirOwnLease) {
   auto client = make_client();
   const std::string prefix = unique_mutex("h");  // short: room for the hostile suffixes
-  for (const std::string& bad : {std::string(""), std::string(" "), std::string("\t\n "),
-                                 std::string("a\0b", 3)}) {
+  for (const std::string& bad : {std::string(""), std::string(" "), std::string("\t\n "), std::string("a\0b", 3)}) {
     try {
       Locker locker(bad, client);
       FAIL() << "accepted a bad name of " << bad.size() << " bytes";
@@ -165,12 +164,20 @@ TEST(InputTest, HostileMutexNamesGetAClearErrorOrTheirOwnLease) {
     }
   }
   EXPECT_THROW(Locker(prefix, client, "x@@y"), Error);
-  const std::vector<std::string> names = {
-      prefix + "'",           prefix + "\"",        prefix + "'; DROP TABLE simba_mutex; --",
-      prefix + "@@",          prefix + " ",         prefix + "%",
-      prefix + "_",           prefix + "\\",        prefix + "名前",
-      prefix + "/../..",      prefix + "A",         prefix + "a",
-      prefix,                 prefix + std::string(10 * 1024, 'x')};
+  const std::vector<std::string> names = {prefix + "'",
+                                          prefix + "\"",
+                                          prefix + "'; DROP TABLE simba_mutex; --",
+                                          prefix + "@@",
+                                          prefix + " ",
+                                          prefix + "%",
+                                          prefix + "_",
+                                          prefix + "\\",
+                                          prefix + "名前",
+                                          prefix + "/../..",
+                                          prefix + "A",
+                                          prefix + "a",
+                                          prefix,
+                                          prefix + std::string(10 * 1024, 'x')};
   // Each accepted name is its own lease: holding all at once proves no two alias.
   std::vector<std::unique_ptr<Locker>> held;
   for (const auto& name : names) {

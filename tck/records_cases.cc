@@ -117,11 +117,12 @@ TEST(RecordsTest, SweepDeletesIdleRecordsKeepsLiveOnesAndTokensNeverGoBack) {
   if (!forgets_by_itself) {
     EXPECT_GE(swept, n);  // (and those of other idle mutexes of the store)
   }
-  std::cout << "[ INFO     ] " << backend->capabilities().engine << ": " << n << " names locked in "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(locked_in).count() << " ms, " << swept
-            << " records swept in " << std::chrono::duration_cast<std::chrono::milliseconds>(
-                                            std::chrono::steady_clock::now() - sweep_started).count()
-            << " ms\n";
+  std::cout
+      << "[ INFO     ] " << backend->capabilities().engine << ": " << n << " names locked in "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(locked_in).count() << " ms, " << swept
+      << " records swept in "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - sweep_started).count()
+      << " ms\n";
   // Released just now: not idle, so a sweep leaves it.
   backend->acquire(recent, "holder", kTtl, 0ms);
   ASSERT_TRUE(backend->release(recent, "holder"));

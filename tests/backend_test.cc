@@ -2,10 +2,10 @@
 // Scheduler on it.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <vector>
-#include <mutex>
 #include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <vector>
 
 #include "kit.h"
 
@@ -76,7 +76,7 @@ TEST(MemoryBackendTest, NamedStoresGoWithTheirLastUserAndTokensNeverRepeat) {
   }
   EXPECT_TRUE(weak.expired());  // freed with its last user
   auto again = open_backend("memory:freed-store");
-  EXPECT_TRUE(again->read("m").owner.empty());  // a new, empty store...
+  EXPECT_TRUE(again->read("m").owner.empty());                              // a new, empty store...
   EXPECT_GT(again->acquire("m", "b", 1h, 0ms).owner.fencing_token, token);  // ...that never repeats a token
 }
 
@@ -86,7 +86,7 @@ TEST(MemoryBackendTest, FreeRecordsAreForgottenButTokensNeverGoBack) {
   const auto token = s.backend->read("old").owner.fencing_token;
   s.backend->release("old", "a");
   EXPECT_EQ(s.backend->read("old").owner.fencing_token, token);  // kept while remembered
-  for (int i = 0; i < 5000; ++i) {  // 10,000 newer changes push "old" out
+  for (int i = 0; i < 5000; ++i) {                               // 10,000 newer changes push "old" out
     auto name = "n" + std::to_string(i);
     s.backend->acquire(name, "b", 100ms, 0ms);
     s.backend->release(name, "b");
@@ -157,10 +157,12 @@ std::vector<std::chrono::milliseconds> run_starts(ScheduleOptions config, std::c
     std::condition_variable_any().wait_for(hold, stop, work_time, [] { return false; });
   });
   scheduler.start();
-  EXPECT_TRUE(tck::wait_until([&] {
-    std::lock_guard lock(mutex);
-    return static_cast<int>(starts.size()) >= runs;
-  }, 10s));
+  EXPECT_TRUE(tck::wait_until(
+      [&] {
+        std::lock_guard lock(mutex);
+        return static_cast<int>(starts.size()) >= runs;
+      },
+      10s));
   scheduler.stop();
   std::lock_guard lock(mutex);
   starts.resize(std::min<std::size_t>(starts.size(), runs));
@@ -194,7 +196,7 @@ TEST(SchedulerUnitTest, InitialDelayComesBeforeTheFirstRun) {
   config.initial_delay = 300ms;
   auto starts = run_starts(config, 0ms, 2);
   ASSERT_EQ(starts.size(), 2u);
-  EXPECT_GE(starts[0], 300ms);   // memory: wins at once, then waits the initial delay
+  EXPECT_GE(starts[0], 300ms);  // memory: wins at once, then waits the initial delay
   EXPECT_LT(starts[0], 1000ms);
   EXPECT_GE(starts[1] - starts[0], 45ms);
 }

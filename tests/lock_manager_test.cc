@@ -43,9 +43,7 @@ long resident_kib() {
   return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-Client memory_client() {
-  return Client(make_memory_backend(), tck::fast_options(), std::make_shared<Runtime>());
-}
+Client memory_client() { return Client(make_memory_backend(), tck::fast_options(), std::make_shared<Runtime>()); }
 
 TEST(LockManagerUnitTest, AMillionNamesLeaveNoEntryAndLittleMemoryBehind) {
 #if SIMBA_TEST_SANITIZED

@@ -22,7 +22,8 @@ using test::env;
 
 // SQL as the server's root, over its socket.
 int as_root(const std::string& sql) {
-  return std::system(("mariadb --no-defaults -S " + env("SIMBA_TEST_MYSQL_SOCKET") + " -u root -e \"" + sql + "\"").c_str());
+  return std::system(
+      ("mariadb --no-defaults -S " + env("SIMBA_TEST_MYSQL_SOCKET") + " -u root -e \"" + sql + "\"").c_str());
 }
 
 // SQL as the `simba` user over TCP, as a JVM Simba contender's own session: the last value
@@ -46,13 +47,16 @@ std::string as_jvm(const std::string& sql) {
 #define JVM_NOW "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
 std::string jvm_acquire(const std::string& mutex) {
   return as_jvm("UPDATE simba_mutex SET acquired_at = " JVM_NOW ", ttl_at = " JVM_NOW " + 400, transition_at = " JVM_NOW
-                " + 700, owner_id = '7:4242@jvm-host', version = version + 1 WHERE mutex = '" + mutex +
+                " + 700, owner_id = '7:4242@jvm-host', version = version + 1 WHERE mutex = '" +
+                mutex +
                 "' AND (transition_at < " JVM_NOW " OR (owner_id = '7:4242@jvm-host' AND transition_at > " JVM_NOW
                 ")); SELECT ROW_COUNT()");
 }
 std::string jvm_release(const std::string& mutex) {
-  return as_jvm("UPDATE simba_mutex SET acquired_at = 0, ttl_at = 0, transition_at = 0, owner_id = '', "
-                "version = version + 1 WHERE mutex = '" + mutex + "' AND owner_id = '7:4242@jvm-host'; SELECT ROW_COUNT()");
+  return as_jvm(
+      "UPDATE simba_mutex SET acquired_at = 0, ttl_at = 0, transition_at = 0, owner_id = '', "
+      "version = version + 1 WHERE mutex = '" +
+      mutex + "' AND owner_id = '7:4242@jvm-host'; SELECT ROW_COUNT()");
 }
 
 class MysqlTest : public ::testing::Test {
@@ -83,7 +87,9 @@ TEST_F(MysqlTest, RestartMidRunRevokesOwnersAtOnceAndResumes) {
       uri_,
       [] {
         // "[m]" keeps pkill from matching the shell that runs it.
-        ASSERT_EQ(std::system(("pkill -KILL -f -- '[m]ariadbd.*--socket=" + env("SIMBA_TEST_MYSQL_SOCKET") + "'").c_str()), 0);
+        ASSERT_EQ(
+            std::system(("pkill -KILL -f -- '[m]ariadbd.*--socket=" + env("SIMBA_TEST_MYSQL_SOCKET") + "'").c_str()),
+            0);
       },
       [] { ASSERT_EQ(std::system((env("SIMBA_TEST_MYSQL_START") + " >/dev/null 2>&1 &").c_str()), 0); });
 }
@@ -95,8 +101,10 @@ TEST_F(MysqlTest, AJvmOwnersRenewalsAndReleaseInterleavedWithOursNeverMakeTwoOwn
   const std::string mutex = tck::unique_mutex("jvm");
   auto client = Client(open_backend(uri_), tck::fast_options(), std::make_shared<Runtime>());
   ASSERT_EQ(client.owner(mutex).owner_id, "");  // creates the table
-  as_jvm("INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version) "
-         "VALUES ('" + mutex + "', 0, 0, 0, '', 0)");
+  as_jvm(
+      "INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version) "
+      "VALUES ('" +
+      mutex + "', 0, 0, 0, '', 0)");
   ASSERT_EQ(jvm_acquire(mutex), "1");
   auto ours = client.contend_service(std::make_shared<tck::Recorder>(mutex));
   ours->start();

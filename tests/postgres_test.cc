@@ -2,9 +2,8 @@
 // database clock, and a restart mid-run. (The race to create one row is a kit case.)
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <unistd.h>
-
+#include <cstdlib>
 
 #include "kit.h"
 #include "server_test.h"

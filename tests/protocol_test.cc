@@ -9,9 +9,9 @@
 #include <cctype>
 #include <set>
 
+#include "base/log.h"
 #include "core/contend_period.h"
 #include "core/uri.h"
-#include "base/log.h"
 #include "simba/simba.h"
 
 namespace simba {
@@ -236,7 +236,8 @@ TEST(UriTest, ParsesEveryPartAndNeverShowsThePassword) {
   EXPECT_EQ(internal::parse_uri("sqlite:///tmp/x.db").path, "/tmp/x.db");
   EXPECT_EQ(internal::parse_uri("memory:").scheme, "memory");
   EXPECT_EQ(internal::parse_uri("zookeeper://[::1]:2181/chroot").host, "::1");
-  for (const char* bad : {"nocolon", "redis://h:99999", "redis://h:x", "x://h?novalue", "a b://h", "sqlite:///x?ttl=1s&ttl=2s"}) {
+  for (const char* bad :
+       {"nocolon", "redis://h:99999", "redis://h:x", "x://h?novalue", "a b://h", "sqlite:///x?ttl=1s&ttl=2s"}) {
     EXPECT_THROW(internal::parse_uri(bad), Error) << bad;
   }
 }
@@ -311,7 +312,7 @@ TEST(ConnectTest, BadUrisSayWhatIsWrongAndWhatIsAccepted) {
   EXPECT_EQ(code_of("zookeeper://" + nobody + "/chroot/").first, errc::invalid_argument);
   EXPECT_EQ(code_of("zookeeper://" + nobody + "?session_timeout=soon").first, errc::invalid_argument);
   EXPECT_EQ(code_of("zookeeper://127.0.0.1:0," + nobody).first, errc::invalid_argument);  // port 0 in a list
-  EXPECT_EQ(code_of("zookeeper://u@" + nobody).first, errc::invalid_argument);  // user without password
+  EXPECT_EQ(code_of("zookeeper://u@" + nobody).first, errc::invalid_argument);            // user without password
   auto [unreachable, unreachable_what] = code_of("redis://u:hunter2@" + nobody + "?connect_timeout=200ms");
   EXPECT_EQ(unreachable, errc::unavailable);
   EXPECT_EQ(unreachable_what.find("hunter2"), std::string::npos) << unreachable_what;

@@ -38,13 +38,24 @@ class RedisServer {
 
   int port() const { return port_; }
   std::string uri(const std::string& userinfo = "") const {
-    return "redis://" + userinfo + "127.0.0.1:" + std::to_string(port_) + "?connect_timeout=500ms&command_timeout=500ms";
+    return "redis://" + userinfo + "127.0.0.1:" + std::to_string(port_) +
+           "?connect_timeout=500ms&command_timeout=500ms";
   }
 
   void start() {
-    std::vector<std::string> args = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                                     "--save", "", "--appendonly", "no", "--dir", dir_.string(),
-                                     "--logfile", (dir_ / "redis.log").string()};
+    std::vector<std::string> args = {"redis-server",
+                                     "--port",
+                                     std::to_string(port_),
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--save",
+                                     "",
+                                     "--appendonly",
+                                     "no",
+                                     "--dir",
+                                     dir_.string(),
+                                     "--logfile",
+                                     (dir_ / "redis.log").string()};
     args.insert(args.end(), extra_.begin(), extra_.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());

@@ -124,9 +124,9 @@ TEST(ServiceTest, ARoundEndingAfterStopNeverReleasesTheNextGenerationsLease) {
   auto runtime = std::make_shared<Runtime>();
   auto me = std::make_shared<Recorder>("stale-release", "me");
   auto core = std::make_shared<internal::ServiceCore>(me, me, std::make_shared<SlowBackend>(store), runtime, fast());
-  core->start();                      // round 1 sleeps 50 ms, then wins
+  core->start();  // round 1 sleeps 50 ms, then wins
   std::this_thread::sleep_for(10ms);
-  core->stop();                       // its release lands at ~110 ms; round 1 ends at ~50 ms, stale
+  core->stop();                              // its release lands at ~110 ms; round 1 ends at ~50 ms, stale
   core->start(/*first_round_inline=*/true);  // the stale round's release lands at ~150 ms
   ASSERT_TRUE(wait_until([&] { return core->is_owner(); }, kSoon));
   std::this_thread::sleep_for(150ms);  // past every release in flight
@@ -232,7 +232,8 @@ TEST(ServiceTest, NotificationsArriveInOrderOneAtATime) {
     sent.push_back("owner-" + std::to_string(i));
     core->deliver(core->generation(), MutexOwner{sent.back(), i, i + 1, i + 2, 1});
   }
-  ASSERT_TRUE(wait_until([&] { return inside.load() == 0 && core->mutex_state().after.owner_id == sent.back(); }, kSoon));
+  ASSERT_TRUE(
+      wait_until([&] { return inside.load() == 0 && core->mutex_state().after.owner_id == sent.back(); }, kSoon));
   core->stop();
   EXPECT_EQ(seen, sent);
   EXPECT_EQ(overlaps.load(), 0);
@@ -313,9 +314,7 @@ TEST(ServiceTest, TwoThousandContendersShareAFewThreads) {
     services.push_back(client.contend_service(make_contender("m" + std::to_string(i % 1000), {})));
     services.back()->start();
   }
-  auto owners = [&] {
-    return std::count_if(services.begin(), services.end(), [](auto& s) { return s->is_owner(); });
-  };
+  auto owners = [&] { return std::count_if(services.begin(), services.end(), [](auto& s) { return s->is_owner(); }); };
   ASSERT_TRUE(wait_until([&] { return owners() == 1000; }, 10s));
   int threads = tck::thread_count();
   EXPECT_LE(threads, 16);
@@ -338,10 +337,12 @@ TEST(RuntimeTest, TimersFireInDeadlineOrderAndCancelledOnesNever) {
   runtime.schedule_after(40ms, [&] { record(2); });
   EXPECT_TRUE(runtime.cancel(cancelled));
   EXPECT_FALSE(runtime.cancel(cancelled));
-  ASSERT_TRUE(wait_until([&] {
-    std::lock_guard lock(mutex);
-    return fired.size() == 3;
-  }, kSoon));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::lock_guard lock(mutex);
+        return fired.size() == 3;
+      },
+      kSoon));
   std::this_thread::sleep_for(50ms);
   std::lock_guard lock(mutex);
   EXPECT_EQ(fired, (std::vector<int>{1, 2, 3}));
@@ -367,12 +368,14 @@ TEST(RuntimeTest, UrgentTasksAndDueTimersGoBeforeWaitingNormalTasks) {
   runtime.post_io([&] { record(4); });
   runtime.post_io([&] { record(1); }, Runtime::Priority::urgent);
   runtime.schedule_after(0ms, [&] { record(2); });  // a due timer: urgent too
-  std::this_thread::sleep_for(50ms);  // the timer thread hands the timer over
+  std::this_thread::sleep_for(50ms);                // the timer thread hands the timer over
   release.set_value();
-  ASSERT_TRUE(wait_until([&] {
-    std::lock_guard lock(mutex);
-    return ran.size() == 4;
-  }, kSoon));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::lock_guard lock(mutex);
+        return ran.size() == 4;
+      },
+      kSoon));
   std::lock_guard lock(mutex);
   EXPECT_EQ(ran, (std::vector<int>{1, 2, 3, 4}));
 }

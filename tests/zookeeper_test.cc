@@ -23,8 +23,8 @@ namespace simba {
 namespace {
 
 using namespace std::chrono_literals;
-using test::env;
 using tck::wait_until;
+using test::env;
 
 std::string uri(const std::string& query = "session_timeout=4s", const std::string& userinfo = "",
                 const std::string& chroot = "") {
@@ -62,7 +62,7 @@ class LockProcess {
  public:
   LockProcess(const std::string& backend, const std::string& mutex) {
     std::vector<std::string> args = {env("SIMBA_CLI"), "lock", "--backend", backend, "--ttl", "10s",
-                                     "--transition", "6s", mutex, "--", "sleep", "600"};
+                                     "--transition",   "6s",   mutex,       "--",    "sleep", "600"};
     std::vector<char*> argv;
     for (auto& arg : args) argv.push_back(arg.data());
     argv.push_back(nullptr);
@@ -120,7 +120,9 @@ struct ProcessOwnerScene {
   LockProcess owner{uri("session_timeout=1s"), mutex};
 
   // Whether the process came to own the mutex.
-  bool owns() { return wait_until([&] { return !client.owner(mutex).empty(); }, 10s); }
+  bool owns() {
+    return wait_until([&] { return !client.owner(mutex).empty(); }, 10s);
+  }
 };
 
 TEST(ZookeeperNamesTest, ForbiddenCharactersAreEncodedAndNoTwoNamesShareAPath) {
@@ -133,19 +135,19 @@ TEST(ZookeeperNamesTest, ForbiddenCharactersAreEncodedAndNoTwoNamesShareAPath) {
   EXPECT_EQ(encode_component("a%2Fb"), "a%252Fb");
   EXPECT_EQ(encode_component("tab\there"), "tab%09here");
   EXPECT_EQ(encode_component("del\x7f"), "del%7F");
-  EXPECT_EQ(encode_component("名前"), "名前");  // characters ZooKeeper accepts stay
-  EXPECT_EQ(encode_component("\xc2\x85"), "%C2%85");  // U+0085: rejected by ZooKeeper
-  EXPECT_EQ(encode_component("\xee\x80\x80"), "%EE%80%80");  // U+E000, private use: rejected
+  EXPECT_EQ(encode_component("名前"), "名前");                      // characters ZooKeeper accepts stay
+  EXPECT_EQ(encode_component("\xc2\x85"), "%C2%85");                // U+0085: rejected by ZooKeeper
+  EXPECT_EQ(encode_component("\xee\x80\x80"), "%EE%80%80");         // U+E000, private use: rejected
   EXPECT_EQ(encode_component("\xf0\x9f\x98\x80"), "%F0%9F%98%80");  // beyond U+FFFF: surrogates in Java
-  EXPECT_EQ(encode_component("\xff\xfe"), "%FF%FE");  // not UTF-8
+  EXPECT_EQ(encode_component("\xff\xfe"), "%FF%FE");                // not UTF-8
   EXPECT_EQ(zookeeper::latch_path("x/.."), "/simba/x%2F..");
 }
 
 TEST(ZookeeperNamesTest, EncodedNamesAreDistinctLeasesOnTheServer) {
   auto client = connect(uri());
   const std::string prefix = tck::unique_mutex("enc");
-  std::vector<std::string> names = {prefix + "/a", prefix + "%2Fa", prefix + "/..", prefix + "%2F%2E%2E",
-                                    prefix + "\xff", prefix + "%FF"};
+  std::vector<std::string> names = {prefix + "/a",        prefix + "%2Fa", prefix + "/..",
+                                    prefix + "%2F%2E%2E", prefix + "\xff", prefix + "%FF"};
   std::vector<std::unique_ptr<Locker>> held;
   for (auto& name : names) {
     held.push_back(std::make_unique<Locker>(name, client));
@@ -197,8 +199,8 @@ TEST(ZookeeperLatchTest, AReleaseWakesOnlyTheNextWaiter) {
 
 TEST(ZookeeperSessionTest, ServerRestartRevokesAtOnceAndTheSurvivingSessionOwnsAgainWithItsToken) {
   std::uint64_t token_before = 0, token_after = 0;
-  test::expect_restart_revokes_and_resumes(uri("session_timeout=20s&connect_timeout=2s"), kill_server,
-                                           start_server, &token_before, &token_after);
+  test::expect_restart_revokes_and_resumes(uri("session_timeout=20s&connect_timeout=2s"), kill_server, start_server,
+                                           &token_before, &token_after);
   EXPECT_GT(token_before, 0u);
   EXPECT_EQ(token_after, token_before);  // the session survived: the same node, the same token
 }

@@ -83,8 +83,7 @@ struct Initiate {
 template <class Rep, class Period, class CompletionToken>
 auto async_lock(Mutex mutex, std::chrono::duration<Rep, Period> timeout, CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, void(std::error_code, Hold)>(
-      asio_detail::Initiate{}, token, std::move(mutex),
-      std::chrono::ceil<std::chrono::milliseconds>(timeout));
+      asio_detail::Initiate{}, token, std::move(mutex), std::chrono::ceil<std::chrono::milliseconds>(timeout));
 }
 
 }  // namespace simba

@@ -40,23 +40,23 @@ struct OwnerSnapshot {
 };
 
 struct Capabilities {
-  std::string engine;                   // "memory", "sqlite", ...
-  bool push = false;                    // watch() delivers releases; else callers poll.
-  bool push_acquisitions = true;        // with push: acquisitions are delivered too (else
-                                        // observers poll at poll_interval).
-  bool waiters_hear_acquisitions = false;  // with push: a waiter's watch also delivers
-                                        // acquisitions, and the waiter looks again at each (Redis:
-                                        // that keeps Simba's wait queue free of owners).
-  bool watch_loss = false;              // without push: watch() still reports WatchEvent::lost
-                                        // (and resyncs with `released`) when the server goes.
+  std::string engine;                            // "memory", "sqlite", ...
+  bool push = false;                             // watch() delivers releases; else callers poll.
+  bool push_acquisitions = true;                 // with push: acquisitions are delivered too (else
+                                                 // observers poll at poll_interval).
+  bool waiters_hear_acquisitions = false;        // with push: a waiter's watch also delivers
+                                                 // acquisitions, and the waiter looks again at each (Redis:
+                                                 // that keeps Simba's wait queue free of owners).
+  bool watch_loss = false;                       // without push: watch() still reports WatchEvent::lost
+                                                 // (and resyncs with `released`) when the server goes.
   std::chrono::milliseconds poll_interval{100};  // Suggested poll interval without push.
-  bool multi_process = false;           // Contenders in different processes can share it.
-  bool multi_host = false;              // Contenders on different hosts can share it.
-  std::size_t max_mutex_bytes = 0;      // Longest mutex name accepted; 0 = no limit.
-  bool demand = false;                  // A losing acquire() leaves a demand the owner sees in
-                                        // OwnerSnapshot::demanded (see watch_demand()).
-  bool demand_push = false;             // with demand: watch_demand() delivers it at once.
-  bool idle_mark = false;               // mark_idle() is kept and read back as MutexOwner::idle.
+  bool multi_process = false;                    // Contenders in different processes can share it.
+  bool multi_host = false;                       // Contenders on different hosts can share it.
+  std::size_t max_mutex_bytes = 0;               // Longest mutex name accepted; 0 = no limit.
+  bool demand = false;                           // A losing acquire() leaves a demand the owner sees in
+                                                 // OwnerSnapshot::demanded (see watch_demand()).
+  bool demand_push = false;                      // with demand: watch_demand() delivers it at once.
+  bool idle_mark = false;                        // mark_idle() is kept and read back as MutexOwner::idle.
 };
 
 // One mutex the backend holds a record for, as list() found it (owner judged as read() does).
@@ -104,8 +104,7 @@ class Backend {
   // Blocks: for one round trip to the engine, bounded by the engine's timeouts.
   // Requires: ttl > 0, transition >= 0, validated names.
   virtual OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
-                                std::chrono::milliseconds ttl,
-                                std::chrono::milliseconds transition) = 0;
+                                std::chrono::milliseconds ttl, std::chrono::milliseconds transition) = 0;
 
   // Release, only if `contender_id` is still the owner; a late release by a former owner
   // never touches its successor's lease. A contender that waits leaves the queue (on engines
@@ -202,17 +201,14 @@ class ForwardingBackend : public Backend {
  public:
   explicit ForwardingBackend(std::shared_ptr<Backend> target) : target_(std::move(target)) {}
 
-  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
-                        std::chrono::milliseconds ttl,
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
                         std::chrono::milliseconds transition) override {
     return target_->acquire(mutex, contender_id, ttl, transition);
   }
   bool release(const std::string& mutex, const std::string& contender_id) override {
     return target_->release(mutex, contender_id);
   }
-  bool evict(const std::string& mutex, const std::string& owner_id) override {
-    return target_->evict(mutex, owner_id);
-  }
+  bool evict(const std::string& mutex, const std::string& owner_id) override { return target_->evict(mutex, owner_id); }
   OwnerSnapshot read(const std::string& mutex) override { return target_->read(mutex); }
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override {

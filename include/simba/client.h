@@ -31,13 +31,11 @@ class Client {
 
   // A service contending for contender->mutex() as contender->contender_id(). Not started.
   // Throws Error(errc::invalid_argument) for a blank name or id, or one the backend cannot hold.
-  std::unique_ptr<MutexContendService> contend_service(
-      std::shared_ptr<MutexContender> contender) const;
+  std::unique_ptr<MutexContendService> contend_service(std::shared_ptr<MutexContender> contender) const;
   std::unique_ptr<MutexContendService> contend_service(std::shared_ptr<MutexContender> contender,
                                                        const ContendOptions& options) const;
   // A service reporting owner changes of retriever->mutex(). Not started.
-  std::unique_ptr<MutexRetrievalService> retrieval_service(
-      std::shared_ptr<MutexRetriever> retriever) const;
+  std::unique_ptr<MutexRetrievalService> retrieval_service(std::shared_ptr<MutexRetriever> retriever) const;
 
   // The current owner, read once (no owner: MutexOwner::none() with the last fencing token).
   // Throws Error(errc::invalid_argument) for a blank name, errc::unavailable if the backend

@@ -61,13 +61,11 @@ class ContenderBase : public MutexContender {
 };
 
 // A contender from two functions; either may be empty.
-std::shared_ptr<MutexContender> make_contender(
-    std::string mutex, std::function<void(const MutexState&)> on_acquired,
-    std::function<void(const MutexState&)> on_released = {},
-    std::string contender_id = contender_id::host());
+std::shared_ptr<MutexContender> make_contender(std::string mutex, std::function<void(const MutexState&)> on_acquired,
+                                               std::function<void(const MutexState&)> on_released = {},
+                                               std::string contender_id = contender_id::host());
 
 // A retriever from one function.
-std::shared_ptr<MutexRetriever> make_retriever(std::string mutex,
-                                               std::function<void(const MutexState&)> on_change);
+std::shared_ptr<MutexRetriever> make_retriever(std::string mutex, std::function<void(const MutexState&)> on_change);
 
 }  // namespace simba

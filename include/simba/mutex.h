@@ -185,8 +185,7 @@ class Mutex {
   std::uint64_t enqueue(std::chrono::milliseconds timeout, Callback done) const;
   // Takes a queued request out, completing it with `reason`; false if it was no longer queued
   // (it completed or is completing).
-  bool cancel(std::uint64_t ticket,
-              std::error_code reason = std::make_error_code(std::errc::operation_canceled)) const;
+  bool cancel(std::uint64_t ticket, std::error_code reason = std::make_error_code(std::errc::operation_canceled)) const;
 
  private:
   bool lock_until(std::chrono::steady_clock::time_point deadline);

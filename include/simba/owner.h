@@ -22,19 +22,19 @@ using EpochMillis = std::int64_t;
 EpochMillis epoch_millis_now() noexcept;
 
 struct MutexOwner {
-  std::string owner_id;          // Contender id of the owner; empty means no owner.
-  EpochMillis acquired_at = 0;   // When the current lease was acquired or last renewed.
-  EpochMillis ttl_at = 0;        // acquired_at + ttl.
-  EpochMillis transition_at = 0; // ttl_at + transition.
+  std::string owner_id;           // Contender id of the owner; empty means no owner.
+  EpochMillis acquired_at = 0;    // When the current lease was acquired or last renewed.
+  EpochMillis ttl_at = 0;         // acquired_at + ttl.
+  EpochMillis transition_at = 0;  // ttl_at + transition.
   // Strictly larger for every change of owner of this mutex; kept by renewals. 0 = none.
   std::uint64_t fencing_token = 0;
 
   static const MutexOwner& none() noexcept;
 
   bool is_owner(std::string_view contender_id) const noexcept { return owner_id == contender_id; }
-  bool is_in_ttl(EpochMillis now) const noexcept { return ttl_at > now; }            // strict
+  bool is_in_ttl(EpochMillis now) const noexcept { return ttl_at > now; }                 // strict
   bool is_in_transition(EpochMillis now) const noexcept { return transition_at >= now; }  // inclusive
-  bool has_owner(EpochMillis now) const noexcept { return transition_at >= now; }    // inclusive
+  bool has_owner(EpochMillis now) const noexcept { return transition_at >= now; }         // inclusive
   bool empty() const noexcept { return owner_id.empty(); }
   // The owner is a lock-manager process that keeps leases cached (simba/mutex.h): it may be
   // using this one or keeping it unused, and gives it back as soon as another contender asks.
@@ -57,12 +57,8 @@ struct MutexState {
   MutexOwner after;
 
   bool changed() const noexcept { return before.owner_id != after.owner_id; }
-  bool acquired(std::string_view contender_id) const noexcept {
-    return changed() && after.is_owner(contender_id);
-  }
-  bool released(std::string_view contender_id) const noexcept {
-    return changed() && before.is_owner(contender_id);
-  }
+  bool acquired(std::string_view contender_id) const noexcept { return changed() && after.is_owner(contender_id); }
+  bool released(std::string_view contender_id) const noexcept { return changed() && before.is_owner(contender_id); }
   bool is_owner(std::string_view contender_id) const noexcept { return after.is_owner(contender_id); }
 
   friend bool operator==(const MutexState&, const MutexState&) = default;

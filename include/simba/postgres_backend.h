@@ -21,7 +21,7 @@ struct PostgresOptions {
   std::string user;
   std::string password;  // Never appears in messages or logs.
   std::string database;
-  std::string sslmode;   // libpq's sslmode (disable, prefer, require, ...); empty: libpq's default
+  std::string sslmode;  // libpq's sslmode (disable, prefer, require, ...); empty: libpq's default
   // TLS files for libpq (empty: libpq's defaults): the CA that signed the server's
   // certificate (checked with sslmode=verify-ca or verify-full), and a client certificate.
   std::string sslrootcert;

@@ -24,10 +24,10 @@ namespace simba {
 
 struct ScheduleOptions {
   enum class Strategy { fixed_rate, fixed_delay };
-  Strategy strategy = Strategy::fixed_delay;       // Default: fixed delay.
-  std::chrono::milliseconds initial_delay{0};      // After winning, before the first run. Default: 0.
-  std::chrono::milliseconds period{1000};          // Must be > 0. Default: 1s.
-  std::string worker = "simba-scheduler";          // Thread name (first 15 bytes) and log name.
+  Strategy strategy = Strategy::fixed_delay;   // Default: fixed delay.
+  std::chrono::milliseconds initial_delay{0};  // After winning, before the first run. Default: 0.
+  std::chrono::milliseconds period{1000};      // Must be > 0. Default: 1s.
+  std::string worker = "simba-scheduler";      // Thread name (first 15 bytes) and log name.
 };
 
 namespace internal {

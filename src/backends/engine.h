@@ -30,8 +30,8 @@ struct EngineOption {
 };
 
 struct Engine {
-  std::string uri_form;                // e.g. "redis://[user:password@]host:port[/db]"
-  std::vector<EngineOption> options;   // its own query options, beside the common ones
+  std::string uri_form;               // e.g. "redis://[user:password@]host:port[/db]"
+  std::vector<EngineOption> options;  // its own query options, beside the common ones
   // Opens the backend. Throws Error(errc::invalid_argument) for a URI it cannot take,
   // errc::unavailable when the engine cannot be reached.
   std::shared_ptr<Backend> (*open)(const Uri& uri, const EngineQuery& query);

@@ -84,8 +84,8 @@ std::shared_ptr<Backend> open_backend(std::string_view text, ContendOptions* tim
   internal::Uri uri = internal::parse_uri(text);
   const EngineSlot* slot = slot_for(uri.scheme);
   if (!slot) {
-    throw Error(errc::invalid_argument,
-                "unknown backend scheme '" + uri.scheme + "' in '" + uri.redacted() + "'; accepted: " + accepted_forms());
+    throw Error(errc::invalid_argument, "unknown backend scheme '" + uri.scheme + "' in '" + uri.redacted() +
+                                            "'; accepted: " + accepted_forms());
   }
   if (!slot->engine) {
     throw Error(errc::unsupported, "this build of simba has no " + slot->name + " engine (for '" + uri.redacted() +

@@ -10,8 +10,8 @@
 namespace simba::cli {
 
 struct BackendChoice {
-  std::string backend;       // --backend URI
-  std::string backend_file;  // --backend-file PATH: the URI is its first line
+  std::string backend;          // --backend URI
+  std::string backend_file;     // --backend-file PATH: the URI is its first line
   std::string ttl, transition;  // only on subcommands that contend
 
   // The client. A password written in --backend is visible to every user of the host (ps):

@@ -92,8 +92,7 @@ int run_leader(const BackendChoice& backend, const CommandRun& run, const std::s
         if (shared->stop_signal != 0) return 128 + shared->stop_signal;  // locker's destructor releases
         if (shared->lost) break;
         int error = 0;
-        child = RunningChild::start(run.command,
-                                    command_env(run.mutex, locker.fencing_token(), locker.contender_id()),
+        child = RunningChild::start(run.command, command_env(run.mutex, locker.fencing_token(), locker.contender_id()),
                                     error);
         if (!child) return spawn_failure(run.command[0], error);
         shared->child = child;

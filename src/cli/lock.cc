@@ -58,9 +58,8 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
       return fail(code::lease_lost, "lost the lease on mutex '" + run.mutex + "' before the command started");
     }
     int error = 0;
-    running = RunningChild::start(run.command,
-                                  command_env(run.mutex, locker.fencing_token(), locker.contender_id()),
-                                  error);
+    running =
+        RunningChild::start(run.command, command_env(run.mutex, locker.fencing_token(), locker.contender_id()), error);
     if (!running) return spawn_failure(run.command[0], error);
     shared->child = running;
   }

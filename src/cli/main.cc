@@ -11,8 +11,9 @@
 namespace simba::cli {
 namespace {
 
-constexpr const char* kCommandFooter = "Everything after -- is the command, passed on untouched. It gets SIMBA_MUTEX, "
-                                       "SIMBA_FENCING_TOKEN and SIMBA_CONTENDER_ID.";
+constexpr const char* kCommandFooter =
+    "Everything after -- is the command, passed on untouched. It gets SIMBA_MUTEX, "
+    "SIMBA_FENCING_TOKEN and SIMBA_CONTENDER_ID.";
 
 int main_impl(int argc, char** argv) {
   CLI::App app{"simba: distributed mutual exclusion and leader election"};
@@ -31,8 +32,7 @@ int main_impl(int argc, char** argv) {
   auto with_command = [&](CLI::App* sub) {
     add_backend_options(*sub, backend);
     add_lease_options(*sub, backend);
-    sub->add_option("--kill-after", run.kill_after,
-                    "SIGKILL the command this long after its SIGTERM (default 10s)");
+    sub->add_option("--kill-after", run.kill_after, "SIGKILL the command this long after its SIGTERM (default 10s)");
     sub->add_option("mutex", run.mutex, "Mutex name")->required();
     sub->footer(kCommandFooter);
   };
@@ -43,8 +43,10 @@ int main_impl(int argc, char** argv) {
 
   auto* leader = app.add_subcommand("leader", "Keep a command running on the leader only; stand by elsewhere");
   with_command(leader);
-  leader->add_option("--restart", restart, "When the command exits by itself: no (exit with its status), "
-                                           "on-failure, always (run it again while leader, with backoff)")
+  leader
+      ->add_option("--restart", restart,
+                   "When the command exits by itself: no (exit with its status), "
+                   "on-failure, always (run it again while leader, with backoff)")
       ->check(CLI::IsMember({"no", "on-failure", "always"}));
 
   auto* schedule = app.add_subcommand("schedule", "Run a command every period, on the leader only");
@@ -74,8 +76,9 @@ int main_impl(int argc, char** argv) {
   release->add_option("mutex", run.mutex, "Mutex name")->required();
   release->add_flag("--force", force, "Required: the lease of another process is deleted");
   release->add_flag("--yes,-y", yes, "Do not ask on a terminal");
-  release->footer("The next owner still gets a larger fencing token; the former holder finds out at its "
-                  "next renewal (simba lock then exits 75).");
+  release->footer(
+      "The next owner still gets a larger fencing token; the former holder finds out at its "
+      "next renewal (simba lock then exits 75).");
 
   // Everything after the first "--" is the command, kept away from CLI11's own parsing.
   int own = argc;

@@ -79,9 +79,8 @@ int run_watch(const BackendChoice& backend, const std::string& mutex, bool json)
   };
   const auto first = client.snapshot(mutex);
   print(first.owner, first.now);
-  auto observer = client.retrieval_service(make_retriever(mutex, [&, print](const MutexState& state) {
-    print(state.after, epoch_millis_now());
-  }));
+  auto observer = client.retrieval_service(
+      make_retriever(mutex, [&, print](const MutexState& state) { print(state.after, epoch_millis_now()); }));
   observer->start();
   std::unique_lock lock(shared->mutex);
   shared->changed.wait(lock, [&] { return shared->stop; });
@@ -94,12 +93,15 @@ int run_list(const BackendChoice& backend, const std::string& prefix, std::size_
   Client client = backend.connect();
   const MutexListing listing = client.backend()->list(prefix, limit);
   if (json) {
-    for (const auto& record : listing.records) std::cout << record_json(record.mutex, record.owner, listing.now) << "\n";
+    for (const auto& record : listing.records)
+      std::cout << record_json(record.mutex, record.owner, listing.now) << "\n";
   } else {
     std::size_t width = 5;
     for (const auto& record : listing.records) width = std::max(width, record.mutex.size());
-    std::cout << std::left << std::setw(static_cast<int>(width)) << "MUTEX" << "  " << std::setw(17) << "TOKEN"
-              << "  " << std::setw(26) << "TTL AT" << "  OWNER\n";
+    std::cout << std::left << std::setw(static_cast<int>(width)) << "MUTEX"
+              << "  " << std::setw(17) << "TOKEN"
+              << "  " << std::setw(26) << "TTL AT"
+              << "  OWNER\n";
     for (const auto& record : listing.records) {
       const auto& owner = record.owner;
       std::cout << std::setw(static_cast<int>(width)) << record.mutex << "  " << std::setw(17) << owner.fencing_token

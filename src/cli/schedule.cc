@@ -15,7 +15,8 @@
 namespace simba::cli {
 
 int run_schedule(const BackendChoice& backend, const CommandRun& run, const Every& every) {
-  if (run.command.empty()) return fail(code::usage, "schedule: no command given (simba schedule --every DUR MUTEX -- COMMAND...)");
+  if (run.command.empty())
+    return fail(code::usage, "schedule: no command given (simba schedule --every DUR MUTEX -- COMMAND...)");
   ScheduleOptions options;
   options.period = parse_duration(every.period);
   options.initial_delay = parse_duration(every.initial_delay);
@@ -42,10 +43,8 @@ int run_schedule(const BackendChoice& backend, const CommandRun& run, const Ever
   std::string contender;
   Scheduler scheduler(run.mutex, client, options, [&](std::stop_token stop, std::uint64_t token) {
     int error = 0;
-    std::shared_ptr<RunningChild> child = RunningChild::start(
-        run.command,
-        command_env(run.mutex, token, contender),
-        error);
+    std::shared_ptr<RunningChild> child =
+        RunningChild::start(run.command, command_env(run.mutex, token, contender), error);
     if (!child) {
       spawn_failure(run.command[0], error);
       return;

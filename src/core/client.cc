@@ -57,28 +57,25 @@ const char* to_string(ServiceStatus status) noexcept {
   return "UNKNOWN";
 }
 
-Client::Client(std::shared_ptr<Backend> backend, ContendOptions options,
-               std::shared_ptr<Runtime> runtime)
+Client::Client(std::shared_ptr<Backend> backend, ContendOptions options, std::shared_ptr<Runtime> runtime)
     : backend_(std::move(backend)), options_(options), runtime_(std::move(runtime)) {
   require(backend_, "backend");
   require(runtime_, "runtime");
   options_.validate();
 }
 
-std::unique_ptr<MutexContendService> Client::contend_service(
-    std::shared_ptr<MutexContender> contender) const {
+std::unique_ptr<MutexContendService> Client::contend_service(std::shared_ptr<MutexContender> contender) const {
   return contend_service(std::move(contender), options_);
 }
 
-std::unique_ptr<MutexContendService> Client::contend_service(
-    std::shared_ptr<MutexContender> contender, const ContendOptions& options) const {
+std::unique_ptr<MutexContendService> Client::contend_service(std::shared_ptr<MutexContender> contender,
+                                                             const ContendOptions& options) const {
   require(contender, "contender");
   auto core = std::make_shared<ServiceCore>(contender, contender, backend_, runtime_, options);
   return std::make_unique<ContendServiceImpl>(std::move(core));
 }
 
-std::unique_ptr<MutexRetrievalService> Client::retrieval_service(
-    std::shared_ptr<MutexRetriever> retriever) const {
+std::unique_ptr<MutexRetrievalService> Client::retrieval_service(std::shared_ptr<MutexRetriever> retriever) const {
   require(retriever, "retriever");
   auto core = std::make_shared<ServiceCore>(retriever, nullptr, backend_, runtime_, options_);
   return std::make_unique<RetrievalServiceImpl>(std::move(core));

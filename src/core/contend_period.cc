@@ -5,8 +5,8 @@
 
 namespace simba::internal {
 
-std::chrono::milliseconds next_delay(const MutexOwner& owner, std::string_view contender_id,
-                                     EpochMillis now, std::mt19937_64& rng) {
+std::chrono::milliseconds next_delay(const MutexOwner& owner, std::string_view contender_id, EpochMillis now,
+                                     std::mt19937_64& rng) {
   std::int64_t delay;
   if (owner.is_owner(contender_id)) {
     delay = owner.ttl_at - now;
@@ -23,8 +23,8 @@ std::chrono::milliseconds expiry_probe_delay(const MutexOwner& owner, EpochMilli
   return std::chrono::milliseconds(std::max<std::int64_t>(owner.transition_at - now, 0) + jitter(rng));
 }
 
-std::chrono::milliseconds backoff_delay(int failures, std::chrono::milliseconds initial,
-                                        std::chrono::milliseconds cap, std::mt19937_64& rng) {
+std::chrono::milliseconds backoff_delay(int failures, std::chrono::milliseconds initial, std::chrono::milliseconds cap,
+                                        std::mt19937_64& rng) {
   std::int64_t delay = initial.count();
   for (int i = 1; i < failures && delay < cap.count(); ++i) delay *= 2;
   delay = std::min(delay, std::max(cap.count(), initial.count()));

@@ -12,8 +12,8 @@ namespace simba::internal {
 // Owner: ttl_at - now (renew at the soft expiry). Non-owner: transition_at - now + jitter
 // with jitter uniform in [0, 1000) ms if transition_at == ttl_at, else [-200, 1000) ms.
 // Clamped to >= 0. `now` is the backend clock's reading that judged `owner`.
-std::chrono::milliseconds next_delay(const MutexOwner& owner, std::string_view contender_id,
-                                     EpochMillis now, std::mt19937_64& rng);
+std::chrono::milliseconds next_delay(const MutexOwner& owner, std::string_view contender_id, EpochMillis now,
+                                     std::mt19937_64& rng);
 
 // When a non-owner should look again at the latest: just after the lease's hard expiry
 // (transition_at < now takes it), plus 1..20 ms of jitter. Simba waits up to a second longer
@@ -23,8 +23,8 @@ std::chrono::milliseconds expiry_probe_delay(const MutexOwner& owner, EpochMilli
 
 // Exponential backoff after `failures` consecutive errors (1 = first): initial * 2^(n-1),
 // capped at `cap`, then "equal jitter": uniform in [d/2, d].
-std::chrono::milliseconds backoff_delay(int failures, std::chrono::milliseconds initial,
-                                        std::chrono::milliseconds cap, std::mt19937_64& rng);
+std::chrono::milliseconds backoff_delay(int failures, std::chrono::milliseconds initial, std::chrono::milliseconds cap,
+                                        std::mt19937_64& rng);
 
 // What decides when a service's next round runs, besides the owner it just read.
 struct RoundPolicy {

@@ -43,8 +43,7 @@ std::string uuid() {
 namespace {
 
 void validate_name(const std::string& name, const char* what) {
-  bool blank = std::all_of(name.begin(), name.end(),
-                           [](unsigned char c) { return std::isspace(c) != 0; });
+  bool blank = std::all_of(name.begin(), name.end(), [](unsigned char c) { return std::isspace(c) != 0; });
   if (blank) throw Error(errc::invalid_argument, std::string(what) + " must not be blank");
   if (name.find('\0') != std::string::npos) {
     throw Error(errc::invalid_argument, std::string(what) + " must not contain a NUL byte");
@@ -72,8 +71,7 @@ namespace {
 
 class FunctionContender final : public ContenderBase {
  public:
-  FunctionContender(std::string mutex, std::string id,
-                    std::function<void(const MutexState&)> acquired,
+  FunctionContender(std::string mutex, std::string id, std::function<void(const MutexState&)> acquired,
                     std::function<void(const MutexState&)> released)
       : ContenderBase(std::move(mutex), std::move(id)),
         acquired_(std::move(acquired)),
@@ -107,16 +105,14 @@ class FunctionRetriever final : public MutexRetriever {
 
 }  // namespace
 
-std::shared_ptr<MutexContender> make_contender(std::string mutex,
-                                               std::function<void(const MutexState&)> on_acquired,
+std::shared_ptr<MutexContender> make_contender(std::string mutex, std::function<void(const MutexState&)> on_acquired,
                                                std::function<void(const MutexState&)> on_released,
                                                std::string contender_id) {
-  return std::make_shared<FunctionContender>(std::move(mutex), std::move(contender_id),
-                                             std::move(on_acquired), std::move(on_released));
+  return std::make_shared<FunctionContender>(std::move(mutex), std::move(contender_id), std::move(on_acquired),
+                                             std::move(on_released));
 }
 
-std::shared_ptr<MutexRetriever> make_retriever(std::string mutex,
-                                               std::function<void(const MutexState&)> on_change) {
+std::shared_ptr<MutexRetriever> make_retriever(std::string mutex, std::function<void(const MutexState&)> on_change) {
   return std::make_shared<FunctionRetriever>(std::move(mutex), std::move(on_change));
 }
 

@@ -23,12 +23,18 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
     throw bad("no number");
   }
   double scale;
-  if (unit == "ms") scale = 1;
-  else if (unit == "s") scale = 1000;
-  else if (unit == "m") scale = 60'000;
-  else if (unit == "h") scale = 3'600'000;
-  else if (unit.empty()) throw bad("no unit");
-  else throw bad("unknown unit");
+  if (unit == "ms")
+    scale = 1;
+  else if (unit == "s")
+    scale = 1000;
+  else if (unit == "m")
+    scale = 60'000;
+  else if (unit == "h")
+    scale = 3'600'000;
+  else if (unit.empty())
+    throw bad("no unit");
+  else
+    throw bad("unknown unit");
   double millis = std::strtod(number.c_str(), nullptr) * scale;
   if (!std::isfinite(millis) || millis > 9.0e15) throw bad("too large");
   if (millis != std::floor(millis)) throw bad("finer than a millisecond");

@@ -28,8 +28,6 @@ const std::error_category& error_category() noexcept {
   return category;
 }
 
-std::error_code make_error_code(errc code) noexcept {
-  return {static_cast<int>(code), error_category()};
-}
+std::error_code make_error_code(errc code) noexcept { return {static_cast<int>(code), error_category()}; }
 
 }  // namespace simba

@@ -19,7 +19,7 @@ struct LockerState {
   std::shared_ptr<ServiceCore> core;
   bool busy = false;  // acquiring or holding
   bool held = false;
-  long rounds = 0;    // contention rounds finished since this acquire began
+  long rounds = 0;               // contention rounds finished since this acquire began
   std::uint64_t generation = 0;  // the core's generation of the current hold
   std::stop_source lease;
 
@@ -65,8 +65,8 @@ Locker::Locker(std::string mutex, Client client, std::string contender_id)
       state->changed.notify_all();
     }
   };
-  state_->core = std::make_shared<internal::ServiceCore>(contender, contender, client.backend(),
-                                                         client.runtime(), client.options(), hooks);
+  state_->core = std::make_shared<internal::ServiceCore>(contender, contender, client.backend(), client.runtime(),
+                                                         client.options(), hooks);
 }
 
 Locker::~Locker() {
@@ -93,8 +93,8 @@ void Locker::acquire() { acquire_until(std::chrono::steady_clock::time_point::ma
 void Locker::acquire(std::chrono::milliseconds timeout) {
   if (acquire_until(std::chrono::steady_clock::now() + timeout)) return;
   auto owner = state_->core->last_owner_id();
-  throw Error(errc::timeout, "timed out after " + format_duration(timeout) + " waiting for mutex '" +
-                                 mutex() + "' as contender '" + contender_id() + "'" +
+  throw Error(errc::timeout, "timed out after " + format_duration(timeout) + " waiting for mutex '" + mutex() +
+                                 "' as contender '" + contender_id() + "'" +
                                  (owner.empty() ? "" : " (owned by '" + owner + "')"));
 }
 
@@ -106,8 +106,8 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
     std::lock_guard lock(state.mutex);
     if (state.busy) {
       throw Error(std::make_error_code(std::errc::resource_deadlock_would_occur),
-                  "this Locker already holds or is acquiring mutex '" + mutex() + "' (contender '" +
-                      contender_id() + "'); a Locker is not reentrant");
+                  "this Locker already holds or is acquiring mutex '" + mutex() + "' (contender '" + contender_id() +
+                      "'); a Locker is not reentrant");
     }
     state.busy = true;
     state.held = false;

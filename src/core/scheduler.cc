@@ -34,8 +34,7 @@ ScheduleTimer::TimePoint next_run(const ScheduleOptions& config, ScheduleTimer::
 }  // namespace internal
 
 Scheduler::Scheduler(std::string mutex, Client client, ScheduleOptions config, FencedWork work)
-    : impl_(std::make_unique<internal::SchedulerImpl>(std::move(mutex), client, std::move(config),
-                                                      std::move(work))) {}
+    : impl_(std::make_unique<internal::SchedulerImpl>(std::move(mutex), client, std::move(config), std::move(work))) {}
 Scheduler::Scheduler(std::string mutex, Client client, ScheduleOptions config, Work work)
     : Scheduler(std::move(mutex), std::move(client), std::move(config),
                 work ? FencedWork([work = std::move(work)](std::stop_token stop, std::uint64_t) { work(stop); })

@@ -31,10 +31,8 @@ class SchedulerImpl {
       throw Error(errc::invalid_argument, "Scheduler initial_delay must be >= 0");
     }
     auto contender = make_contender(
-        std::move(mutex), [this](const MutexState&) { on_acquired(); },
-        [this](const MutexState&) { on_released(); });
-    core_ = std::make_shared<ServiceCore>(contender, contender, client.backend(), client.runtime(),
-                                          client.options());
+        std::move(mutex), [this](const MutexState&) { on_acquired(); }, [this](const MutexState&) { on_released(); });
+    core_ = std::make_shared<ServiceCore>(contender, contender, client.backend(), client.runtime(), client.options());
   }
 
   ~SchedulerImpl() {

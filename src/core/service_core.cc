@@ -6,8 +6,8 @@
 #include <random>
 #include <thread>
 
-#include "core/contend_period.h"
 #include "base/log.h"
+#include "core/contend_period.h"
 #include "runtime/runtime_internal.h"
 #include "simba/duration.h"
 #include "simba/error.h"
@@ -30,9 +30,9 @@ std::chrono::milliseconds poll_of(const Backend& backend, const ContendOptions& 
 
 }  // namespace
 
-ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever,
-                         std::shared_ptr<MutexContender> contender, std::shared_ptr<Backend> backend,
-                         std::shared_ptr<Runtime> runtime, ContendOptions options, CoreHooks hooks)
+ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever, std::shared_ptr<MutexContender> contender,
+                         std::shared_ptr<Backend> backend, std::shared_ptr<Runtime> runtime, ContendOptions options,
+                         CoreHooks hooks)
     : retriever_(std::move(retriever)),
       contender_(std::move(contender)),
       backend_(std::move(backend)),
@@ -51,16 +51,14 @@ ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever,
   auto max_bytes = backend_->capabilities().max_mutex_bytes;
   if (max_bytes != 0 && retriever_->mutex().size() > max_bytes) {
     throw Error(errc::invalid_argument, "mutex name of " + std::to_string(retriever_->mutex().size()) +
-                                            " bytes is longer than " + backend_->capabilities().engine +
-                                            " accepts (" + std::to_string(max_bytes) + ")");
+                                            " bytes is longer than " + backend_->capabilities().engine + " accepts (" +
+                                            std::to_string(max_bytes) + ")");
   }
 }
 
 ServiceCore::~ServiceCore() = default;
 
-const std::string& ServiceCore::contender_id() const {
-  return contender_ ? contender_->contender_id() : kNoContender;
-}
+const std::string& ServiceCore::contender_id() const { return contender_ ? contender_->contender_id() : kNoContender; }
 
 bool ServiceCore::current_locked(std::uint64_t generation) const {
   return generation == generation_ && is_active(status_.load());
@@ -237,8 +235,7 @@ void ServiceCore::run_round(std::uint64_t generation) {
   auto sent = Clock::now();
   OwnerSnapshot snapshot;
   try {
-    snapshot = contender_ ? backend_->acquire(mutex(), contender_->contender_id(), options_.ttl,
-                                              options_.transition)
+    snapshot = contender_ ? backend_->acquire(mutex(), contender_->contender_id(), options_.ttl, options_.transition)
                           : backend_->read(mutex());
   } catch (const std::exception& e) {
     fail_round(generation, e.what());
@@ -247,8 +244,7 @@ void ServiceCore::run_round(std::uint64_t generation) {
   finish_round(generation, sent, snapshot);
 }
 
-void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
-                               const OwnerSnapshot& snapshot) {
+void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent, const OwnerSnapshot& snapshot) {
   const bool claims = contender_ && snapshot.owner.is_owner(contender_->contender_id());
   bool demanded = false;
   {
@@ -366,8 +362,8 @@ void ServiceCore::fail_round(std::uint64_t generation, const std::string& what) 
     if (owned_) revoke_locked(generation);
     auto delay = backoff_delay(failures_, options_.backoff_initial, options_.ttl, rng());
     if ((failures_ & (failures_ - 1)) == 0) {  // 1st, 2nd, 4th, 8th... failure in a row
-      log_warn("mutex '" + mutex() + "': backend error (" + std::to_string(failures_) +
-               " in a row): " + what + "; retrying in " + format_duration(delay));
+      log_warn("mutex '" + mutex() + "': backend error (" + std::to_string(failures_) + " in a row): " + what +
+               "; retrying in " + format_duration(delay));
     }
     again_ = false;
     if (!dormant_) arm_timer_locked(generation, delay);

@@ -8,10 +8,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <condition_variable>
 #include <mutex>
 #include <optional>
 
@@ -49,8 +49,8 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
 
   // `contender` null: observe only. `retriever` receives the notifications.
   ServiceCore(std::shared_ptr<MutexRetriever> retriever, std::shared_ptr<MutexContender> contender,
-              std::shared_ptr<Backend> backend, std::shared_ptr<Runtime> runtime,
-              ContendOptions options, CoreHooks hooks = {});
+              std::shared_ptr<Backend> backend, std::shared_ptr<Runtime> runtime, ContendOptions options,
+              CoreHooks hooks = {});
   ~ServiceCore();
 
   // With `first_round_inline` and no initial delay, the first round runs on the calling

@@ -20,8 +20,8 @@ constexpr auto kRoundInFlightBound = std::chrono::seconds(10);
 void ServiceCore::stop() {
   ServiceStatus expected = ServiceStatus::running;
   if (!status_.compare_exchange_strong(expected, ServiceStatus::stopping)) {
-    throw Error(errc::failed_precondition, "stop() of the service for mutex '" + mutex() +
-                                               "' needs status RUNNING, it is " + to_string(expected));
+    throw Error(errc::failed_precondition,
+                "stop() of the service for mutex '" + mutex() + "' needs status RUNNING, it is " + to_string(expected));
   }
   std::unique_ptr<Subscription> subscription;
   std::uint64_t generation;

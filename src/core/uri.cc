@@ -107,7 +107,8 @@ Uri parse_uri(std::string_view text) {
     if (!port.empty()) {
       int value = 0;
       for (char c : port) {
-        if (!std::isdigit(static_cast<unsigned char>(c)) || value > 65535) throw bad("port '" + std::string(port) + "' is not a number from 1 to 65535");
+        if (!std::isdigit(static_cast<unsigned char>(c)) || value > 65535)
+          throw bad("port '" + std::string(port) + "' is not a number from 1 to 65535");
         value = value * 10 + (c - '0');
       }
       if (value < 1 || value > 65535) throw bad("port '" + std::string(port) + "' is not a number from 1 to 65535");

@@ -16,7 +16,7 @@ struct Uri {
   std::string password;
   bool has_password = false;
   std::string host;
-  int port = 0;  // 0: none given
+  int port = 0;      // 0: none given
   std::string path;  // With its leading '/', if any; for "memory:NAME" it is "NAME".
   std::map<std::string, std::string> query;
 

@@ -139,9 +139,8 @@ void LockEntry::linger_passed(std::uint64_t epoch, std::uint64_t uses) {
     if (!cached_ || epoch != cache_epoch_) return;
     const auto now_uses = fast_uses_.load(std::memory_order_relaxed);
     if (now_uses != uses) {  // used through the fast path meanwhile: another linger from now
-      linger_timer_ = after_on_io(cache_linger_, [epoch, now_uses](LockEntry& entry) {
-        entry.linger_passed(epoch, now_uses);
-      });
+      linger_timer_ =
+          after_on_io(cache_linger_, [epoch, now_uses](LockEntry& entry) { entry.linger_passed(epoch, now_uses); });
       return;
     }
     if (settle_cache_locked()) return;  // in use right now: its end decides

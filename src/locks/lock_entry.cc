@@ -10,8 +10,7 @@
 
 namespace simba::internal {
 
-std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, std::string name,
-                                             const Client& client) {
+std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, std::string name, const Client& client) {
   std::shared_ptr<LockEntry> entry(new LockEntry(std::move(table), std::move(name), client));
   // The remote contender needs no notifications: the entry learns of each round and each loss
   // through the hooks, which hold the entry weakly (an idle entry is freed).
@@ -35,8 +34,8 @@ std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, s
     id += MutexOwner::kCachingSuffix;
   }
   auto contender = make_contender(entry->name_, {}, {}, std::move(id));
-  entry->core_ = std::make_shared<ServiceCore>(contender, contender, client.backend(),
-                                               client.runtime(), client.options(), std::move(hooks));
+  entry->core_ = std::make_shared<ServiceCore>(contender, contender, client.backend(), client.runtime(),
+                                               client.options(), std::move(hooks));
   return entry;
 }
 
@@ -75,10 +74,9 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
     Waiter waiter{ticket, terms, std::move(done), std::nullopt, rounds_, shared_from_this(), Clock::now()};
     if (timeout != kNoTimeout) {
       std::weak_ptr<LockEntry> weak = shared_from_this();
-      waiter.timer = runtime_->schedule_after(std::max(timeout, std::chrono::milliseconds(0)),
-                                              [weak, ticket] {
-                                                if (auto self = weak.lock()) self->expire(ticket);
-                                              });
+      waiter.timer = runtime_->schedule_after(std::max(timeout, std::chrono::milliseconds(0)), [weak, ticket] {
+        if (auto self = weak.lock()) self->expire(ticket);
+      });
     }
     waiters_.push_back(std::move(waiter));
     // A cached lease is taken with no backend call (unless a fast hold has it: wait behind
@@ -305,8 +303,8 @@ void LockEntry::grant_front_locked(Outcomes& outcomes) {
   Waiter waiter = std::move(waiters_.front());
   waiters_.pop_front();
   if (waiter.timer) runtime_->cancel(*waiter.timer);
-  Holder holder{++next_id_, core_->fencing_token(), core_->generation(), std::stop_source(), std::nullopt,
-                waiter.terms.linger};
+  Holder holder{++next_id_,         core_->fencing_token(), core_->generation(),
+                std::stop_source(), std::nullopt,           waiter.terms.linger};
   if (waiter.terms.max_hold.count() > 0) {
     // Releasing takes a round trip: off the timer's short path.
     holder.max_hold_timer = after_on_io(waiter.terms.max_hold, [id = holder.id](LockEntry& entry) {

@@ -44,8 +44,7 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   static constexpr auto kNoTimeout = std::chrono::milliseconds::max();
 
   // Throws Error(errc::invalid_argument) for a name the backend cannot hold.
-  static std::shared_ptr<LockEntry> create(std::shared_ptr<LockTable> table, std::string name,
-                                           const Client& client);
+  static std::shared_ptr<LockEntry> create(std::shared_ptr<LockTable> table, std::string name, const Client& client);
   ~LockEntry();
 
   const std::string& name() const noexcept { return name_; }
@@ -196,7 +195,7 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   const std::shared_ptr<Backend> backend_;
   const unsigned max_local_handovers_;
   const bool push_;
-  const bool demand_;  // the backend has a demand signal: caching allowed
+  const bool demand_;     // the backend has a demand signal: caching allowed
   const bool idle_mark_;  // the backend keeps an idle mark on the owner record
   const std::chrono::milliseconds poll_;
   std::shared_ptr<ServiceCore> core_;
@@ -221,32 +220,32 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
 
   // Caching, under mutex_ (the fast_* words are atomics: the fast path reads them unlocked).
   bool cached_ = false;
-  bool demanded_ = false;                 // another process asked since this remote lease began
-  std::uint64_t cache_epoch_ = 0;         // one per entry into the cached state
-  bool demand_watched_ = false;            // watch_demand() was started (once per entry)
+  bool demanded_ = false;          // another process asked since this remote lease began
+  std::uint64_t cache_epoch_ = 0;  // one per entry into the cached state
+  bool demand_watched_ = false;    // watch_demand() was started (once per entry)
   std::unique_ptr<Subscription> demand_watch_;
-  Clock::time_point last_poll_{};          // when the demand was last read
+  Clock::time_point last_poll_{};  // when the demand was last read
   std::optional<Runtime::TimerId> linger_timer_, poll_timer_;
   std::chrono::milliseconds cache_linger_{0};
   std::uint64_t cache_generation_ = 0;
   enum : int { kFastClosed, kFastOpen, kFastHeld, kFastHeldClosing };
   std::atomic<int> fast_{kFastClosed};
   std::atomic<const void*> fast_thread_{nullptr};  // this_thread_tag() of the fast holder
-  std::atomic<std::int64_t> fast_until_{0};  // CLOCK_MONOTONIC_COARSE ns: the cached lease is usable before
+  std::atomic<std::int64_t> fast_until_{0};        // CLOCK_MONOTONIC_COARSE ns: the cached lease is usable before
   std::atomic<std::uint64_t> fast_uses_{0};
-  unsigned fast_count_ = 0;                  // the fast holder's own count
-  std::uint64_t fast_token_ = 0;             // written before the fast path opens
+  unsigned fast_count_ = 0;       // the fast holder's own count
+  std::uint64_t fast_token_ = 0;  // written before the fast path opens
   std::stop_source fast_lost_{std::nostopstate};
-  std::uint64_t fast_hold_id_ = 0;           // the holder_ a settled fast hold became
-  std::atomic<bool> poll_failing_{false};     // the last read of the demand failed
-  bool idle_seen_ = false;                   // the last poll found the cached lease unused
-  std::uint64_t polled_uses_ = 0;            // fast_uses_ at the last poll
+  std::uint64_t fast_hold_id_ = 0;         // the holder_ a settled fast hold became
+  std::atomic<bool> poll_failing_{false};  // the last read of the demand failed
+  bool idle_seen_ = false;                 // the last poll found the cached lease unused
+  std::uint64_t polled_uses_ = 0;          // fast_uses_ at the last poll
 
   // The idle mark on the owner record (Backend::mark_idle), set by one thread at a time.
   std::atomic<std::uint64_t> mark_requests_{0};  // sync_idle_mark() calls not yet served
-  std::uint64_t marked_token_ = 0;           // the marking thread's: the lease marked idle, or 0
-  std::atomic<bool> idle_marked_{false};     // marked_token_ != 0, read under mutex_
-  std::atomic<bool> mark_failing_{false};    // the last mark failed
+  std::uint64_t marked_token_ = 0;               // the marking thread's: the lease marked idle, or 0
+  std::atomic<bool> idle_marked_{false};         // marked_token_ != 0, read under mutex_
+  std::atomic<bool> mark_failing_{false};        // the last mark failed
 
   mutable std::mutex threads_mutex_;
   struct ThreadHold {

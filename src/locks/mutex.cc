@@ -24,8 +24,7 @@ void LockOptions::validate() const {
 
 // ---- Hold
 
-Hold::Hold(std::shared_ptr<LockEntry> entry, std::uint64_t id, std::uint64_t token,
-           std::stop_source lost) noexcept
+Hold::Hold(std::shared_ptr<LockEntry> entry, std::uint64_t id, std::uint64_t token, std::stop_source lost) noexcept
     : entry_(std::move(entry)), id_(id), token_(token), lost_(std::move(lost)) {}
 
 Hold::Hold(Hold&& other) noexcept
@@ -52,9 +51,7 @@ const std::string& Hold::mutex() const noexcept {
   return entry_ ? entry_->name() : kNone;
 }
 
-std::uint64_t Hold::fencing_token() const noexcept {
-  return entry_ && !lost_.stop_requested() ? token_ : 0;
-}
+std::uint64_t Hold::fencing_token() const noexcept { return entry_ && !lost_.stop_requested() ? token_ : 0; }
 
 void Hold::unlock() noexcept {
   auto entry = std::move(entry_);
@@ -84,14 +81,14 @@ void Mutex::lock() {
   const auto fast = entry_->fast_lock(max_hold_.count() == 0 && linger_.count() > 0);
   if (fast == LockEntry::FastLock::acquired || fast == LockEntry::FastLock::counted) return;
   if (fast == LockEntry::FastLock::lost) {
-    throw Error(errc::unavailable, "the lease of mutex '" + name() +
-                                       "' held by this thread was lost; unlock() it before locking again");
+    throw Error(errc::unavailable,
+                "the lease of mutex '" + name() + "' held by this thread was lost; unlock() it before locking again");
   }
   switch (entry_->reenter(std::this_thread::get_id())) {
     case LockEntry::Reentry::counted: return;
     case LockEntry::Reentry::lost:
-      throw Error(errc::unavailable, "the lease of mutex '" + name() +
-                                         "' held by this thread was lost; unlock() it before locking again");
+      throw Error(errc::unavailable,
+                  "the lease of mutex '" + name() + "' held by this thread was lost; unlock() it before locking again");
     case LockEntry::Reentry::not_held: break;
   }
   entry_->adopt(std::this_thread::get_id(), acquire());
@@ -115,9 +112,10 @@ bool Mutex::lock_until(std::chrono::steady_clock::time_point deadline) {
   }
   auto promise = std::make_shared<std::promise<Hold>>();
   auto future = promise->get_future();
-  auto ticket = entry_->request(LockEntry::kNoTimeout, {max_hold_, linger_},
-                                [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); },
-                                /*inline_round=*/!internal::on_runtime_thread());
+  auto ticket = entry_->request(
+      LockEntry::kNoTimeout, {max_hold_, linger_},
+      [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); },
+      /*inline_round=*/!internal::on_runtime_thread());
   while (future.wait_until(deadline) != std::future_status::ready) {
     auto outcome = entry_->give_up(ticket);
     if (outcome == LockEntry::GiveUp::gave_up) return false;
@@ -161,9 +159,9 @@ bool Mutex::held_by_this_thread() const {
 Hold Mutex::acquire() {
   auto promise = std::make_shared<std::promise<Hold>>();
   auto future = promise->get_future();
-  entry_->request(LockEntry::kNoTimeout, {max_hold_, linger_},
-                  [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); },
-                  !internal::on_runtime_thread());
+  entry_->request(
+      LockEntry::kNoTimeout, {max_hold_, linger_},
+      [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); }, !internal::on_runtime_thread());
   return future.get();
 }
 
@@ -171,9 +169,9 @@ Hold Mutex::acquire(std::chrono::milliseconds timeout) {
   if (timeout.count() < 0) throw Error(errc::invalid_argument, "timeout must be >= 0, got " + format_duration(timeout));
   auto promise = std::make_shared<std::promise<Hold>>();
   auto future = promise->get_future();
-  auto ticket = entry_->request(LockEntry::kNoTimeout, {max_hold_, linger_},
-                                [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); },
-                                !internal::on_runtime_thread());
+  auto ticket = entry_->request(
+      LockEntry::kNoTimeout, {max_hold_, linger_},
+      [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); }, !internal::on_runtime_thread());
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (future.wait_until(deadline) != std::future_status::ready) {
     auto outcome = entry_->give_up(ticket);

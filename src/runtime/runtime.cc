@@ -311,17 +311,14 @@ std::shared_ptr<Runtime> Runtime::shared() {
   return instance;
 }
 
-Runtime::TimerId Runtime::schedule_after(std::chrono::steady_clock::duration delay,
-                                         std::function<void()> task) {
+Runtime::TimerId Runtime::schedule_after(std::chrono::steady_clock::duration delay, std::function<void()> task) {
   return impl_->schedule_after(delay, std::move(task));
 }
 bool Runtime::cancel(TimerId id) { return impl_->cancel(id); }
 void Runtime::post_io(std::function<void()> task, Priority priority) {
   impl_->io_.post(std::move(task), priority == Priority::urgent);
 }
-Strand Runtime::make_strand() {
-  return Strand(std::make_shared<internal::StrandImpl>(impl_->callbacks_.state()));
-}
+Strand Runtime::make_strand() { return Strand(std::make_shared<internal::StrandImpl>(impl_->callbacks_.state())); }
 Runtime::Options Runtime::options() const { return impl_->options_; }
 
 }  // namespace simba

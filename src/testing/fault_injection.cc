@@ -22,8 +22,7 @@ void FaultInjectingBackend::before_call(const char* what) {
 }
 
 OwnerSnapshot FaultInjectingBackend::acquire(const std::string& mutex, const std::string& contender_id,
-                                             std::chrono::milliseconds ttl,
-                                             std::chrono::milliseconds transition) {
+                                             std::chrono::milliseconds ttl, std::chrono::milliseconds transition) {
   before_call("acquire");
   return ForwardingBackend::acquire(mutex, contender_id, ttl, transition);
 }
@@ -38,8 +37,7 @@ OwnerSnapshot FaultInjectingBackend::read(const std::string& mutex) {
   return ForwardingBackend::read(mutex);
 }
 
-std::unique_ptr<Subscription> FaultInjectingBackend::watch(const std::string& mutex,
-                                                           const std::string& contender_id,
+std::unique_ptr<Subscription> FaultInjectingBackend::watch(const std::string& mutex, const std::string& contender_id,
                                                            std::function<void(WatchEvent)> on_change) {
   return ForwardingBackend::watch(mutex, contender_id, [this, on_change = std::move(on_change)](WatchEvent event) {
     if (!unreachable_.load()) on_change(event);

@@ -10,7 +10,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) uris.push_back(argv[i]);
   try {
     for (const auto& uri : uris) {
-      simba::Client client = simba::connect(uri + (uri.find('?') == std::string::npos ? "?" : "&") + "ttl=2s&transition=1s");
+      simba::Client client =
+          simba::connect(uri + (uri.find('?') == std::string::npos ? "?" : "&") + "ttl=2s&transition=1s");
       simba::Locker locker("consumer", client);
       locker.acquire(std::chrono::seconds(5));
       std::cout << "simba " << simba::kVersion << ": held 'consumer' on " << client.describe() << " with fencing token "

@@ -73,8 +73,8 @@ struct Connection {
   // The client closed its side: what it sent before is still delivered (late, if delayed or
   // held), as TCP would, then the connection closes; answers are dropped.
   bool client_gone = false;
-  Flow up;          // client -> server
-  Flow down;        // server -> client
+  Flow up;    // client -> server
+  Flow down;  // server -> client
 };
 
 constexpr std::size_t kMaxHeld = 64 << 20;  // per direction; beyond it the proxy stops reading

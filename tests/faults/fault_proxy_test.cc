@@ -94,7 +94,9 @@ std::string receive(int fd, std::chrono::milliseconds timeout) {
   return std::string(buffer, static_cast<std::size_t>(n));
 }
 
-void say(int fd, const std::string& text) { ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size())); }
+void say(int fd, const std::string& text) {
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+}
 
 // An echo server, the proxy in front of it, and a client connection through it that has
 // carried one round trip.

@@ -99,10 +99,10 @@ int check(const std::string& file, long min_sections, long writes_per_section) {
   }
   long writes = 0, rejected = 0, stale_accepted = 0, shared_tokens = 0, not_rising = 0, interleaved = 0;
   std::uint64_t highest = 0, last_section_token = 0;
-  long current = -1;                      // the holder of the last accepted write
-  std::set<long> finished;                // holders another holder wrote after
+  long current = -1;        // the holder of the last accepted write
+  std::set<long> finished;  // holders another holder wrote after
   std::map<std::uint64_t, long> token_holder;
-  std::map<long, long> accepted_by;       // holder -> accepted writes
+  std::map<long, long> accepted_by;  // holder -> accepted writes
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream fields(line);

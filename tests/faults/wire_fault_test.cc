@@ -209,21 +209,25 @@ class WireFaultTest : public ::testing::Test {
 };
 
 TEST_F(WireFaultTest, APartitionedOwnerStopsBelievingBeforeTheRivalWinsAndRecoversAfter) {
-  expect_partition("partition", [&] { proxy_->blackhole(); }, true);
+  expect_partition(
+      "partition", [&] { proxy_->blackhole(); }, true);
 }
 
 TEST_F(WireFaultTest, AOneWayPartitionOfRequestsIsTheSame) {
-  expect_partition("partition_up", [&] { proxy_->blackhole(FaultProxy::Direction::up); }, true);
+  expect_partition(
+      "partition_up", [&] { proxy_->blackhole(FaultProxy::Direction::up); }, true);
 }
 
 TEST_F(WireFaultTest, AOneWayPartitionOfRepliesNeverLetsTwoBelieve) {
   // Requests still arrive: the server may keep renewing a lease its owner cannot hear about.
   // Safety holds; the mutex may stay with the deaf owner until the fault heals.
-  expect_partition("partition_down", [&] { proxy_->blackhole(FaultProxy::Direction::down); }, false);
+  expect_partition(
+      "partition_down", [&] { proxy_->blackhole(FaultProxy::Direction::down); }, false);
 }
 
 TEST_F(WireFaultTest, AHalfOpenConnectionNeverLetsTwoBelieveAndTheOwnerReconnects) {
-  expect_partition("half_open", [&] { proxy_->half_open(); }, false);
+  expect_partition(
+      "half_open", [&] { proxy_->half_open(); }, false);
 }
 
 TEST_F(WireFaultTest, ARenewalAnsweredAfterTheLeaseRanOutIsALoss) {
@@ -248,8 +252,8 @@ TEST_F(WireFaultTest, ARenewalAnsweredAfterTheLeaseRanOutIsALoss) {
   EXPECT_EQ(rival_->released_count(), 0);
   EXPECT_EQ(owner_->acquired_count(), 1) << "a late answer made the old owner believe again";
   EXPECT_EQ(sampler_->overlaps(), 0);
-  expect_recovers("delay_past_lease", "\"revoked_ms\":" + std::to_string(revoked) +
-                                          ",\"takeover_ms\":" + std::to_string(takeover));
+  expect_recovers("delay_past_lease",
+                  "\"revoked_ms\":" + std::to_string(revoked) + ",\"takeover_ms\":" + std::to_string(takeover));
 }
 
 TEST_F(WireFaultTest, ALateReleaseByAnExpiredHolderLeavesItsSuccessorsLeaseAlone) {
@@ -271,8 +275,7 @@ TEST_F(WireFaultTest, ALateReleaseByAnExpiredHolderLeavesItsSuccessorsLeaseAlone
   // The successor's own belief as well, if its own wire stayed healthy (every read answered
   // within a ttl): a stall of that wire ends its belief by its own clock, whatever the late
   // release did (seen in CI on ZooKeeper: the rival's direct connection timed out meanwhile).
-  const bool rival_wire_healthy =
-      rival_wire.errors() == 0 && rival_wire.slowest_ms() < lease_options().ttl.count();
+  const bool rival_wire_healthy = rival_wire.errors() == 0 && rival_wire.slowest_ms() < lease_options().ttl.count();
   if (rival_wire_healthy) {
     EXPECT_TRUE(rival_service_->is_owner());
     EXPECT_EQ(rival_service_->fencing_token(), token);
@@ -283,10 +286,10 @@ TEST_F(WireFaultTest, ALateReleaseByAnExpiredHolderLeavesItsSuccessorsLeaseAlone
   }
   sampler_->stop();
   EXPECT_EQ(sampler_->overlaps(), 0);
-  report("late_release", "\"successor_kept\":" +
-                             std::string(after.owner.owner_id == rival_->contender_id() ? "true" : "false") +
-                             ",\"rival_wire_slowest_ms\":" + std::to_string(rival_wire.slowest_ms()) +
-                             ",\"rival_wire_errors\":" + std::to_string(rival_wire.errors()));
+  report("late_release",
+         "\"successor_kept\":" + std::string(after.owner.owner_id == rival_->contender_id() ? "true" : "false") +
+             ",\"rival_wire_slowest_ms\":" + std::to_string(rival_wire.slowest_ms()) +
+             ",\"rival_wire_errors\":" + std::to_string(rival_wire.errors()));
 }
 
 TEST_F(WireFaultTest, ResetsDuringAcquireRenewAndReleaseLeaveNoLeaseBehind) {

@@ -27,8 +27,7 @@ class FaultInjectingBackend : public ForwardingBackend {
   // Calls made so far (acquire + release + read), faulted or not.
   long calls() const { return calls_.load(); }
 
-  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
-                        std::chrono::milliseconds ttl,
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
                         std::chrono::milliseconds transition) override;
   bool release(const std::string& mutex, const std::string& contender_id) override;
   OwnerSnapshot read(const std::string& mutex) override;

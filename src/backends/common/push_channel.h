@@ -106,7 +106,7 @@ class PushChannel final : private PushSink {
   // Keys with no watcher left, and since when: unsubscribed once they have lingered.
   std::map<std::string, std::chrono::steady_clock::time_point> idle_;
   std::vector<std::pair<bool, std::string>> requests_;  // {subscribe (else unsubscribe), key}
-  std::set<std::string> confirmed_;  // keys subscribed on the current connection
+  std::set<std::string> confirmed_;                     // keys subscribed on the current connection
 };
 
 }  // namespace simba::internal

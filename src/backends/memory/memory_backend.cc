@@ -23,8 +23,8 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
   MemoryBackend(std::shared_ptr<const Clock> clock, std::shared_ptr<std::atomic<std::uint64_t>> tokens)
       : clock_(std::move(clock)), tokens_(std::move(tokens)) {}
 
-  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
-                        std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
     OwnerSnapshot result;
     bool changed = false, lost = false;
     {
@@ -185,8 +185,8 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
   struct Entry {
     MutexOwner owner;
     std::uint64_t last_token = 0;
-    std::uint64_t touched = 0;  // the change that last queued it in recent_
-    EpochMillis changed_at = 0;  // the clock at its last change of owner
+    std::uint64_t touched = 0;     // the change that last queued it in recent_
+    EpochMillis changed_at = 0;    // the clock at its last change of owner
     EpochMillis wanted_until = 0;  // a losing acquire's demand lasts until then (or a new owner)
     std::uint64_t idle_token = 0;  // the lease its owner marked idle (mark_idle), by token
   };
@@ -238,7 +238,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
   std::mutex mutex_;
   std::unordered_map<std::string, Entry> entries_;
   const std::shared_ptr<std::atomic<std::uint64_t>> tokens_;  // every mutex's tokens come from here
-  std::uint64_t forgotten_token_ = 0;  // the highest token of a forgotten record
+  std::uint64_t forgotten_token_ = 0;                         // the highest token of a forgotten record
   std::uint64_t changes_ = 0;
   std::deque<std::pair<std::string, std::uint64_t>> recent_;  // (mutex, change), oldest first
   std::mutex watch_mutex_;

@@ -1,8 +1,8 @@
 // Talking to MariaDB/MySQL through Connector/C's prepared statements.
 #include "backends/mysql/connection.h"
 
-#include <mysqld_error.h>
 #include <errmsg.h>
+#include <mysqld_error.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -55,8 +55,8 @@ void Connection::prepare(const std::string& name, const std::string& sql) {
   statements_[name] = std::move(stmt);
 }
 
-MYSQL_STMT* Connection::bound(const std::string& name, const std::vector<Param>& params,
-                              std::vector<MYSQL_BIND>& binds, std::vector<unsigned long>& lengths) {
+MYSQL_STMT* Connection::bound(const std::string& name, const std::vector<Param>& params, std::vector<MYSQL_BIND>& binds,
+                              std::vector<unsigned long>& lengths) {
   MYSQL_STMT* stmt = statements_.at(name).get();
   binds.assign(params.size(), MYSQL_BIND{});
   lengths.assign(params.size(), 0);
@@ -93,8 +93,7 @@ std::optional<LeaseRow> Connection::query_lease(const std::string& name, const s
   return std::move(rows.front());
 }
 
-std::vector<LeaseRow> Connection::query_leases(const std::string& name, const std::vector<Param>& params,
-                                               bool named) {
+std::vector<LeaseRow> Connection::query_leases(const std::string& name, const std::vector<Param>& params, bool named) {
   std::vector<MYSQL_BIND> binds;
   std::vector<unsigned long> lengths;
   MYSQL_STMT* stmt = bound(name, params, binds, lengths);
@@ -193,21 +192,13 @@ void Connection::fail(const char* doing, unsigned error, const char* text) {
   switch (error) {
     case ER_ACCESS_DENIED_ERROR:
     case ER_DBACCESS_DENIED_ERROR:
-    case ER_TABLEACCESS_DENIED_ERROR:
-      broken_ = true;
-      throw Error(errc::permission_denied, message);
-    case ER_BAD_DB_ERROR:
-      broken_ = true;
-      throw Error(errc::invalid_argument, message);
-    case ER_DATA_TOO_LONG:
-      throw Error(errc::invalid_argument, message);
+    case ER_TABLEACCESS_DENIED_ERROR: broken_ = true; throw Error(errc::permission_denied, message);
+    case ER_BAD_DB_ERROR: broken_ = true; throw Error(errc::invalid_argument, message);
+    case ER_DATA_TOO_LONG: throw Error(errc::invalid_argument, message);
     case ER_LOCK_DEADLOCK:
     case ER_LOCK_WAIT_TIMEOUT:
-    case ER_CON_COUNT_ERROR:
-      throw Error(errc::unavailable, message);
-    case ER_SERVER_SHUTDOWN:
-      broken_ = true;
-      throw Error(errc::unavailable, message);
+    case ER_CON_COUNT_ERROR: throw Error(errc::unavailable, message);
+    case ER_SERVER_SHUTDOWN: broken_ = true; throw Error(errc::unavailable, message);
     default:
       if (broken_) throw Error(errc::unavailable, message);
       throw Error(errc::internal, message);

@@ -23,7 +23,7 @@ using Param = std::variant<std::string, std::int64_t>;
 struct LeaseRow {
   MutexOwner owner;  // owner_id empty when the row is missing
   EpochMillis now = 0;
-  std::string mutex;  // query_leases(..., named): a seventh column, the mutex's name
+  std::string mutex;             // query_leases(..., named): a seventh column, the mutex's name
   EpochMillis wanted_until = 0;  // otherwise: a seventh column, if any, is the row's wanted_until
   bool idle = false;             // an eighth column, if any: the lease is marked idle (non-zero)
 };

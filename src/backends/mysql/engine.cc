@@ -16,7 +16,8 @@ std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
   const bool files = !options.ssl_ca.empty() || !options.ssl_cert.empty() || !options.ssl_key.empty();
   options.ssl = switch_option(query, "ssl", files);
   options.ssl_verify = switch_option(query, "ssl_verify", options.ssl_verify);
-  if (files && !options.ssl) throw Error(errc::invalid_argument, "ssl=off with TLS files (ssl_ca, ssl_cert, ssl_key): " + uri.redacted());
+  if (files && !options.ssl)
+    throw Error(errc::invalid_argument, "ssl=off with TLS files (ssl_ca, ssl_cert, ssl_key): " + uri.redacted());
   return make_mysql_backend(options);
 }
 

@@ -12,8 +12,8 @@
 #include "backends/common/lease_row.h"
 #include "backends/common/pool.h"
 #include "backends/common/raw_probe.h"
-#include "backends/common/sweep.h"
 #include "backends/common/server.h"
+#include "backends/common/sweep.h"
 #include "backends/mysql/connection.h"
 #include "backends/mysql/monitor.h"
 #include "base/log.h"
@@ -35,11 +35,15 @@ using mysql::Connection;
 std::string schema(const char* collation) {
   const std::string text = std::string("CHARACTER SET utf8mb4 COLLATE ") + collation;
   return "CREATE TABLE IF NOT EXISTS simba_mutex ("
-         "  mutex         varchar(66)  " + text + " NOT NULL PRIMARY KEY,"
+         "  mutex         varchar(66)  " +
+         text +
+         " NOT NULL PRIMARY KEY,"
          "  acquired_at   bigint unsigned NOT NULL DEFAULT 0,"
          "  ttl_at        bigint unsigned NOT NULL DEFAULT 0,"
          "  transition_at bigint unsigned NOT NULL DEFAULT 0,"
-         "  owner_id      varchar(128) " + text + " NOT NULL DEFAULT '',"
+         "  owner_id      varchar(128) " +
+         text +
+         " NOT NULL DEFAULT '',"
          "  version       int unsigned    NOT NULL DEFAULT 0,"
          "  fencing_token bigint unsigned NOT NULL DEFAULT 0,"
          "  wanted_until  bigint unsigned NOT NULL DEFAULT 0,"
@@ -80,22 +84,29 @@ constexpr const char* kMutexCollation =
 // A new row's token starts at now x 1000 (see common/sweep.h); rows JVM Simba inserts start at
 // 0. Params: mutex, ttl, ttl, transition, contender id. Without RETURNING (MySQL) the same upsert
 // is followed by kRead: the row read then is the owner after the call (or a later one).
-#define SIMBA_MY_UPSERT \
+#define SIMBA_MY_UPSERT                                                                                    \
   "INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token) " \
-  "VALUES (?, " SIMBA_MY_NOW ", " SIMBA_MY_NOW " + ?, " SIMBA_MY_NOW " + ? + ?, ?, 1, " SIMBA_MY_NOW " * 1000) " \
-  "ON DUPLICATE KEY UPDATE " \
-  "wanted_until = IF(" SIMBA_MY_MAY_TAKE " AND owner_id <> VALUES(owner_id), 0, wanted_until), " \
-  "idle_token = IF(" SIMBA_MY_MAY_TAKE " AND NOT (owner_id = VALUES(owner_id) AND transition_at > VALUES(acquired_at)), " \
-  "0, idle_token), " \
-  "fencing_token = IF(" SIMBA_MY_MAY_TAKE ", fencing_token + (owner_id <> VALUES(owner_id)), fencing_token), " \
-  "version = IF(" SIMBA_MY_MAY_TAKE ", version + 1, version), " \
-  "acquired_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(acquired_at), acquired_at), " \
-  "ttl_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(ttl_at), ttl_at), " \
-  "owner_id = IF(" SIMBA_MY_MAY_TAKE ", VALUES(owner_id), owner_id), " \
+  "VALUES (?, " SIMBA_MY_NOW ", " SIMBA_MY_NOW " + ?, " SIMBA_MY_NOW " + ? + ?, ?, 1, " SIMBA_MY_NOW       \
+  " * 1000) "                                                                                              \
+  "ON DUPLICATE KEY UPDATE "                                                                               \
+  "wanted_until = IF(" SIMBA_MY_MAY_TAKE                                                                   \
+  " AND owner_id <> VALUES(owner_id), 0, wanted_until), "                                                  \
+  "idle_token = IF(" SIMBA_MY_MAY_TAKE                                                                     \
+  " AND NOT (owner_id = VALUES(owner_id) AND transition_at > VALUES(acquired_at)), "                       \
+  "0, idle_token), "                                                                                       \
+  "fencing_token = IF(" SIMBA_MY_MAY_TAKE                                                                  \
+  ", fencing_token + (owner_id <> VALUES(owner_id)), fencing_token), "                                     \
+  "version = IF(" SIMBA_MY_MAY_TAKE                                                                        \
+  ", version + 1, version), "                                                                              \
+  "acquired_at = IF(" SIMBA_MY_MAY_TAKE                                                                    \
+  ", VALUES(acquired_at), acquired_at), "                                                                  \
+  "ttl_at = IF(" SIMBA_MY_MAY_TAKE                                                                         \
+  ", VALUES(ttl_at), ttl_at), "                                                                            \
+  "owner_id = IF(" SIMBA_MY_MAY_TAKE                                                                       \
+  ", VALUES(owner_id), owner_id), "                                                                        \
   "transition_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(transition_at), transition_at) "
-constexpr const char* kAcquire =
-    SIMBA_MY_UPSERT "RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, " SIMBA_MY_NOW
-                    ", wanted_until";
+constexpr const char* kAcquire = SIMBA_MY_UPSERT
+    "RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, " SIMBA_MY_NOW ", wanted_until";
 constexpr const char* kUpsert = SIMBA_MY_UPSERT;
 
 // Whether the row's lease is marked idle (mark_idle), as a column.
@@ -103,20 +114,20 @@ constexpr const char* kUpsert = SIMBA_MY_UPSERT;
 
 // The row (or none), the database clock, the row's wanted_until and idle mark. Params: mutex.
 constexpr const char* kRead =
-    "SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now, m.wanted_until, "
-    SIMBA_MY_IDLE " FROM (SELECT " SIMBA_MY_NOW " AS now) n LEFT JOIN simba_mutex m ON m.mutex = ?";
+    "SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now, "
+    "m.wanted_until, " SIMBA_MY_IDLE " FROM (SELECT " SIMBA_MY_NOW " AS now) n LEFT JOIN simba_mutex m ON m.mutex = ?";
 
 // Simba's release, except that the row keeps when it became free (transition_at = now - 1)
 // for the sweep. Params: mutex, contender id.
-constexpr const char* kRelease =
-    "UPDATE simba_mutex SET acquired_at = 0, ttl_at = 0, transition_at = " SIMBA_MY_NOW " - 1, owner_id = '', "
-    "version = version + 1 WHERE mutex = ? AND owner_id = ?";
+constexpr const char* kRelease = "UPDATE simba_mutex SET acquired_at = 0, ttl_at = 0, transition_at = " SIMBA_MY_NOW
+                                 " - 1, owner_id = '', "
+                                 "version = version + 1 WHERE mutex = ? AND owner_id = ?";
 
 // A contender that did not get the mutex from its owner wants it for a lease (ms) from now.
 // Params: lease ms, mutex, owner id.
-constexpr const char* kWant =
-    "UPDATE simba_mutex SET wanted_until = GREATEST(wanted_until, " SIMBA_MY_NOW " + ?) "
-    "WHERE mutex = ? AND owner_id = ?";
+constexpr const char* kWant = "UPDATE simba_mutex SET wanted_until = GREATEST(wanted_until, " SIMBA_MY_NOW
+                              " + ?) "
+                              "WHERE mutex = ? AND owner_id = ?";
 
 // The owner marks its live lease idle (first param 1) or in use. Params: idle, mutex, owner id.
 constexpr const char* kMarkIdle =
@@ -126,8 +137,9 @@ constexpr const char* kMarkIdle =
 // Names starting with the parameter, in order (the exact collation is byte order), at most
 // the limit. Params: prefix, prefix, limit.
 constexpr const char* kList =
-    "SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now, m.mutex, "
-    SIMBA_MY_IDLE " FROM (SELECT " SIMBA_MY_NOW " AS now) n JOIN simba_mutex m ON LEFT(m.mutex, CHAR_LENGTH(?)) = ? "
+    "SELECT m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, n.now, m.mutex, " SIMBA_MY_IDLE
+    " FROM (SELECT " SIMBA_MY_NOW
+    " AS now) n JOIN simba_mutex m ON LEFT(m.mutex, CHAR_LENGTH(?)) = ? "
     "ORDER BY m.mutex LIMIT ?";
 
 // Rows free for the idle time (ms) whose token is below now x 1000, at most the limit. Only
@@ -136,7 +148,8 @@ constexpr const char* kList =
 // index on these columns: the statement runs READ COMMITTED, so InnoDB keeps locks only on the
 // rows it deletes, not on every row it scanned. Params: idle ms, limit.
 constexpr const char* kSweep =
-    "DELETE FROM simba_mutex WHERE transition_at < " SIMBA_MY_NOW " - ? "
+    "DELETE FROM simba_mutex WHERE transition_at < " SIMBA_MY_NOW
+    " - ? "
     "AND fencing_token < " SIMBA_MY_NOW " * 1000 AND fencing_token >= 1000000000000000 LIMIT ?";
 
 class MysqlBackend final : public Backend, public internal::RawProbe {
@@ -152,8 +165,9 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
     const bool mariadb = server.find("MariaDB") != std::string::npos;
     const unsigned long version = connection->server_version();
     if (mariadb ? version < 100200 : version < 80000) {
-      throw Error(errc::unsupported, where_ + ": the server is '" + server +
-                                         "'; this backend needs MariaDB 10.2+ or MySQL 8.0+ (exact, no-pad collations)");
+      throw Error(errc::unsupported,
+                  where_ + ": the server is '" + server +
+                      "'; this backend needs MariaDB 10.2+ or MySQL 8.0+ (exact, no-pad collations)");
     }
     returning_ = options_.returning && mariadb && version >= 100500;  // INSERT ... RETURNING
     connection->run(schema(mariadb ? "utf8mb4_nopad_bin" : "utf8mb4_0900_bin"));
@@ -168,15 +182,16 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
     if (connection->scalar(kMutexCollation) != 0) {
       internal::log_warn_once_per_host(
           "mysql-collation " + options_.host + ":" + std::to_string(options_.port) + "/" + options_.database,
-          where_ + ": table simba_mutex (made elsewhere) compares mutex names without case and trailing spaces; "
-                   "names that differ only so share one lease (said once on this host; again with SIMBA_LOG=info)");
+          where_ +
+              ": table simba_mutex (made elsewhere) compares mutex names without case and trailing spaces; "
+              "names that differ only so share one lease (said once on this host; again with SIMBA_LOG=info)");
     }
     prepare(*connection);
     pool_.seed(std::move(connection));
   }
 
-  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
-                        std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
     const std::string waiter = mutex + '\0' + contender_id;
     const std::int64_t lease = ttl.count() + transition.count();
     return pool_.with([&](Connection& connection) {
@@ -222,8 +237,9 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
 
   bool release(const std::string& mutex, const std::string& contender_id) override {
     set_waiting(mutex + '\0' + contender_id, false);
-    const bool released =
-        pool_.with([&](Connection& connection) { return connection.execute("release", {mutex, contender_id}) == 1; });
+    const bool released = pool_.with([&](Connection& connection) {
+      return connection.execute("release", {mutex, contender_id}) == 1;
+    });
     sweeps_.maybe(where_, [&](std::chrono::milliseconds idle) { sweep(idle, internal::kSweepBatch); });
     return released;
   }
@@ -295,7 +311,7 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
     caps.multi_process = true;
     caps.multi_host = true;
     caps.max_mutex_bytes = 66;  // Simba's varchar(66)
-    caps.demand = true;  // read at the poll interval by a caching owner
+    caps.demand = true;         // read at the poll interval by a caching owner
     caps.idle_mark = true;
     return caps;
   }

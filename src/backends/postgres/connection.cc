@@ -17,21 +17,36 @@ Connection::Connection(const PostgresOptions& options, const std::string& where)
     : where_(where), answer_timeout_(options.command_timeout + std::chrono::milliseconds(500)) {
   const std::string port = std::to_string(options.port);
   // libpq counts whole seconds and takes at least 2.
-  const std::string connect_timeout =
-      std::to_string(std::max<long>(2, (options.connect_timeout.count() + 999) / 1000));
+  const std::string connect_timeout = std::to_string(std::max<long>(2, (options.connect_timeout.count() + 999) / 1000));
   const std::string command_ms = std::to_string(options.command_timeout.count());
   const std::string server_options = "-c statement_timeout=" + command_ms + " -c lock_timeout=" + command_ms;
-  std::vector<const char*> keys = {"host", "port", "dbname", "user", "connect_timeout", "options",
-                                   "application_name", "tcp_user_timeout", "keepalives", "keepalives_idle"};
-  std::vector<const char*> values = {options.host.c_str(), port.c_str(), options.database.c_str(),
-                                     options.user.c_str(), connect_timeout.c_str(), server_options.c_str(),
-                                     "simba", command_ms.c_str(), "1", "5"};
+  std::vector<const char*> keys = {"host",
+                                   "port",
+                                   "dbname",
+                                   "user",
+                                   "connect_timeout",
+                                   "options",
+                                   "application_name",
+                                   "tcp_user_timeout",
+                                   "keepalives",
+                                   "keepalives_idle"};
+  std::vector<const char*> values = {options.host.c_str(),
+                                     port.c_str(),
+                                     options.database.c_str(),
+                                     options.user.c_str(),
+                                     connect_timeout.c_str(),
+                                     server_options.c_str(),
+                                     "simba",
+                                     command_ms.c_str(),
+                                     "1",
+                                     "5"};
   if (!options.password.empty()) {
     keys.push_back("password");
     values.push_back(options.password.c_str());
   }
-  for (const auto& [key, value] : {std::pair{"sslmode", &options.sslmode}, std::pair{"sslrootcert", &options.sslrootcert},
-                                   std::pair{"sslcert", &options.sslcert}, std::pair{"sslkey", &options.sslkey}}) {
+  for (const auto& [key, value] :
+       {std::pair{"sslmode", &options.sslmode}, std::pair{"sslrootcert", &options.sslrootcert},
+        std::pair{"sslcert", &options.sslcert}, std::pair{"sslkey", &options.sslkey}}) {
     if (value->empty()) continue;
     keys.push_back(key);
     values.push_back(value->c_str());

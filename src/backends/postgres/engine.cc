@@ -18,15 +18,16 @@ std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
 }  // namespace
 
 const Engine& postgres_engine() {
-  static const Engine engine{"postgresql://user:password@host:port/db",
-                             {{"sslmode", "passed to libpq (disable, prefer, require, verify-ca, verify-full)"},
-                              {"sslrootcert", "the CA file that signed the server's certificate (verify-ca, verify-full)"},
-                              {"sslcert", "a client certificate file"},
-                              {"sslkey", "the client certificate's key file"},
-                              kConnectTimeoutOption,
-                              kCommandTimeoutOption,
-                              kSweepIdleOption},
-                             &open};
+  static const Engine engine{
+      "postgresql://user:password@host:port/db",
+      {{"sslmode", "passed to libpq (disable, prefer, require, verify-ca, verify-full)"},
+       {"sslrootcert", "the CA file that signed the server's certificate (verify-ca, verify-full)"},
+       {"sslcert", "a client certificate file"},
+       {"sslkey", "the client certificate's key file"},
+       kConnectTimeoutOption,
+       kCommandTimeoutOption,
+       kSweepIdleOption},
+      &open};
   return engine;
 }
 

@@ -46,8 +46,8 @@ class ListenLink final : public internal::PushLink {
 
 std::unique_ptr<internal::PushChannel> make_listener(const PostgresOptions& options, const std::string& where) {
   return std::make_unique<internal::PushChannel>(
-      internal::PushChannelOptions{.thread_name = "simba-pg-listen", .what = "LISTEN", .where = where,
-                                    .ready_timeout = options.command_timeout},
+      internal::PushChannelOptions{
+          .thread_name = "simba-pg-listen", .what = "LISTEN", .where = where, .ready_timeout = options.command_timeout},
       [options, where] { return std::make_unique<ListenLink>(options, where); });
 }
 

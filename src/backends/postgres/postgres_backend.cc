@@ -11,8 +11,8 @@
 #include "backends/common/lease_row.h"
 #include "backends/common/pool.h"
 #include "backends/common/raw_probe.h"
-#include "backends/common/sweep.h"
 #include "backends/common/server.h"
+#include "backends/common/sweep.h"
 #include "backends/postgres/connection.h"
 #include "backends/postgres/listener.h"
 #include "simba/error.h"
@@ -53,8 +53,9 @@ ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS idle_token bigint NOT NULL DEFA
 
 // The lease may be taken (free, released or expired) or renewed (ours and live); the second
 // spelling is for ON CONFLICT, where the new values are EXCLUDED.
-#define SIMBA_PG_TAKES \
-  "(m.transition_at < EXCLUDED.acquired_at OR (m.owner_id = EXCLUDED.owner_id AND m.transition_at > EXCLUDED.acquired_at))"
+#define SIMBA_PG_TAKES                                                                                \
+  "(m.transition_at < EXCLUDED.acquired_at OR (m.owner_id = EXCLUDED.owner_id AND m.transition_at > " \
+  "EXCLUDED.acquired_at))"
 
 // The common case in one plain UPDATE: take a free row or renew our own; the token rises only
 // when the owner id changes (and a demand goes with the old owner). Returns the row only if it
@@ -63,10 +64,14 @@ ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS idle_token bigint NOT NULL DEFA
 constexpr const char* kTake =
     "UPDATE simba_mutex SET fencing_token = fencing_token + (owner_id <> $2)::int, "
     "wanted_until = CASE WHEN owner_id <> $2 THEN 0 ELSE wanted_until END, "
-    "idle_token = CASE WHEN owner_id = $2 AND transition_at > " SIMBA_PG_NOW " THEN idle_token ELSE 0 END, "
-    "acquired_at = " SIMBA_PG_NOW ", ttl_at = " SIMBA_PG_NOW " + $3::bigint, "
-    "transition_at = " SIMBA_PG_NOW " + $3::bigint + $4::bigint, owner_id = $2, version = version + 1 "
-    "WHERE mutex = $1 AND (transition_at < " SIMBA_PG_NOW " OR (owner_id = $2 AND transition_at > " SIMBA_PG_NOW "))"
+    "idle_token = CASE WHEN owner_id = $2 AND transition_at > " SIMBA_PG_NOW
+    " THEN idle_token ELSE 0 END, "
+    "acquired_at = " SIMBA_PG_NOW ", ttl_at = " SIMBA_PG_NOW
+    " + $3::bigint, "
+    "transition_at = " SIMBA_PG_NOW
+    " + $3::bigint + $4::bigint, owner_id = $2, version = version + 1 "
+    "WHERE mutex = $1 AND (transition_at < " SIMBA_PG_NOW " OR (owner_id = $2 AND transition_at > " SIMBA_PG_NOW
+    "))"
     " RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, acquired_at, wanted_until >= acquired_at";
 
 // Otherwise: create the row race-free, or take it if it became free meanwhile, or note that
@@ -77,7 +82,8 @@ INSERT INTO simba_mutex AS m (mutex, acquired_at, ttl_at, transition_at, owner_i
 SELECT $1, n.now, n.now + $3::bigint, n.now + $3::bigint + $4::bigint, $2, 1, n.now * 1000
 FROM (SELECT )sql" SIMBA_PG_NOW R"sql( AS now) n
 ON CONFLICT (mutex) DO UPDATE SET
-  fencing_token = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN m.fencing_token + (m.owner_id <> $2)::int ELSE m.fencing_token END,
+  fencing_token = CASE WHEN )sql" SIMBA_PG_TAKES
+                                    R"sql( THEN m.fencing_token + (m.owner_id <> $2)::int ELSE m.fencing_token END,
   acquired_at = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN EXCLUDED.acquired_at ELSE m.acquired_at END,
   ttl_at = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN EXCLUDED.ttl_at ELSE m.ttl_at END,
   transition_at = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN EXCLUDED.transition_at ELSE m.transition_at END,
@@ -87,7 +93,8 @@ ON CONFLICT (mutex) DO UPDATE SET
                   ELSE GREATEST(m.waiting_until, EXCLUDED.acquired_at + 2 * ($3::bigint + $4::bigint) + 1000) END,
   wanted_until = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( THEN (CASE WHEN m.owner_id <> $2 THEN 0 ELSE m.wanted_until END)
                  ELSE GREATEST(m.wanted_until, EXCLUDED.acquired_at + $3::bigint + $4::bigint) END,
-  idle_token = CASE WHEN )sql" SIMBA_PG_TAKES R"sql( AND NOT (m.owner_id = $2 AND m.transition_at > EXCLUDED.acquired_at)
+  idle_token = CASE WHEN )sql" SIMBA_PG_TAKES
+                                    R"sql( AND NOT (m.owner_id = $2 AND m.transition_at > EXCLUDED.acquired_at)
                THEN 0 ELSE m.idle_token END
 RETURNING m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, )sql" SIMBA_PG_NOW R"sql()sql";
 
@@ -104,7 +111,8 @@ FROM (SELECT )sql" SIMBA_PG_NOW R"sql( AS now) n LEFT JOIN simba_mutex m ON m.mu
 // Release only if ours; says whether a waiter listens (then the caller NOTIFYs). The row keeps
 // when it became free (transition_at = now - 1) for the sweep. $1 mutex, $2 contender id.
 constexpr const char* kRelease =
-    "UPDATE simba_mutex SET owner_id = '', acquired_at = 0, ttl_at = 0, transition_at = " SIMBA_PG_NOW " - 1, "
+    "UPDATE simba_mutex SET owner_id = '', acquired_at = 0, ttl_at = 0, transition_at = " SIMBA_PG_NOW
+    " - 1, "
     "version = version + 1 WHERE mutex = $1 AND owner_id = $2 RETURNING waiting_until >= " SIMBA_PG_NOW;
 
 // Names starting with $1, in byte order, at most $2; each row with the database clock.
@@ -117,10 +125,12 @@ FROM simba_mutex m WHERE left(m.mutex, char_length($1)) = $1 ORDER BY m.mutex CO
 constexpr const char* kSweep = R"sql(
 DELETE FROM simba_mutex WHERE mutex IN (
   SELECT mutex FROM simba_mutex
-  WHERE transition_at < )sql" SIMBA_PG_NOW R"sql( - $1::bigint AND waiting_until < )sql" SIMBA_PG_NOW R"sql( - $1::bigint
+  WHERE transition_at < )sql" SIMBA_PG_NOW R"sql( - $1::bigint AND waiting_until < )sql" SIMBA_PG_NOW
+                               R"sql( - $1::bigint
     AND fencing_token < )sql" SIMBA_PG_NOW R"sql( * 1000
   LIMIT $2 FOR UPDATE SKIP LOCKED)
-AND transition_at < )sql" SIMBA_PG_NOW R"sql( - $1::bigint AND waiting_until < )sql" SIMBA_PG_NOW R"sql( - $1::bigint)sql";
+AND transition_at < )sql" SIMBA_PG_NOW R"sql( - $1::bigint AND waiting_until < )sql" SIMBA_PG_NOW
+                               R"sql( - $1::bigint)sql";
 
 // The owner marks its live lease idle ($3 true) or in use. $1 mutex, $2 owner id.
 constexpr const char* kMarkIdle =
@@ -173,8 +183,8 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
     pool_.seed(std::move(connection));
   }
 
-  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
-                        std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
     return pool_.with([&](Connection& connection) {
       const std::vector<std::string> params = {mutex, contender_id, std::to_string(ttl.count()),
                                                std::to_string(transition.count())};
@@ -185,7 +195,8 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
         return snapshot;
       }
       auto snapshot = snapshot_of(connection.execute("take_or_wait", params).get());
-      if (!snapshot.owner.empty() && snapshot.owner.owner_id != contender_id) connection.execute("notify_demand", {mutex});
+      if (!snapshot.owner.empty() && snapshot.owner.owner_id != contender_id)
+        connection.execute("notify_demand", {mutex});
       return snapshot;
     });
   }
@@ -218,8 +229,8 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
         OwnerSnapshot row = snapshot_of(rows.get(), i);
         row.owner.idle = !row.owner.empty() && flag(rows.get(), 7, i);
         out.now = row.now;
-        out.records.push_back({std::string(PQgetvalue(rows.get(), i, 6), PQgetlength(rows.get(), i, 6)),
-                               std::move(row.owner)});
+        out.records.push_back(
+            {std::string(PQgetvalue(rows.get(), i, 6), PQgetlength(rows.get(), i, 6)), std::move(row.owner)});
       }
       if (out.now == 0) out.now = snapshot_of(connection.execute("read", {std::string()}).get(), 0).now;
       return out;
@@ -260,13 +271,14 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
   // Demands come on the one LISTEN channel too, under a key no mutex has.
   std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& /*owner_id*/,
                                              std::function<void()> on_demand) override {
-    return listener_->watch({postgres::demand_key(mutex)}, [on_demand = std::move(on_demand)](WatchEvent) { on_demand(); });
+    return listener_->watch({postgres::demand_key(mutex)},
+                            [on_demand = std::move(on_demand)](WatchEvent) { on_demand(); });
   }
 
   Capabilities capabilities() const override {
     Capabilities caps;
     caps.engine = "postgresql";
-    caps.push = true;               // releases are notified
+    caps.push = true;                // releases are notified
     caps.push_acquisitions = false;  // acquisitions are not: observers poll
     caps.demand = caps.demand_push = true;
     caps.idle_mark = true;
@@ -338,7 +350,8 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
 }  // namespace
 
 std::shared_ptr<Backend> make_postgres_backend(const PostgresOptions& options) {
-  return std::make_shared<PostgresBackend>(options, internal::check_server_options("postgresql", "PostgreSQL", options));
+  return std::make_shared<PostgresBackend>(options,
+                                           internal::check_server_options("postgresql", "PostgreSQL", options));
 }
 
 }  // namespace simba

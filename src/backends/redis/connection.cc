@@ -64,8 +64,8 @@ void Connection::fail_transport(const char* doing) {
   std::string what = context_ && context_->errstr[0] ? context_->errstr : "connection failed";
   if (context_ && context_->err == REDIS_ERR_PROTOCOL) {
     what += " (is this a Redis server?)";
-  } else if (context_ && context_->err == REDIS_ERR_IO && (what.find("Resource temporarily") != std::string::npos ||
-                                                           what.find("timed out") != std::string::npos)) {
+  } else if (context_ && context_->err == REDIS_ERR_IO &&
+             (what.find("Resource temporarily") != std::string::npos || what.find("timed out") != std::string::npos)) {
     what = "no answer within the timeout (is this a Redis server?)";
   }
   throw Error(errc::unavailable, where_ + ": " + doing + ": " + what);

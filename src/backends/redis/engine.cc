@@ -1,6 +1,6 @@
 // "redis://[user:password@]host:port[/db][?prefix=simba]".
-#include "backends/common/sweep.h"
 #include "backends/engine.h"
+#include "backends/common/sweep.h"
 #include "simba/error.h"
 #include "simba/redis_backend.h"
 

@@ -183,8 +183,8 @@ class RedisBackend final : public Backend, public internal::RawProbe {
     pool_.seed(std::move(connection));
   }
 
-  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
-                        std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
     const auto lease = ttl + transition;
     auto reply = run(acquire_, {lock_key(mutex), fencing_key(mutex), queue_key(mutex)},
                      {contender_id, std::to_string(lease.count()), lock_key(mutex), std::to_string(ttl.count()),
@@ -297,8 +297,9 @@ class RedisBackend final : public Backend, public internal::RawProbe {
     const std::string pattern = glob_escaped(options_.prefix + ":{" + prefix) + "*";
     std::string cursor = "0";
     do {
-      auto reply = pool_.with(
-          [&](Connection& connection) { return connection.checked({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}); });
+      auto reply = pool_.with([&](Connection& connection) {
+        return connection.checked({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+      });
       if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_STRING ||
           reply->element[1]->type != REDIS_REPLY_ARRAY) {
         throw Error(errc::internal, where_ + ": unexpected SCAN reply");

@@ -19,7 +19,8 @@ OwnerSnapshot owner_from_reply(const redisReply& reply, std::chrono::millisecond
   }
   auto integer = [&](std::size_t i, long long fallback) {
     const long long value = reply.element[i]->type == REDIS_REPLY_INTEGER ? reply.element[i]->integer : fallback;
-    if (value < -2 || value > kLatestMillis * 1000) throw Error(errc::internal, where + ": a time or token out of range");
+    if (value < -2 || value > kLatestMillis * 1000)
+      throw Error(errc::internal, where + ": a time or token out of range");
     return value;
   };
   OwnerSnapshot out;
@@ -34,7 +35,7 @@ OwnerSnapshot owner_from_reply(const redisReply& reply, std::chrono::millisecond
   if (left > kLatestMillis) throw Error(errc::internal, where + ": a lease out of range");
   out.owner.owner_id.assign(id->str, id->len);
   out.owner.transition_at = out.now + left;
-  out.demanded = reply.elements >= 7 && integer(6, 0) > 0;  // someone waits in the queue
+  out.demanded = reply.elements >= 7 && integer(6, 0) > 0;    // someone waits in the queue
   out.owner.idle = reply.elements == 8 && integer(7, 0) > 0;  // the owner marked this lease idle
   const long long at = integer(4, -1), holder_ttl = integer(5, -1);
   if (at >= 0 && holder_ttl >= 0 && at <= kLatestMillis && holder_ttl <= kLatestMillis) {

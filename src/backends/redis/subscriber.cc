@@ -63,9 +63,11 @@ class PubSubLink final : public internal::PushLink {
 
 std::unique_ptr<internal::PushChannel> make_subscriber(const RedisOptions& options, const std::string& where) {
   return std::make_unique<internal::PushChannel>(
-      internal::PushChannelOptions{.thread_name = "simba-redis-sub", .what = "pub/sub", .where = where,
-                                    .ready_timeout = options.command_timeout,
-                                    .linger = std::chrono::seconds(10)},
+      internal::PushChannelOptions{.thread_name = "simba-redis-sub",
+                                   .what = "pub/sub",
+                                   .where = where,
+                                   .ready_timeout = options.command_timeout,
+                                   .linger = std::chrono::seconds(10)},
       [options, where] { return std::make_unique<PubSubLink>(options, where); });
 }
 

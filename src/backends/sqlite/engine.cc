@@ -1,6 +1,6 @@
 // "sqlite:///abs/file.db" (also sqlite://localhost/abs/file.db, sqlite:rel.db, sqlite://rel.db).
-#include "backends/common/sweep.h"
 #include "backends/engine.h"
+#include "backends/common/sweep.h"
 #include "simba/error.h"
 #include "simba/sqlite_backend.h"
 
@@ -24,11 +24,10 @@ std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
 }  // namespace
 
 const Engine& sqlite_engine() {
-  static const Engine engine{
-      "sqlite:///path/to/file.db",
-      {{"busy_timeout", "how long SQLite waits for another process's write lock (default 5s)"},
-       {kSweepIdleKey, kSweepIdleHelp}},
-      &open};
+  static const Engine engine{"sqlite:///path/to/file.db",
+                             {{"busy_timeout", "how long SQLite waits for another process's write lock (default 5s)"},
+                              {kSweepIdleKey, kSweepIdleHelp}},
+                             &open};
   return engine;
 }
 

@@ -144,8 +144,8 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
     }
   }
 
-  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id,
-                        std::chrono::milliseconds ttl, std::chrono::milliseconds transition) override {
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
     std::lock_guard lock(mutex_);
     // A cheap read first: a waiter that cannot win takes no write lock, except to leave a
     // demand (at most once per half lease).
@@ -292,18 +292,14 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
     std::string message = describe() + ": " + what + ": " + sqlite3_errmsg(db_);
     switch (rc & 0xff) {
       case SQLITE_BUSY:
-      case SQLITE_LOCKED:
-        throw Error(errc::unavailable, message + " (still locked after busy_timeout)");
+      case SQLITE_LOCKED: throw Error(errc::unavailable, message + " (still locked after busy_timeout)");
       case SQLITE_CANTOPEN:
       case SQLITE_IOERR:
       case SQLITE_FULL:
       case SQLITE_READONLY:
-      case SQLITE_PROTOCOL:
-        throw Error(errc::unavailable, message);
-      case SQLITE_TOOBIG:
-        throw Error(errc::invalid_argument, message);
-      default:
-        throw Error(errc::internal, message);
+      case SQLITE_PROTOCOL: throw Error(errc::unavailable, message);
+      case SQLITE_TOOBIG: throw Error(errc::invalid_argument, message);
+      default: throw Error(errc::internal, message);
     }
   }
 
@@ -331,8 +327,8 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
   }
 
   void bind_text(sqlite3_stmt* stmt, int index, const std::string& text) {
-    check(sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT),
-          SQLITE_OK, "binding a parameter");
+    check(sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT), SQLITE_OK,
+          "binding a parameter");
   }
 
   std::size_t sweep_locked(std::chrono::milliseconds idle_for, std::size_t limit) {

@@ -27,7 +27,8 @@ OwnerSnapshot LatchBackend::acquire(const std::string& mutex, const std::string&
         renewed.demanded = *demanded;
         return renewed;
       }
-      internal::log_warn("mutex '" + mutex + "': the node of " + id + " is gone (its lease was taken over); joining the latch again");
+      internal::log_warn("mutex '" + mutex + "': the node of " + id +
+                         " is gone (its lease was taken over); joining the latch again");
       book_.forget(key);
       continue;
     }
@@ -64,7 +65,7 @@ LatchBackend::Joined LatchBackend::join(const std::string& key, const std::strin
                                 session_.node_acl());
   std::optional<Call> list;
   if (emptied < 0) list = session_.children(folder);  // runs after the create: a session is FIFO
-  if (list) out.listing = list->wait();  // answered after the create: one wake-up, not two
+  if (list) out.listing = list->wait();               // answered after the create: one wake-up, not two
   Reply created = create.wait();
   if (created.rc == ZNONODE) {
     book_.forget(key);
@@ -163,8 +164,9 @@ std::optional<OwnerSnapshot> LatchBackend::wait_behind(const std::string& key, c
   if (!expired) return snapshot;
   // Seen unchanged for a whole lease: its owner has stopped believing it owns. Delete it at the
   // version seen (a renewal since makes this fail) and record its token.
-  Reply evicted = session_.remove_and_set(leader_path, owner.stat.version, folder,
-                                          std::to_string(snapshot.owner.fencing_token)).wait();
+  Reply evicted =
+      session_.remove_and_set(leader_path, owner.stat.version, folder, std::to_string(snapshot.owner.fencing_token))
+          .wait();
   if (evicted.rc == ZOK) {
     internal::log_warn("mutex '" + mutex + "': the lease of " + snapshot.owner.owner_id +
                        " ran out unrenewed; removed its node");
@@ -217,8 +219,8 @@ void LatchBackend::create_folder(const std::string& mutex, const std::string& fo
   Reply made_root = root.wait();
   Reply made_latch = latch.wait();
   if (made_root.rc == ZNONODE && !options_.chroot.empty()) {
-    throw Error(errc::invalid_argument, "ZooKeeper at " + where_ + ": the chroot '" + options_.chroot +
-                                            "' does not exist; create it first");
+    throw Error(errc::invalid_argument,
+                "ZooKeeper at " + where_ + ": the chroot '" + options_.chroot + "' does not exist; create it first");
   }
   if (made_root.rc != ZOK && made_root.rc != ZNODEEXISTS) session_.fail(made_root.rc, "creating /simba");
   if (made_latch.rc != ZOK && made_latch.rc != ZNODEEXISTS) {

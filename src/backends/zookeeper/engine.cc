@@ -1,6 +1,6 @@
 // "zookeeper://[user:password@]host:port[,host:port...][/chroot][?session_timeout=10s]".
-#include "backends/common/sweep.h"
 #include "backends/engine.h"
+#include "backends/common/sweep.h"
 #include "simba/error.h"
 #include "simba/zookeeper_backend.h"
 
@@ -16,7 +16,8 @@ std::string host_list(const Uri& uri) {
     auto comma = hosts.find(',', start);
     std::string host = hosts.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     auto colon = host.find(':');
-    if (colon == 0 || host.empty()) throw Error(errc::invalid_argument, "zookeeper URI has an empty host: " + uri.redacted());
+    if (colon == 0 || host.empty())
+      throw Error(errc::invalid_argument, "zookeeper URI has an empty host: " + uri.redacted());
     if (colon == std::string::npos) {
       host += ":2181";
     } else {
@@ -50,12 +51,11 @@ std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
 }  // namespace
 
 const Engine& zookeeper_engine() {
-  static const Engine engine{
-      "zookeeper://[user:password@]host:port[,host:port...][/chroot]",
-      {{"session_timeout", "asked of the server; caps the lease at 9/10 of it (default 10s)"},
-       {"connect_timeout", "how long a call waits for the session to be connected (default 5s)"},
-       {kSweepIdleKey, kSweepIdleHelp}},
-      &open};
+  static const Engine engine{"zookeeper://[user:password@]host:port[,host:port...][/chroot]",
+                             {{"session_timeout", "asked of the server; caps the lease at 9/10 of it (default 10s)"},
+                              {"connect_timeout", "how long a call waits for the session to be connected (default 5s)"},
+                              {kSweepIdleKey, kSweepIdleHelp}},
+                             &open};
   return engine;
 }
 

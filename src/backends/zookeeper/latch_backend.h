@@ -28,7 +28,7 @@ class LatchBackend final : public Backend, public internal::RawProbe {
                                       std::function<void(WatchEvent)> on_change) override;
   std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& owner_id,
                                              std::function<void()> on_demand) override;
-  bool evict(const std::string& mutex, const std::string& owner_id) override;  // records.cc
+  bool evict(const std::string& mutex, const std::string& owner_id) override;                 // records.cc
   bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) override;  // records.cc
   MutexListing list(const std::string& prefix, std::size_t limit) override;
   std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override;

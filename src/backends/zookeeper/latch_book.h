@@ -26,13 +26,13 @@ using WatcherList = std::vector<std::shared_ptr<internal::Watcher>>;
 struct Entry {
   std::uint64_t generation = 0;  // of the session that created it (the node dies with it)
   std::string guid;
-  std::string path;  // empty while the answer to its create is unknown
+  std::string path;         // empty while the answer to its create is unknown
   std::uint64_t token = 0;  // the node's czxid
   Lease lease;
-  bool claimed = false;  // owns and renews, rather than waits
-  bool idle = false;     // claimed, and its data marks the lease idle (mark_idle)
+  bool claimed = false;       // owns and renews, rather than waits
+  bool idle = false;          // claimed, and its data marks the lease idle (mark_idle)
   Steady::time_point joined;  // when its create was answered (the node existed by then)
-  std::string watching;  // the predecessor whose deletion wakes it
+  std::string watching;       // the predecessor whose deletion wakes it
 };
 
 // The key of one contender on one mutex.

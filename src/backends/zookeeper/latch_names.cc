@@ -114,8 +114,7 @@ std::optional<std::string> decode_component(std::string_view component) {
 
 std::string latch_path(std::string_view mutex) { return "/simba/" + encode_component(mutex); }
 
-Lease capped_lease(std::chrono::milliseconds ttl, std::chrono::milliseconds transition,
-                   std::chrono::milliseconds cap) {
+Lease capped_lease(std::chrono::milliseconds ttl, std::chrono::milliseconds transition, std::chrono::milliseconds cap) {
   Lease lease{ttl, transition};
   if (lease.total() <= cap || cap.count() <= 1) return lease;
   auto scaled = std::chrono::milliseconds(std::max<std::int64_t>(1, ttl.count() * cap.count() / lease.total().count()));
@@ -167,7 +166,8 @@ const std::string kIdleMark("\0idle", 5);
 std::string node_data(const std::string& owner_id, bool idle) { return idle ? owner_id + kIdleMark : owner_id; }
 
 NodeData parse_node_data(const std::string& data) {
-  if (data.size() >= kIdleMark.size() && data.compare(data.size() - kIdleMark.size(), kIdleMark.size(), kIdleMark) == 0) {
+  if (data.size() >= kIdleMark.size() &&
+      data.compare(data.size() - kIdleMark.size(), kIdleMark.size(), kIdleMark) == 0) {
     return {data.substr(0, data.size() - kIdleMark.size()), true};
   }
   return {data, false};

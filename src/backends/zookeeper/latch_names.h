@@ -25,8 +25,7 @@ struct Lease {
 };
 
 // The lease asked for, shrunk (keeping the ttl : transition ratio) to fit in `cap`.
-Lease capped_lease(std::chrono::milliseconds ttl, std::chrono::milliseconds transition,
-                   std::chrono::milliseconds cap);
+Lease capped_lease(std::chrono::milliseconds ttl, std::chrono::milliseconds transition, std::chrono::milliseconds cap);
 
 // The name prefix of a node (ZooKeeper appends a 10-digit sequence number):
 // "_c_<guid>-<ttl ms>.<transition ms>-latch-". The guid finds our node again when the answer

@@ -27,10 +27,9 @@ struct LeaderView {
 };
 
 // The record of another leader whose node (data `node_data`: its owner id and idle mark,
-// creation zxid `czxid`, lease from its name if it is ours) has looked unchanged for `age`. Times are this host's clock; an
-// owner past its lease shows one lease from now (when it would go if it died now). A node
-// without a lease (another latch client's) owns until its session ends, at most
-// `session_timeout` after its owner dies.
+// creation zxid `czxid`, lease from its name if it is ours) has looked unchanged for `age`. Times are this host's
+// clock; an owner past its lease shows one lease from now (when it would go if it died now). A node without a lease
+// (another latch client's) owns until its session ends, at most `session_timeout` after its owner dies.
 LeaderView judge_leader(const std::string& node_data, std::int64_t czxid, const std::optional<Lease>& lease,
                         std::chrono::milliseconds age, std::chrono::milliseconds session_timeout);
 

@@ -45,8 +45,7 @@ bool LatchBackend::evict(const std::string& mutex, const std::string& owner_id) 
   Reply leader = session_.get(path).wait();
   if (leader.rc == ZNONODE || parse_node_data(leader.value).owner_id != owner_id) return false;
   if (leader.rc != ZOK) session_.fail(leader.rc, "reading the owner of mutex '" + mutex + "'");
-  Reply removed =
-      session_.remove_and_set(path, leader.stat.version, folder, std::to_string(leader.stat.czxid)).wait();
+  Reply removed = session_.remove_and_set(path, leader.stat.version, folder, std::to_string(leader.stat.czxid)).wait();
   if (removed.rc == ZNONODE || removed.rc == ZBADVERSION) return false;
   if (removed.rc != ZOK) session_.fail(removed.rc, "deleting the lease of '" + owner_id + "' on mutex '" + mutex + "'");
   return true;

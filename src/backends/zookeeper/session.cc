@@ -114,7 +114,8 @@ Session::Session(const ZookeeperOptions& options, std::string where, Events even
       connect_string_(options.hosts + options.chroot) {
   if (options_.hosts.empty()) throw Error(errc::invalid_argument, "zookeeper backend needs host:port");
   if (!options_.chroot.empty() && (options_.chroot.front() != '/' || options_.chroot.back() == '/')) {
-    throw Error(errc::invalid_argument, "zookeeper chroot '" + options_.chroot + "' must start with '/' and not end with it");
+    throw Error(errc::invalid_argument,
+                "zookeeper chroot '" + options_.chroot + "' must start with '/' and not end with it");
   }
   if (options_.session_timeout.count() <= 0 || options_.connect_timeout.count() <= 0) {
     throw Error(errc::invalid_argument, "zookeeper timeouts must be > 0");
@@ -168,7 +169,8 @@ std::uint64_t Session::ensure() {
     }
   }
   if (given_up) {
-    internal::log_warn("no connection to ZooKeeper at " + where_ + " for longer than the session timeout; "
+    internal::log_warn("no connection to ZooKeeper at " + where_ +
+                       " for longer than the session timeout; "
                        "its nodes are gone: opening a new session");
     events_.on_state(ZOO_EXPIRED_SESSION_STATE, false);
   }
@@ -192,7 +194,8 @@ std::uint64_t Session::ensure() {
   std::unique_lock lock(mutex_);
   changed_.wait_for(lock, options_.connect_timeout, [&] { return connected_ || auth_failed_ || expired_; });
   if (auth_failed_) {
-    throw Error(errc::permission_denied, "ZooKeeper at " + where_ + " refused the digest credentials of '" + options_.user + "'");
+    throw Error(errc::permission_denied,
+                "ZooKeeper at " + where_ + " refused the digest credentials of '" + options_.user + "'");
   }
   if (!connected_) {
     throw Error(errc::unavailable, "no connection to ZooKeeper at " + where_ + " within " +
@@ -257,7 +260,8 @@ void Session::on_session_event(zhandle_t* zh, int type, int state, const char*, 
   } else if (state == ZOO_EXPIRED_SESSION_STATE) {
     internal::log_warn("zookeeper session for " + self->where_ + " expired; its nodes are gone");
   } else if (state == ZOO_AUTH_FAILED_STATE) {
-    internal::log_error("ZooKeeper at " + self->where_ + " refused the digest credentials of '" + self->options_.user + "'");
+    internal::log_error("ZooKeeper at " + self->where_ + " refused the digest credentials of '" + self->options_.user +
+                        "'");
   }
   self->events_.on_state(state, fresh);
 }
@@ -322,9 +326,8 @@ Call Session::watch_children(const std::string& path, std::function<void(const R
 
 Call Session::get(const std::string& path) {
   auto state = call_about(path);
-  return submit(state, [&](zhandle_t* zh, const void* holder) {
-    return zoo_aget(zh, state->path.c_str(), 0, on_data, holder);
-  });
+  return submit(
+      state, [&](zhandle_t* zh, const void* holder) { return zoo_aget(zh, state->path.c_str(), 0, on_data, holder); });
 }
 
 Call Session::watch_exists(const std::string& path, std::function<void(const Reply&)> then) {
@@ -338,8 +341,8 @@ Call Session::set(const std::string& path, const std::string& data, int version)
   auto state = call_about(path);
   state->data = data;
   return submit(state, [&](zhandle_t* zh, const void* holder) {
-    return zoo_aset(zh, state->path.c_str(), state->data.data(), static_cast<int>(state->data.size()), version,
-                    on_stat, holder);
+    return zoo_aset(zh, state->path.c_str(), state->data.data(), static_cast<int>(state->data.size()), version, on_stat,
+                    holder);
   });
 }
 

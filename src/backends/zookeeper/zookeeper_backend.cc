@@ -62,20 +62,21 @@ bool LatchBackend::leave(const std::string& mutex, const std::string& id) {
   const std::string folder = latch_path(mutex);
   if (entry->path.empty()) {
     Reply listing = session_.children(folder).wait();
-    if (listing.rc != ZOK && listing.rc != ZNONODE) session_.fail(listing.rc, "listing the latch of mutex '" + mutex + "'");
+    if (listing.rc != ZOK && listing.rc != ZNONODE)
+      session_.fail(listing.rc, "listing the latch of mutex '" + mutex + "'");
     if (!recover(key, *entry, folder, latch_nodes(listing.children))) return false;
   }
   // An owner leaves the mutex's last token in its folder, for readers of the free mutex.
-  Reply removed = entry->claimed
-                      ? session_.remove_and_set(entry->path, -1, folder, std::to_string(entry->token)).wait()
-                      : session_.remove(entry->path, -1).wait();
+  Reply removed = entry->claimed ? session_.remove_and_set(entry->path, -1, folder, std::to_string(entry->token)).wait()
+                                 : session_.remove(entry->path, -1).wait();
   if (removed.rc != ZOK && removed.rc != ZNONODE) {
     session_.fail(removed.rc, "removing the node of '" + id + "' from mutex '" + mutex + "'");
   }
   book_.forget(key);
   book_.forget_seen(mutex);
   // Only a hint (forgetting it costs a listing): the folder's pzxid is the zxid of our release.
-  if (removed.rc == ZOK && entry->claimed && removed.stat.numChildren == 0) book_.note_emptied(mutex, removed.stat.pzxid);
+  if (removed.rc == ZOK && entry->claimed && removed.stat.numChildren == 0)
+    book_.note_emptied(mutex, removed.stat.pzxid);
   return removed.rc == ZOK && entry->claimed;
 }
 
@@ -121,7 +122,8 @@ std::unique_ptr<Subscription> LatchBackend::watch(const std::string& mutex, cons
   // An observer hears every change of the latch's children.
   const std::string folder = latch_path(mutex);
   book_.add_observer(folder, watcher);
-  auto handle = std::make_unique<WatchHandle>(watcher, [this, folder, watcher] { book_.drop_observer(folder, watcher); });
+  auto handle =
+      std::make_unique<WatchHandle>(watcher, [this, folder, watcher] { book_.drop_observer(folder, watcher); });
   session_.ensure();
   create_folder(mutex, folder);
   Reply armed = session_.watch_children(folder).wait();
@@ -136,7 +138,8 @@ std::unique_ptr<Subscription> LatchBackend::watch_demand(const std::string& mute
   auto watcher = std::make_shared<Watcher>([on_demand](WatchEvent) { on_demand(); });
   const std::string folder = latch_path(mutex);
   book_.add_observer(folder, watcher);
-  auto handle = std::make_unique<WatchHandle>(watcher, [this, folder, watcher] { book_.drop_observer(folder, watcher); });
+  auto handle =
+      std::make_unique<WatchHandle>(watcher, [this, folder, watcher] { book_.drop_observer(folder, watcher); });
   session_.ensure();
   Reply armed = session_.watch_children(folder).wait();
   if (armed.rc != ZOK) session_.fail(armed.rc, "watching the latch of mutex '" + mutex + "'");

@@ -5,12 +5,12 @@
 simba_sqlite_packages=(cmake ninja-build g++ pkg-config libsqlite3-dev libspdlog-dev libfmt-dev
                        libcli11-dev nlohmann-json3-dev)
 # Everything ./scripts/test needs on top: GoogleTest, standalone Asio (simba/asio.h), every engine's client library and server,
-# clang (the build is checked with it too), dpkg-dev (cpack's dpkg-shlibdeps), openssl (the TLS runs' throwaway CA)
+# clang (the build is checked with it too), clang-format (the format stage), dpkg-dev (cpack's dpkg-shlibdeps), openssl (the TLS runs' throwaway CA)
 # and procps (the process tests' ps, pgrep, pkill).
 # Split in two: what the main build needs, and what only the tests and the later trees need
 # (the servers, a JRE, clang, cpack's tools), which ./scripts/test installs while it builds.
 simba_build_packages=(libgtest-dev libgmock-dev libasio-dev libhiredis-dev libpq-dev libmariadb-dev
-                      libzookeeper-mt-dev help2man)
+                      libzookeeper-mt-dev help2man clang-format)
 simba_server_packages=(redis-server postgresql mariadb-server zookeeper default-jre-headless clang dpkg-dev file
                        openssl procps)
 simba_test_packages=("${simba_build_packages[@]}" "${simba_server_packages[@]}")

@@ -189,9 +189,18 @@ TEST(InputTest, HostileMutexNamesGetAClearErrorOrTheirOwnLease) {
       EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
     }
   }
+  // Every record names its own locker, never another one. A locker whose renewal came late (a
+  // loaded machine: the leases are short) has lost its lease; its record is then empty, or
+  // still its own. The owner is read before is_owner(): a locker that is owner after the read
+  // was owner during it (its own deadline comes before the backend's).
   for (auto& locker : held) {
-    EXPECT_TRUE(locker->is_owner());
-    EXPECT_EQ(client.owner(locker->mutex()).owner_id, locker->contender_id());
+    const auto owner = client.owner(locker->mutex()).owner_id;
+    if (locker->is_owner()) {
+      EXPECT_EQ(owner, locker->contender_id()) << "name of " << locker->mutex().size() << " bytes";
+    } else {
+      EXPECT_TRUE(owner.empty() || owner == locker->contender_id())
+          << "name of " << locker->mutex().size() << " bytes: its record names " << owner;
+    }
   }
   EXPECT_GE(held.size(), names.size() - 1);
 }

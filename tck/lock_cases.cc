@@ -1,7 +1,7 @@
 // Conformance cases for the lock manager (client.mutex(name)) on the backend under test.
 //
-// "Another process" is a Client over its own backend object: it has its own lock table, so
-// its own remote contender, exactly as a second process would. The exclusion case also runs
+// "Another process" is a Client constructed apart (here over its own backend object): it has
+// its own lock table, so its own remote contender, exactly as a second process would. The exclusion case also runs
 // real processes (this binary again) where the engine is shared between processes.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -340,6 +340,44 @@ TEST(LockManagerTest, HandoverLimitLetsOtherProcessesIn) {
                     .with_lock_options(LockOptions{0ms, 2, 0ms});
   EXPECT_TRUE(other_process_gets_past_busy_threads(client, unique_mutex(), kSoon))
       << "three local threads kept the mutex from another process";
+}
+
+TEST(LockManagerTest, ClientsOverOneBackendKeepTheirOwnOptionsAndEntries) {
+  // Two Clients constructed apart over one backend object: each one's entries contend with its
+  // own ContendOptions (the lease the backend records is as long as its ttl), whichever of
+  // them named the mutex first. A copy (with_lock_options) shares its Client's entries.
+  auto base = make_client();
+  ContendOptions long_lease = base.options();
+  long_lease.ttl = base.options().ttl * 3;
+  const LockOptions no_caching{0ms, 8, 0ms};
+  Client first(base.backend(), base.options(), base.runtime());
+  Client second(base.backend(), long_lease, base.runtime());
+  first = first.with_lock_options(no_caching);
+  second = second.with_lock_options(no_caching);
+  auto copy = first.with_lock_options(LockOptions{0ms, 2, 0ms});
+  const auto name = unique_mutex();
+  auto lease_of = [&](const Client& client, Mutex& handle) {
+    auto hold = handle.acquire(kSoon);
+    auto owner = client.owner(name);
+    hold.unlock();
+    return std::chrono::milliseconds(owner.ttl_at - owner.acquired_at);
+  };
+  auto by_first = first.mutex(name);  // made first, and kept: the entry lives on
+  const auto first_lease = lease_of(first, by_first);
+  auto by_second = second.mutex(name);
+  const auto second_lease = lease_of(second, by_second);
+  const auto midpoint = (base.options().ttl + long_lease.ttl) / 2;
+  EXPECT_LT(first_lease, midpoint) << "the first client's ttl is " << format_duration(base.options().ttl);
+  EXPECT_GT(second_lease, midpoint) << "the second client contended with the first one's options (its ttl is "
+                                    << format_duration(long_lease.ttl) << ")";
+  auto by_copy = copy.mutex(name);
+  EXPECT_EQ(first.lock_entries(), 1u);
+  EXPECT_EQ(second.lock_entries(), 1u);
+  EXPECT_EQ(copy.lock_entries(), 1u) << "a copy shares its client's entries";
+  {
+    std::scoped_lock guard(by_copy);
+    EXPECT_FALSE(by_second.try_lock()) << "two clients' entries are two contenders: the other one waits remotely";
+  }
 }
 
 TEST(LockManagerTest, BadInputIsRefusedClearly) {

@@ -4,7 +4,8 @@
 //   auto service = client.contend_service(my_contender);
 //   service->start();
 //
-// A Client is a cheap, copyable handle; copies share the backend. Thread-safe.
+// A Client is a cheap, copyable handle; copies share the backend and the lock manager's
+// entries (simba/mutex.h). Thread-safe.
 //
 // Lifespan and ownership: the backend and the runtime live as long as the last Client,
 // service, Locker or Scheduler that uses them; services and Lockers may outlive the Client
@@ -22,6 +23,9 @@
 #include "simba/service.h"
 
 namespace simba {
+namespace internal {
+class LockTable;
+}
 
 class Client {
  public:
@@ -51,19 +55,21 @@ class Client {
   // The backend, for messages: scheme, host, path; never a password.
   std::string describe() const;
 
-  // The lock manager's handle on `mutex` (simba/mutex.h): every handle of one name on this
-  // backend shares one entry in this process. Cheap; makes no backend call.
+  // The lock manager's handle on `mutex` (simba/mutex.h): every handle of one name made by
+  // this Client or its copies shares one entry, and so one remote contender. Cheap; makes no
+  // backend call.
   // Throws Error(errc::invalid_argument) for a blank name or one the backend cannot hold.
   Mutex mutex(const std::string& mutex) const;
-  // A copy of this client whose Mutex handles use `options` (max_hold, max_local_handovers).
+  // A copy of this client whose Mutex handles use `options` (max_hold, max_local_handovers,
+  // linger); it shares this client's entries.
   // Throws Error(errc::invalid_argument) if `options` are invalid.
   Client with_lock_options(LockOptions options) const;
   const LockOptions& lock_options() const { return lock_options_; }
-  // Entries the lock manager keeps in this process for this client's backend: one per name
-  // with a handle, a holder or a waiter.
+  // Entries the lock manager keeps for this client and its copies: one per name with a
+  // handle, a holder or a waiter.
   std::size_t lock_entries() const;
   // Gives back now every lease the lock manager keeps cached (LockOptions::linger) for this
-  // client's backend in this process; holds and waiters go on. Call it before a planned exit:
+  // client and its copies; holds and waiters go on. Call it before a planned exit:
   // a lease left cached by a process that ends lingers until it expires. Returns how many
   // leases it gave back. Blocks for one release per cached lease; never throws (failures are
   // logged; the lease then expires).
@@ -78,6 +84,7 @@ class Client {
   ContendOptions options_;
   std::shared_ptr<Runtime> runtime_;
   LockOptions lock_options_;
+  std::shared_ptr<internal::LockTable> locks_;  // shared by copies
 };
 
 }  // namespace simba

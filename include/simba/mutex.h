@@ -53,8 +53,10 @@
 //
 // An entry with no handle, holder or waiter is freed (Client::lock_entries() counts them), and
 // a lease it caches is released: keep a Mutex handle to benefit from caching.
-// Clients over one backend share entries; an entry runs with the timing options of the Client
-// whose handle created it.
+// A Client and its copies (with_lock_options too) share entries: one per name, one remote
+// contender per name. A Client constructed on its own has its own entries, contending with
+// its own ContendOptions, even over the same backend object. An entry's contender id says
+// whether it caches (MutexOwner::caching()) as the handle that made the entry did.
 //
 // Lifespan: a Mutex and a Hold keep their backend and runtime alive. A thread that locked
 // through the Lockable interface must unlock from the same thread; a Hold may be unlocked
@@ -77,8 +79,9 @@ namespace internal {
 class LockEntry;
 }
 
-// Options of the lock manager, per Client (Client::with_lock_options) and, for max_hold, per
-// request (Mutex::with_max_hold).
+// Options of the lock manager's handles, per Client (Client::with_lock_options) and, for
+// max_hold and linger, per handle (Mutex::with_max_hold, Mutex::with_linger). They go with
+// each request: handles with different options share one entry and one remote contender.
 struct LockOptions {
   // A hold older than this is revoked: lost() is requested and the lease released. 0 = no
   // limit. Must be >= 0. Default: 0.
@@ -135,9 +138,10 @@ class Mutex {
   // Runs once with the outcome: a Hold, or an error and an empty Hold.
   using Callback = std::function<void(std::error_code, Hold)>;
 
-  // Made by Client::mutex(name).
+  // Made by Client::mutex(name): `max_hold`, `linger` (resolved) and `max_local_handovers`
+  // from its LockOptions.
   explicit Mutex(std::shared_ptr<internal::LockEntry> entry, std::chrono::milliseconds max_hold,
-                 std::chrono::milliseconds linger = std::chrono::milliseconds(0));
+                 std::chrono::milliseconds linger = std::chrono::milliseconds(0), unsigned max_local_handovers = 8);
 
   const std::string& name() const noexcept;
   // A handle on the same mutex whose requests are revoked after `max_hold` (0: no limit).
@@ -193,6 +197,7 @@ class Mutex {
   std::shared_ptr<internal::LockEntry> entry_;
   std::chrono::milliseconds max_hold_;
   std::chrono::milliseconds linger_;
+  unsigned max_local_handovers_;
 };
 
 }  // namespace simba

@@ -2,7 +2,6 @@
 #include "simba/client.h"
 
 #include "core/service_core.h"
-#include "locks/lock_entry.h"
 #include "locks/lock_table.h"
 #include "simba/error.h"
 
@@ -62,6 +61,7 @@ Client::Client(std::shared_ptr<Backend> backend, ContendOptions options, std::sh
   require(backend_, "backend");
   require(runtime_, "runtime");
   options_.validate();
+  locks_ = std::make_shared<internal::LockTable>(internal::LockContext{backend_, runtime_, options_});
 }
 
 std::unique_ptr<MutexContendService> Client::contend_service(std::shared_ptr<MutexContender> contender) const {
@@ -99,7 +99,8 @@ std::string Client::describe() const { return backend_->describe(); }
 Mutex Client::mutex(const std::string& mutex) const {
   validate_mutex_name(mutex);
   const auto linger = lock_options_.linger.value_or(options_.ttl);
-  return Mutex(internal::LockTable::of(backend_)->entry(mutex, *this), lock_options_.max_hold, linger);
+  return Mutex(locks_->entry(mutex, linger.count() > 0), lock_options_.max_hold, linger,
+               lock_options_.max_local_handovers);
 }
 
 Client Client::with_lock_options(LockOptions options) const {
@@ -109,8 +110,8 @@ Client Client::with_lock_options(LockOptions options) const {
   return copy;
 }
 
-std::size_t Client::lock_entries() const { return internal::LockTable::count(backend_); }
+std::size_t Client::lock_entries() const { return locks_->size(); }
 
-std::size_t Client::release_cached() const noexcept { return internal::LockTable::release_cached(backend_); }
+std::size_t Client::release_cached() const noexcept { return locks_->release_cached(); }
 
 }  // namespace simba

@@ -68,15 +68,15 @@ bool LockEntry::contended_locked() const {
   return rival_seen_ && Clock::now() - *rival_seen_ < std::chrono::seconds(1);
 }
 
-bool LockEntry::may_cache_locked(std::chrono::milliseconds linger) const {
-  return demand_ && linger.count() > 0 && !demanded_ && !contended_locked() && !release_wanted_ && waiters_.empty() &&
-         core_running_ && fast_.load(std::memory_order_relaxed) == kFastClosed && core_->is_owner();
+bool LockEntry::may_cache_locked(const Terms& terms) const {
+  return demand_ && terms.linger.count() > 0 && !demanded_ && !contended_locked() && !release_wanted_ &&
+         waiters_.empty() && core_running_ && fast_.load(std::memory_order_relaxed) == kFastClosed && core_->is_owner();
 }
 
-void LockEntry::enter_cache_locked(std::chrono::milliseconds linger) {
+void LockEntry::enter_cache_locked(const Terms& terms) {
   cached_ = true;
   handovers_ = 0;
-  cache_linger_ = linger;
+  cache_terms_ = terms;
   cache_generation_ = core_->generation();
   const auto epoch = ++cache_epoch_;
   fast_token_ = core_->fencing_token();
@@ -85,7 +85,7 @@ void LockEntry::enter_cache_locked(std::chrono::milliseconds linger) {
   fast_.store(kFastOpen, std::memory_order_release);
   const auto uses = fast_uses_.load(std::memory_order_relaxed);
   polled_uses_ = uses;
-  linger_timer_ = after_on_io(linger, [epoch, uses](LockEntry& entry) { entry.linger_passed(epoch, uses); });
+  linger_timer_ = after_on_io(terms.linger, [epoch, uses](LockEntry& entry) { entry.linger_passed(epoch, uses); });
   // The owner reads the demand at the poll interval too: a safety net for a push that never
   // came (Redis: JVM Simba waiters only join the queue), and the only way on SQL engines,
   // where the first read comes at once (a waiter that asked during the hold is served now),
@@ -114,7 +114,7 @@ bool LockEntry::settle_cache_locked() {
   }
   // A thread holds it through the fast path: from now on it is the ordinary holder.
   leave_cache_locked();
-  Holder holder{++next_id_, fast_token_, cache_generation_, fast_lost_, std::nullopt, cache_linger_};
+  Holder holder{++next_id_, fast_token_, cache_generation_, fast_lost_, std::nullopt, cache_terms_};
   fast_hold_id_ = holder.id;
   holder_ = std::move(holder);
   return true;
@@ -139,8 +139,8 @@ void LockEntry::linger_passed(std::uint64_t epoch, std::uint64_t uses) {
     if (!cached_ || epoch != cache_epoch_) return;
     const auto now_uses = fast_uses_.load(std::memory_order_relaxed);
     if (now_uses != uses) {  // used through the fast path meanwhile: another linger from now
-      linger_timer_ =
-          after_on_io(cache_linger_, [epoch, now_uses](LockEntry& entry) { entry.linger_passed(epoch, now_uses); });
+      linger_timer_ = after_on_io(cache_terms_.linger,
+                                  [epoch, now_uses](LockEntry& entry) { entry.linger_passed(epoch, now_uses); });
       return;
     }
     if (settle_cache_locked()) return;  // in use right now: its end decides

@@ -10,8 +10,8 @@
 
 namespace simba::internal {
 
-std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, std::string name, const Client& client) {
-  std::shared_ptr<LockEntry> entry(new LockEntry(std::move(table), std::move(name), client));
+std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, std::string name, bool caches) {
+  std::shared_ptr<LockEntry> entry(new LockEntry(std::move(table), std::move(name)));
   // The remote contender needs no notifications: the entry learns of each round and each loss
   // through the hooks, which hold the entry weakly (an idle entry is freed).
   std::weak_ptr<LockEntry> weak = entry;
@@ -30,26 +30,24 @@ std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, s
   // An entry whose holds may cache says so in its id (MutexOwner::caching()): another process's
   // single attempt then waits for the hand-back its demand brings (give_up()).
   std::string id = contender_id::host();
-  if (entry->demand_ && client.lock_options().linger.value_or(client.options().ttl).count() > 0) {
-    id += MutexOwner::kCachingSuffix;
-  }
+  if (entry->demand_ && caches) id += MutexOwner::kCachingSuffix;
   auto contender = make_contender(entry->name_, {}, {}, std::move(id));
-  entry->core_ = std::make_shared<ServiceCore>(contender, contender, client.backend(), client.runtime(),
-                                               client.options(), std::move(hooks));
+  const auto& context = entry->table_->context();
+  entry->core_ = std::make_shared<ServiceCore>(contender, contender, context.backend, context.runtime, context.options,
+                                               std::move(hooks));
   return entry;
 }
 
-LockEntry::LockEntry(std::shared_ptr<LockTable> table, std::string name, const Client& client)
+LockEntry::LockEntry(std::shared_ptr<LockTable> table, std::string name)
     : table_(std::move(table)),
       name_(std::move(name)),
-      runtime_(client.runtime()),
-      backend_(client.backend()),
-      max_local_handovers_(client.lock_options().max_local_handovers),
-      push_(client.backend()->capabilities().push),
-      demand_(client.backend()->capabilities().demand),
-      idle_mark_(client.backend()->capabilities().idle_mark),
-      poll_(client.options().poll_interval.count() > 0 ? client.options().poll_interval
-                                                       : client.backend()->capabilities().poll_interval) {}
+      runtime_(table_->context().runtime),
+      backend_(table_->context().backend),
+      push_(backend_->capabilities().push),
+      demand_(backend_->capabilities().demand),
+      idle_mark_(backend_->capabilities().idle_mark),
+      poll_(table_->context().options.poll_interval.count() > 0 ? table_->context().options.poll_interval
+                                                                : backend_->capabilities().poll_interval) {}
 
 LockEntry::~LockEntry() {
   // Nothing waits or holds (they would keep the entry alive), so the contender is stopped;
@@ -246,15 +244,16 @@ void LockEntry::end_hold(std::uint64_t hold_id) noexcept {
   {
     std::lock_guard lock(mutex_);
     if (!holder_ || holder_->id != hold_id) return;  // revoked earlier: nothing left to do
-    const auto linger = holder_->linger;
+    const auto terms = holder_->terms;
     end_holder_locked(nullptr);
-    // A pending demand from another process ends local handovers, as the limit does.
-    const bool limit = handovers_ >= max_local_handovers_ || demanded_;
+    // A pending demand from another process ends local handovers, as the limit (the ending
+    // hold's handle's) does.
+    const bool limit = handovers_ >= terms.max_local_handovers || demanded_;
     if (!waiters_.empty() && !limit && !release_wanted_ && core_->is_owner()) {
       ++handovers_;
       grant_front_locked(outcomes);
-    } else if (may_cache_locked(linger)) {
-      enter_cache_locked(linger);
+    } else if (may_cache_locked(terms)) {
+      enter_cache_locked(terms);
     } else {
       if (core_running_) release_wanted_ = true;
       if (limit && !waiters_.empty()) open_window_locked();
@@ -304,7 +303,7 @@ void LockEntry::grant_front_locked(Outcomes& outcomes) {
   waiters_.pop_front();
   if (waiter.timer) runtime_->cancel(*waiter.timer);
   Holder holder{++next_id_,         core_->fencing_token(), core_->generation(),
-                std::stop_source(), std::nullopt,           waiter.terms.linger};
+                std::stop_source(), std::nullopt,           waiter.terms};
   if (waiter.terms.max_hold.count() > 0) {
     // Releasing takes a round trip: off the timer's short path.
     holder.max_hold_timer = after_on_io(waiter.terms.max_hold, [id = holder.id](LockEntry& entry) {

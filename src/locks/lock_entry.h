@@ -31,7 +31,6 @@
 #include <vector>
 
 #include "core/service_core.h"
-#include "simba/client.h"
 #include "simba/mutex.h"
 
 namespace simba::internal {
@@ -44,16 +43,19 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   static constexpr auto kNoTimeout = std::chrono::milliseconds::max();
 
   // Throws Error(errc::invalid_argument) for a name the backend cannot hold.
-  static std::shared_ptr<LockEntry> create(std::shared_ptr<LockTable> table, std::string name, const Client& client);
+  // `caches`: whether the handle that makes it caches leases (its contender id says so).
+  static std::shared_ptr<LockEntry> create(std::shared_ptr<LockTable> table, std::string name, bool caches);
   ~LockEntry();
 
   const std::string& name() const noexcept { return name_; }
 
   // Queues a request. `inline_round`: the caller may block for the first remote round (a
   // thread that waits anyway). Returns the ticket.
+  // A request's terms: its handle's LockOptions.
   struct Terms {
     std::chrono::milliseconds max_hold;
     std::chrono::milliseconds linger;
+    unsigned max_local_handovers;
   };
   std::uint64_t request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done, bool inline_round);
   bool cancel(std::uint64_t ticket, std::error_code reason);
@@ -141,7 +143,7 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
     std::uint64_t generation;  // the core's, to match a loss
     std::stop_source lost;
     std::optional<Runtime::TimerId> max_hold_timer;
-    std::chrono::milliseconds linger{0};
+    Terms terms{};  // of the request it came from (a fast hold: of the hold that cached)
   };
   // What to run once mutex_ is released. `keep` (the waiter's hold on the entry) goes when the
   // caller's list does, after the caller is done with the entry.
@@ -153,7 +155,7 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   };
   using Outcomes = std::vector<Outcome>;
 
-  LockEntry(std::shared_ptr<LockTable> table, std::string name, const Client& client);
+  LockEntry(std::shared_ptr<LockTable> table, std::string name);
 
   void drive(bool inline_round = false);
   void on_round();
@@ -166,10 +168,10 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   Clock::duration yield_delay_locked() const;
   void open_window_locked();
   // Caching (lock_cache.cc).
-  bool may_cache_locked(std::chrono::milliseconds linger) const;
+  bool may_cache_locked(const Terms& terms) const;
   bool contended_locked() const;
   std::chrono::milliseconds demand_poll() const;
-  void enter_cache_locked(std::chrono::milliseconds linger);
+  void enter_cache_locked(const Terms& terms);
   bool settle_cache_locked();
   void leave_cache_locked();
   void refresh_cache_locked();
@@ -193,7 +195,6 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   const std::string name_;
   const std::shared_ptr<Runtime> runtime_;
   const std::shared_ptr<Backend> backend_;
-  const unsigned max_local_handovers_;
   const bool push_;
   const bool demand_;     // the backend has a demand signal: caching allowed
   const bool idle_mark_;  // the backend keeps an idle mark on the owner record
@@ -226,7 +227,7 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   std::unique_ptr<Subscription> demand_watch_;
   Clock::time_point last_poll_{};  // when the demand was last read
   std::optional<Runtime::TimerId> linger_timer_, poll_timer_;
-  std::chrono::milliseconds cache_linger_{0};
+  Terms cache_terms_{};  // of the hold whose end cached the lease
   std::uint64_t cache_generation_ = 0;
   enum : int { kFastClosed, kFastOpen, kFastHeld, kFastHeldClosing };
   std::atomic<int> fast_{kFastClosed};

@@ -1,8 +1,9 @@
-// The lock manager's entries of one backend, by mutex name. Internal.
+// The lock manager of one Client and its copies: its entries by mutex name, and what each
+// entry contends with. Internal.
 //
-// One table per backend object in the process (found through a process-wide map), one entry
-// per name in it; the table holds entries weakly: an entry leaves the table when its last
-// handle, holder and waiter are gone.
+// A Client makes one table; copies of the Client (with_lock_options) share it. The table holds
+// its entries weakly: an entry leaves the table when its last handle, holder and waiter are
+// gone, and keeps the table alive while it lives.
 #pragma once
 
 #include <cstddef>
@@ -11,34 +12,42 @@
 #include <string>
 #include <unordered_map>
 
-#include "simba/client.h"
+#include "simba/backend.h"
+#include "simba/options.h"
+#include "simba/runtime.h"
 
 namespace simba::internal {
 
 class LockEntry;
 
+// What every entry of a table contends with: the Client's backend, runtime and timing options.
+struct LockContext {
+  std::shared_ptr<Backend> backend;
+  std::shared_ptr<Runtime> runtime;
+  ContendOptions options;
+};
+
 class LockTable : public std::enable_shared_from_this<LockTable> {
  public:
-  // The table of `backend` (made on first use).
-  static std::shared_ptr<LockTable> of(const std::shared_ptr<Backend>& backend);
-  // Entries alive for `backend` (0 if it has no table).
-  static std::size_t count(const std::shared_ptr<Backend>& backend);
-  // Gives back every cached lease of `backend`'s entries; how many (Client::release_cached()).
-  static std::size_t release_cached(const std::shared_ptr<Backend>& backend) noexcept;
+  explicit LockTable(LockContext context) : context_(std::move(context)) {}
 
-  explicit LockTable(const Backend* backend) : backend_(backend) {}
-  ~LockTable();
-
-  // The entry of `name`, made with `client`'s options if there is none.
-  std::shared_ptr<LockEntry> entry(const std::string& name, const Client& client);
+  const LockContext& context() const { return context_; }
+  // The entry of `name`, made if there is none. `caches`: whether the handle asking for it
+  // caches leases (LockOptions::linger > 0); a new entry's contender id says so
+  // (MutexOwner::caching()). Throws Error(errc::invalid_argument) for a name the backend
+  // cannot hold.
+  std::shared_ptr<LockEntry> entry(const std::string& name, bool caches);
   // Called by a dying entry: drops its slot unless a new entry took it already.
   void forget(const std::string& name) noexcept;
+  // Entries alive (Client::lock_entries()).
   std::size_t size() const;
+  // Gives back every cached lease of the entries; how many (Client::release_cached()).
+  std::size_t release_cached() noexcept;
 
  private:
-  const Backend* const backend_;
+  const LockContext context_;
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, std::weak_ptr<LockEntry>> entries_;
+  std::unordered_map<std::string, std::weak_ptr<LockEntry>> entries_;  // guarded by mutex_
 };
 
 }  // namespace simba::internal

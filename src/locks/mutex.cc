@@ -61,8 +61,9 @@ void Hold::unlock() noexcept {
 
 // ---- Mutex
 
-Mutex::Mutex(std::shared_ptr<LockEntry> entry, std::chrono::milliseconds max_hold, std::chrono::milliseconds linger)
-    : entry_(std::move(entry)), max_hold_(max_hold), linger_(linger) {
+Mutex::Mutex(std::shared_ptr<LockEntry> entry, std::chrono::milliseconds max_hold, std::chrono::milliseconds linger,
+             unsigned max_local_handovers)
+    : entry_(std::move(entry)), max_hold_(max_hold), linger_(linger), max_local_handovers_(max_local_handovers) {
   LockOptions options;
   options.max_hold = max_hold;
   options.linger = linger;
@@ -71,9 +72,13 @@ Mutex::Mutex(std::shared_ptr<LockEntry> entry, std::chrono::milliseconds max_hol
 
 const std::string& Mutex::name() const noexcept { return entry_->name(); }
 
-Mutex Mutex::with_max_hold(std::chrono::milliseconds max_hold) const { return Mutex(entry_, max_hold, linger_); }
+Mutex Mutex::with_max_hold(std::chrono::milliseconds max_hold) const {
+  return Mutex(entry_, max_hold, linger_, max_local_handovers_);
+}
 
-Mutex Mutex::with_linger(std::chrono::milliseconds linger) const { return Mutex(entry_, max_hold_, linger); }
+Mutex Mutex::with_linger(std::chrono::milliseconds linger) const {
+  return Mutex(entry_, max_hold_, linger, max_local_handovers_);
+}
 
 // The fast path over a cached lease: only for handles without max_hold (it needs a timer per
 // hold) whose holds may cache; a thread's own fast hold is counted whatever the handle.
@@ -113,7 +118,7 @@ bool Mutex::lock_until(std::chrono::steady_clock::time_point deadline) {
   auto promise = std::make_shared<std::promise<Hold>>();
   auto future = promise->get_future();
   auto ticket = entry_->request(
-      LockEntry::kNoTimeout, {max_hold_, linger_},
+      LockEntry::kNoTimeout, {max_hold_, linger_, max_local_handovers_},
       [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); },
       /*inline_round=*/!internal::on_runtime_thread());
   while (future.wait_until(deadline) != std::future_status::ready) {
@@ -160,7 +165,7 @@ Hold Mutex::acquire() {
   auto promise = std::make_shared<std::promise<Hold>>();
   auto future = promise->get_future();
   entry_->request(
-      LockEntry::kNoTimeout, {max_hold_, linger_},
+      LockEntry::kNoTimeout, {max_hold_, linger_, max_local_handovers_},
       [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); }, !internal::on_runtime_thread());
   return future.get();
 }
@@ -170,7 +175,7 @@ Hold Mutex::acquire(std::chrono::milliseconds timeout) {
   auto promise = std::make_shared<std::promise<Hold>>();
   auto future = promise->get_future();
   auto ticket = entry_->request(
-      LockEntry::kNoTimeout, {max_hold_, linger_},
+      LockEntry::kNoTimeout, {max_hold_, linger_, max_local_handovers_},
       [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); }, !internal::on_runtime_thread());
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (future.wait_until(deadline) != std::future_status::ready) {
@@ -219,7 +224,7 @@ void Mutex::lock_async(std::chrono::milliseconds timeout, Callback done) {
 
 std::uint64_t Mutex::enqueue(std::chrono::milliseconds timeout, Callback done) const {
   if (timeout.count() < 0) throw Error(errc::invalid_argument, "timeout must be >= 0, got " + format_duration(timeout));
-  return entry_->request(timeout, {max_hold_, linger_}, std::move(done), /*inline_round=*/false);
+  return entry_->request(timeout, {max_hold_, linger_, max_local_handovers_}, std::move(done), /*inline_round=*/false);
 }
 
 bool Mutex::cancel(std::uint64_t ticket, std::error_code reason) const { return entry_->cancel(ticket, reason); }

@@ -388,6 +388,20 @@ TEST(LockManagerTest, BadInputIsRefusedClearly) {
   EXPECT_THROW(m.acquire(-1ms), Error);
   EXPECT_THROW(m.lock_async(1s, Mutex::Callback()), Error);
   EXPECT_THROW(client.with_lock_options(LockOptions{-5ms, 8, {}}), Error);
+  // A name longer than the engine holds: refused when the handle is made, every time (the
+  // entry that could not be made leaves no slot behind, and takes no lock on its way out).
+  if (const auto max_bytes = client.backend()->capabilities().max_mutex_bytes; max_bytes != 0) {
+    const auto too_long = unique_mutex() + std::string(max_bytes, 'x');
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      try {
+        client.mutex(too_long);
+        ADD_FAILURE() << "a name of " << too_long.size() << " bytes was accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+      }
+    }
+    EXPECT_EQ(client.lock_entries(), 1u) << "only the handle above has an entry";
+  }
   Hold empty;
   EXPECT_FALSE(empty);
   EXPECT_EQ(empty.fencing_token(), 0u);

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <future>
 #include <mutex>
+#include <set>
 
 #include "kit.h"
 
@@ -101,6 +103,57 @@ TEST(LockManagerTest, TryLockUntilWaitsForTheDeadlineOnEitherClock) {
   auto hold = other.mutex(mutex).acquire(kSoon);
   auto waiter = client.mutex(mutex);
   check_try_lock_until(waiter, [&] { hold.unlock(); });
+}
+
+// Hears every contender id that asks the backend for a lease (acquire, renewals included).
+class ContenderCounter : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
+    {
+      std::lock_guard lock(mutex_);
+      ids_.insert(contender_id);
+    }
+    return ForwardingBackend::acquire(mutex, contender_id, ttl, transition);
+  }
+  std::set<std::string> ids() const {
+    std::lock_guard lock(mutex_);
+    return ids_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::set<std::string> ids_;  // guarded by mutex_
+};
+
+TEST(LockerTest, ALockerAndAMutexOfOneNameShareOneRemoteContender) {
+  // Two Lockers and a Mutex handle of one name, from one Client, all waiting or holding at
+  // once: the backend hears one contender. A Locker given its own id is a second one.
+  auto base = make_client();
+  auto counter = std::make_shared<ContenderCounter>(base.backend());
+  Client client(counter, base.options(), base.runtime());
+  const auto mutex = unique_mutex();
+  Locker first(mutex, client);
+  first.acquire(kSoon);
+  auto handle = client.mutex(mutex);
+  auto by_handle = handle.lock_async(kSoon);
+  Locker second(mutex, client);
+  auto by_second = std::async(std::launch::async, [&] { return second.try_lock_for(kSoon); });
+  EXPECT_EQ(second.contender_id(), first.contender_id());
+  first.close();  // the lease goes to the handle, then to the second Locker, inside the process
+  auto hold = by_handle.get();
+  EXPECT_TRUE(hold.is_owner());
+  hold.unlock();
+  EXPECT_TRUE(by_second.get());
+  EXPECT_TRUE(second.is_owner());
+  EXPECT_EQ(counter->ids(), std::set<std::string>{first.contender_id()})
+      << "a Locker and a Mutex of one name contended as " << counter->ids().size() << " contenders";
+  Locker apart(mutex, client, contender_id::uuid());
+  EXPECT_FALSE(apart.try_lock()) << "the second Locker holds it";
+  EXPECT_EQ(counter->ids().size(), 2u) << "a Locker given its own id contends apart";
+  second.close();
+  EXPECT_TRUE(apart.try_lock_for(kSoon));
 }
 
 TEST(LockerTest, SignalsLostLeaseWhenBackendBecomesUnreachable) {

@@ -80,6 +80,10 @@ class Client {
   const ContendOptions& options() const { return options_; }
 
  private:
+  friend class Locker;
+  // mutex(), with the entry of its own that contends as `contender_id` if that is not empty.
+  Mutex mutex_as(const std::string& mutex, const std::string& contender_id) const;
+
   std::shared_ptr<Backend> backend_;
   ContendOptions options_;
   std::shared_ptr<Runtime> runtime_;

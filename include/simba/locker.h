@@ -15,6 +15,12 @@
 // past its lease), the Locker stops contending and requests stop on lease_token(): register a
 // std::stop_callback or poll stop_requested() to learn it. unlock() then only cleans up.
 //
+// A Locker is a one-shot hold on the lock manager (simba/mutex.h) with no caching: it shares
+// its Client's entry for the name, and so its one remote contender, with every Locker and
+// Mutex handle of that name made from the Client or its copies; they queue locally, in FIFO
+// order, and a release hands the lease to the next of them before it goes back to the
+// backend. A Locker given a contender id contends apart, as that id.
+//
 // Lifespan: a Locker keeps its backend and runtime alive and may outlive the Client it was
 // made from; its destructor releases the lease.
 #pragma once
@@ -36,8 +42,10 @@ struct LockerState;
 
 class Locker {
  public:
-  // Throws Error(errc::invalid_argument) for a blank mutex name or contender id.
-  Locker(std::string mutex, Client client, std::string contender_id = contender_id::host());
+  // `contender_id`: empty for the Client's contender of `mutex` (a host id, shared with its
+  // other handles of the name); else an entry of its own that contends as that id.
+  // Throws Error(errc::invalid_argument) for a blank mutex name or a bad contender id.
+  Locker(std::string mutex, Client client, std::string contender_id = {});
   ~Locker();  // close(): releases; never throws.
   Locker(const Locker&) = delete;
   Locker& operator=(const Locker&) = delete;
@@ -65,6 +73,7 @@ class Locker {
   }
 
   const std::string& mutex() const;
+  // The id its contender has on the backend (shared with the Client's handles of the name).
   const std::string& contender_id() const;
   // Time-aware (see MutexContendService::is_owner).
   bool is_owner() const;

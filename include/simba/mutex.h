@@ -119,6 +119,10 @@ class Hold {
   std::uint64_t fencing_token() const noexcept;
   // Stop is requested when the lease is lost or the hold outlived max_hold.
   std::stop_token lost() const noexcept { return lost_.get_token(); }
+  // Time-aware (see MutexContendService::is_owner): true while this hold holds the mutex and
+  // the lease behind it has not run out by this host's clock, even if no renewal has told of
+  // a loss yet. Never throws.
+  bool is_owner() const noexcept;
   // Ends the hold: hands the lease to the next local waiter or releases it. Idempotent.
   void unlock() noexcept;
 
@@ -192,7 +196,11 @@ class Mutex {
   bool cancel(std::uint64_t ticket, std::error_code reason = std::make_error_code(std::errc::operation_canceled)) const;
 
  private:
+  friend class Locker;
   bool lock_until(std::chrono::steady_clock::time_point deadline);
+  // A Hold, or an empty one if `deadline` passed (after at least one remote attempt; a
+  // request behind a local holder gives up at the deadline).
+  Hold hold_until(std::chrono::steady_clock::time_point deadline) const;
 
   std::shared_ptr<internal::LockEntry> entry_;
   std::chrono::milliseconds max_hold_;

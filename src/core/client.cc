@@ -96,10 +96,12 @@ bool Client::release(const std::string& mutex, const std::string& contender_id) 
 
 std::string Client::describe() const { return backend_->describe(); }
 
-Mutex Client::mutex(const std::string& mutex) const {
+Mutex Client::mutex(const std::string& mutex) const { return mutex_as(mutex, {}); }
+
+Mutex Client::mutex_as(const std::string& mutex, const std::string& contender_id) const {
   validate_mutex_name(mutex);
   const auto linger = lock_options_.linger.value_or(options_.ttl);
-  return Mutex(locks_->entry(mutex, linger.count() > 0), lock_options_.max_hold, linger,
+  return Mutex(locks_->entry(mutex, linger.count() > 0, contender_id), lock_options_.max_hold, linger,
                lock_options_.max_local_handovers);
 }
 

@@ -1,12 +1,9 @@
-// Locker: one blocking hold of a mutex at a time, on a one-shot contention loop.
+// Locker: one blocking, non-reentrant hold at a time, over the lock manager.
 #include "simba/locker.h"
 
-#include <algorithm>
-
-#include <condition_variable>
 #include <mutex>
 
-#include "core/service_core.h"
+#include "locks/lock_entry.h"
 #include "simba/duration.h"
 #include "simba/error.h"
 
@@ -14,88 +11,53 @@ namespace simba {
 namespace internal {
 
 struct LockerState {
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::shared_ptr<ServiceCore> core;
-  bool busy = false;  // acquiring or holding
-  bool held = false;
-  long rounds = 0;               // contention rounds finished since this acquire began
-  std::uint64_t generation = 0;  // the core's generation of the current hold
-  std::stop_source lease;
+  explicit LockerState(Mutex handle) : handle(std::move(handle)) {}
 
-  bool lost_while_acquiring = false;  // the core won and lost before acquire() saw it
-
-  // The core lost the mutex it won in `lost_generation`.
-  void lost(std::uint64_t lost_generation) {
-    std::stop_source to_stop;
-    {
-      std::lock_guard lock(mutex);
-      if (busy && !held) {
-        // Still acquiring: the one-shot core went dormant; acquire() starts it again.
-        lost_while_acquiring = true;
-        changed.notify_all();
-        return;
-      }
-      if (!held || lost_generation != generation) return;
-      to_stop = lease;
-    }
-    to_stop.request_stop();  // Outside the lock: stop callbacks may call unlock().
-  }
+  const Mutex handle;  // no caching, no max_hold
+  mutable std::mutex mutex;
+  bool busy = false;      // acquiring or holding; guarded by mutex
+  Hold hold;              // guarded by mutex
+  std::stop_token lease;  // of the last hold; guarded by mutex
 };
 
 }  // namespace internal
 
-Locker::Locker(std::string mutex, Client client, std::string contender_id)
-    : state_(std::make_shared<internal::LockerState>()) {
-  // The Locker's own contender needs no callbacks: it learns of a loss through on_lost.
-  auto contender = make_contender(std::move(mutex), {}, {}, std::move(contender_id));
-  std::weak_ptr<internal::LockerState> weak = state_;
-  internal::CoreHooks hooks;
-  hooks.rejoin_after_loss = false;
-  hooks.deliver_notifications = false;
-  hooks.on_lost = [weak](std::uint64_t generation) {
-    if (auto state = weak.lock()) state->lost(generation);
-  };
-  hooks.on_round = [weak] {
-    if (auto state = weak.lock()) {
-      {
-        std::lock_guard lock(state->mutex);
-        ++state->rounds;
-      }
-      state->changed.notify_all();
-    }
-  };
-  state_->core = std::make_shared<internal::ServiceCore>(contender, contender, client.backend(), client.runtime(),
-                                                         client.options(), hooks);
+Locker::Locker(std::string mutex, Client client, std::string contender_id) {
+  validate_mutex_name(mutex);
+  if (!contender_id.empty()) validate_contender_id(contender_id);
+  // A Locker never caches (its close releases at once) and has no max_hold.
+  auto options = client.lock_options();
+  options.max_hold = std::chrono::milliseconds(0);
+  options.linger = std::chrono::milliseconds(0);
+  state_ = std::make_shared<internal::LockerState>(client.with_lock_options(options).mutex_as(mutex, contender_id));
 }
 
-Locker::~Locker() {
-  close();
-  internal::release_core(state_->core);
-}
+Locker::~Locker() { close(); }
 
-const std::string& Locker::mutex() const { return state_->core->mutex(); }
-const std::string& Locker::contender_id() const { return state_->core->contender_id(); }
-bool Locker::is_owner() const { return state_->core->is_owner(); }
+const std::string& Locker::mutex() const { return state_->handle.name(); }
+const std::string& Locker::contender_id() const { return state_->handle.entry_->contender_id(); }
+
+bool Locker::is_owner() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->hold.is_owner();
+}
 
 std::uint64_t Locker::fencing_token() const {
   std::lock_guard lock(state_->mutex);
-  return state_->held ? state_->core->fencing_token() : 0;
+  return state_->hold.is_owner() ? state_->hold.fencing_token() : 0;
 }
 
 std::stop_token Locker::lease_token() const {
   std::lock_guard lock(state_->mutex);
-  return state_->lease.get_token();
+  return state_->lease;
 }
 
 void Locker::acquire() { acquire_until(std::chrono::steady_clock::time_point::max()); }
 
 void Locker::acquire(std::chrono::milliseconds timeout) {
+  if (timeout.count() < 0) throw Error(errc::invalid_argument, "timeout must be >= 0, got " + format_duration(timeout));
   if (acquire_until(std::chrono::steady_clock::now() + timeout)) return;
-  auto owner = state_->core->last_owner_id();
-  throw Error(errc::timeout, "timed out after " + format_duration(timeout) + " waiting for mutex '" + mutex() +
-                                 "' as contender '" + contender_id() + "'" +
-                                 (owner.empty() ? "" : " (owned by '" + owner + "')"));
+  throw Error(errc::timeout, state_->handle.entry_->timeout_message(timeout, /*name_contender=*/true));
 }
 
 bool Locker::try_lock() { return acquire_until(std::chrono::steady_clock::now()); }
@@ -110,70 +72,34 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
                       "'); a Locker is not reentrant");
     }
     state.busy = true;
-    state.held = false;
-    state.rounds = 0;
-    state.lost_while_acquiring = false;
   }
+  Hold hold;
   try {
-    state.core->start(/*first_round_inline=*/true);
+    hold = state.handle.hold_until(deadline);
   } catch (...) {
     std::lock_guard lock(state.mutex);
     state.busy = false;
     throw;
   }
   std::unique_lock lock(state.mutex);
-  const auto started = std::chrono::steady_clock::now();
-  bool waited_for_handback = false;
-  // At least one attempt always completes, even with a deadline in the past.
-  while (!state.core->is_owner()) {
-    if (state.lost_while_acquiring) {
-      state.lost_while_acquiring = false;
-      lock.unlock();
-      try {
-        state.core->close();
-        state.core->start();
-      } catch (...) {
-        lock.lock();
-        state.busy = false;
-        throw;
-      }
-      lock.lock();
-      continue;
-    }
-    if (state.rounds == 0) {
-      state.changed.wait(lock);
-    } else if (deadline == std::chrono::steady_clock::time_point::max()) {
-      state.changed.wait(lock);
-    } else if (std::chrono::steady_clock::now() >= deadline) {
-      // An owner that caches gives its lease back on the demand our attempt left: a single
-      // attempt waits for that hand-back, boundedly, as it would find a free mutex.
-      if (waited_for_handback || !state.core->met_caching_owner()) break;
-      waited_for_handback = true;
-      deadline = std::max(deadline, started + state.core->handback_bound());
-    } else {
-      state.changed.wait_until(lock, deadline);
-    }
+  if (!hold || !state.busy) {  // timed out, or closed meanwhile (from another thread)
+    state.busy = false;
+    lock.unlock();
+    return false;  // a hold closed meanwhile ends here, outside the lock
   }
-  if (state.core->is_owner()) {
-    state.held = true;
-    state.generation = state.core->generation();
-    state.lease = std::stop_source();
-    return true;
-  }
-  state.busy = false;
-  lock.unlock();
-  state.core->close();
-  return false;
+  state.lease = hold.lost();
+  state.hold = std::move(hold);
+  return true;
 }
 
 void Locker::close() noexcept {
+  Hold hold;
   {
     std::lock_guard lock(state_->mutex);
-    if (!state_->busy) return;
     state_->busy = false;
-    state_->held = false;  // An orderly release is not a lost lease.
+    hold = std::move(state_->hold);
   }
-  state_->core->close();
+  hold.unlock();  // hands the lease to the next local request, or releases it; logs a failure
 }
 
 }  // namespace simba

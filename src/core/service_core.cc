@@ -78,7 +78,7 @@ void ServiceCore::start(bool first_round_inline) {
     failures_ = 0;
     dormant_ = owned_ = again_ = false;
   }
-  if (hooks_.deliver_notifications) {
+  if (!hooks_.one_shot) {
     strand_.post([self = shared_from_this()] {
       std::lock_guard lock(self->state_mutex_);
       self->state_ = MutexState{};
@@ -285,7 +285,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     const auto granted_ttl = std::chrono::milliseconds(snapshot.owner.ttl_at - snapshot.now);
     const auto granted = std::chrono::milliseconds(snapshot.owner.transition_at - snapshot.now);
     auto lease_deadline = sent + std::min(options_.ttl + options_.transition, granted);
-    // A dormant core (a Locker that lost its hold) never claims again until stop().
+    // A dormant core (a lock entry's that lost its lease) never claims again until stop().
     bool ours = claims && !dormant_ && Clock::now() < lease_deadline;
     if (ours && owned_ && snapshot.owner.fencing_token != token_) {
       // A new token: our lease ended between renewals (released by force, or expired by the
@@ -398,15 +398,15 @@ void ServiceCore::revoke_locked(std::uint64_t generation) {
 }
 
 void ServiceCore::lost_locked(std::uint64_t generation) {
-  if (!hooks_.rejoin_after_loss) dormant_ = true;
+  if (hooks_.one_shot) dormant_ = true;
   if (hooks_.on_lost) {
-    // Not under our lock: the hook may call back into this core (a Locker's unlock()).
+    // Not under our lock: the hook may call back into this core (an entry stopping it).
     runtime_->post_io([on_lost = hooks_.on_lost, generation] { on_lost(generation); });
   }
 }
 
 void ServiceCore::post_apply(std::uint64_t generation, const MutexOwner& owner) {
-  if (!hooks_.deliver_notifications) return;
+  if (hooks_.one_shot) return;
   strand_.post([self = shared_from_this(), generation, owner] { self->apply(generation, owner); });
 }
 

@@ -26,13 +26,12 @@ namespace simba::internal {
 struct CoreHooks {
   // Called on an I/O thread after every contention round, successful or not. Must be quick.
   std::function<void()> on_round;
-  // false: once ownership is lost the core stops contending until stop() (the Locker's
-  // one-shot hold); the remote lease is released by stop().
-  bool rejoin_after_loss = true;
-  // false: no notifications at all (nothing is posted to the strand and mutex_state() stays
-  // empty); the owner of the core learns of a loss through on_lost instead. The Locker's mode:
-  // it saves two thread hops per hold.
-  bool deliver_notifications = true;
+  // true: the lock manager's contender (LockEntry). No notifications at all (nothing is posted
+  // to the strand and mutex_state() stays empty: two thread hops saved per hold), and once
+  // ownership is lost it stops contending until stop() (its entry learns of the loss through
+  // on_lost, and stop() releases the remote lease). false: a service's contender or observer,
+  // which notifies its retriever and contends again after a loss.
+  bool one_shot = false;
   // Called (on an I/O thread, outside the core's locks) when this contender stops owning the
   // mutex other than by stop(): revoked after an error, a stall or a lost push channel, or
   // another owner seen. The argument is the generation that owned it.
@@ -54,7 +53,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   ~ServiceCore();
 
   // With `first_round_inline` and no initial delay, the first round runs on the calling
-  // thread before start() returns (the Locker's fast path: no thread hop to win a free mutex).
+  // thread before start() returns (a blocking lock: no thread hop to win a free mutex).
   void start(bool first_round_inline = false);
   void stop();
   void close() noexcept;
@@ -89,7 +88,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void deliver(std::uint64_t generation, const MutexOwner& owner);
   // Waits until every notification posted before the call has been delivered.
   void flush();
-  bool delivers_notifications() const { return hooks_.deliver_notifications; }
+  bool delivers_notifications() const { return !hooks_.one_shot; }
 
  private:
   void trigger(std::uint64_t generation, bool from_timer);

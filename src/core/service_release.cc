@@ -47,7 +47,7 @@ void ServiceCore::stop() {
   // Deliver on_released (if we owned) before returning: a release is applied even though
   // this generation is no longer running.
   post_apply(generation, MutexOwner::none());
-  if (hooks_.deliver_notifications) flush();
+  if (!hooks_.one_shot) flush();
   status_.store(ServiceStatus::initial);
 }
 

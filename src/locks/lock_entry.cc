@@ -10,14 +10,14 @@
 
 namespace simba::internal {
 
-std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, std::string name, bool caches) {
-  std::shared_ptr<LockEntry> entry(new LockEntry(std::move(table), std::move(name)));
+std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, std::string key, std::string name,
+                                             bool caches, std::string given_id) {
+  std::shared_ptr<LockEntry> entry(new LockEntry(std::move(table), std::move(key), std::move(name)));
   // The remote contender needs no notifications: the entry learns of each round and each loss
   // through the hooks, which hold the entry weakly (an idle entry is freed).
   std::weak_ptr<LockEntry> weak = entry;
   CoreHooks hooks;
-  hooks.rejoin_after_loss = false;
-  hooks.deliver_notifications = false;
+  hooks.one_shot = true;
   hooks.on_round = [weak] {
     if (auto self = weak.lock()) self->on_round();
   };
@@ -29,17 +29,21 @@ std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, s
   };
   // An entry whose holds may cache says so in its id (MutexOwner::caching()): another process's
   // single attempt then waits for the hand-back its demand brings (give_up()).
-  std::string id = contender_id::host();
+  std::string id = given_id.empty() ? contender_id::host() : std::move(given_id);
   if (entry->demand_ && caches) id += MutexOwner::kCachingSuffix;
   auto contender = make_contender(entry->name_, {}, {}, std::move(id));
   const auto& context = entry->table_->context();
   entry->core_ = std::make_shared<ServiceCore>(contender, contender, context.backend, context.runtime, context.options,
                                                std::move(hooks));
+  // Made: from now on its end takes it out of the table. An entry that failed here (a name the
+  // backend cannot hold) ends under the table's lock, which takes its slot out itself.
+  entry->in_table_ = true;
   return entry;
 }
 
-LockEntry::LockEntry(std::shared_ptr<LockTable> table, std::string name)
+LockEntry::LockEntry(std::shared_ptr<LockTable> table, std::string key, std::string name)
     : table_(std::move(table)),
+      key_(std::move(key)),
       name_(std::move(name)),
       runtime_(table_->context().runtime),
       backend_(table_->context().backend),
@@ -53,7 +57,7 @@ LockEntry::~LockEntry() {
   // Nothing waits or holds (they would keep the entry alive), so the contender is stopped;
   // release_core waits for runtime tasks that still hold it.
   release_core(core_);
-  table_->forget(name_);
+  if (in_table_) table_->forget(key_);
 }
 
 Strand LockEntry::callback_strand() {
@@ -140,10 +144,11 @@ LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
   return GiveUp::gave_up;
 }
 
-std::string LockEntry::timeout_message(std::chrono::milliseconds timeout) const {
+std::string LockEntry::timeout_message(std::chrono::milliseconds timeout, bool name_contender) const {
   std::string message = "timed out";
   if (timeout != kNoTimeout) message += " after " + format_duration(timeout);
   message += " waiting for mutex '" + name_ + "'";
+  if (name_contender) message += " as contender '" + core_->contender_id() + "'";
   bool held_here;
   {
     std::lock_guard lock(mutex_);
@@ -402,6 +407,14 @@ std::optional<Hold> LockEntry::leave(std::thread::id thread) {
   Hold hold = std::move(it->second.hold);
   threads_.erase(it);
   return hold;
+}
+
+bool LockEntry::hold_is_owner(std::uint64_t hold_id) const {
+  {
+    std::lock_guard lock(mutex_);
+    if (!holder_ || holder_->id != hold_id || holder_->lost.stop_requested()) return false;
+  }
+  return core_->is_owner();
 }
 
 std::uint64_t LockEntry::thread_token(std::thread::id thread) const {

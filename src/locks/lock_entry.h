@@ -43,11 +43,14 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   static constexpr auto kNoTimeout = std::chrono::milliseconds::max();
 
   // Throws Error(errc::invalid_argument) for a name the backend cannot hold.
-  // `caches`: whether the handle that makes it caches leases (its contender id says so).
-  static std::shared_ptr<LockEntry> create(std::shared_ptr<LockTable> table, std::string name, bool caches);
+  // `key`: its slot in `table`. `caches`: whether the handle that makes it caches leases (its
+  // contender id says so). `given_id`: empty for a host id (LockTable::entry).
+  static std::shared_ptr<LockEntry> create(std::shared_ptr<LockTable> table, std::string key, std::string name,
+                                           bool caches, std::string given_id);
   ~LockEntry();
 
   const std::string& name() const noexcept { return name_; }
+  const std::string& contender_id() const noexcept { return core_->contender_id(); }
 
   // Queues a request. `inline_round`: the caller may block for the first remote round (a
   // thread that waits anyway). Returns the ticket.
@@ -64,10 +67,12 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   enum class GiveUp { gave_up, granted, wait_for_round };
   GiveUp give_up(std::uint64_t ticket);
   // The message of a timed-out wait.
-  std::string timeout_message(std::chrono::milliseconds timeout) const;
+  std::string timeout_message(std::chrono::milliseconds timeout, bool name_contender = false) const;
 
   // Hold::unlock(): hands over locally or releases. No-op for a hold already revoked.
   void end_hold(std::uint64_t hold_id) noexcept;
+  // Whether hold `hold_id` is the holder and the lease behind it live by this host's clock.
+  bool hold_is_owner(std::uint64_t hold_id) const;
 
   // Holds taken through Mutex's Lockable interface, per thread.
   enum class Reentry { not_held, counted, lost };
@@ -155,7 +160,7 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   };
   using Outcomes = std::vector<Outcome>;
 
-  LockEntry(std::shared_ptr<LockTable> table, std::string name);
+  LockEntry(std::shared_ptr<LockTable> table, std::string key, std::string name);
 
   void drive(bool inline_round = false);
   void on_round();
@@ -192,6 +197,8 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   void fast_missed_deadline() noexcept;
 
   const std::shared_ptr<LockTable> table_;
+  const std::string key_;  // in table_
+  bool in_table_ = false;  // set once by create(): only a made entry leaves the table
   const std::string name_;
   const std::shared_ptr<Runtime> runtime_;
   const std::shared_ptr<Backend> backend_;

@@ -7,15 +7,17 @@
 
 namespace simba::internal {
 
-std::shared_ptr<LockEntry> LockTable::entry(const std::string& name, bool caches) {
+std::shared_ptr<LockEntry> LockTable::entry(const std::string& name, bool caches, const std::string& contender_id) {
+  // Names and ids hold no NUL (validate_mutex_name, validate_contender_id): no two keys alias.
+  const std::string key = contender_id.empty() ? name : name + '\0' + contender_id;
   std::lock_guard lock(mutex_);
-  auto& slot = entries_[name];
+  auto& slot = entries_[key];
   auto entry = slot.lock();
   if (!entry) {
     try {
-      entry = LockEntry::create(shared_from_this(), name, caches);
+      entry = LockEntry::create(shared_from_this(), key, name, caches, contender_id);
     } catch (...) {
-      entries_.erase(name);
+      entries_.erase(key);
       throw;
     }
     slot = entry;
@@ -23,9 +25,9 @@ std::shared_ptr<LockEntry> LockTable::entry(const std::string& name, bool caches
   return entry;
 }
 
-void LockTable::forget(const std::string& name) noexcept {
+void LockTable::forget(const std::string& key) noexcept {
   std::lock_guard lock(mutex_);
-  auto it = entries_.find(name);
+  auto it = entries_.find(key);
   if (it != entries_.end() && it->second.expired()) entries_.erase(it);
 }
 

@@ -34,11 +34,13 @@ class LockTable : public std::enable_shared_from_this<LockTable> {
   const LockContext& context() const { return context_; }
   // The entry of `name`, made if there is none. `caches`: whether the handle asking for it
   // caches leases (LockOptions::linger > 0); a new entry's contender id says so
-  // (MutexOwner::caching()). Throws Error(errc::invalid_argument) for a name the backend
-  // cannot hold.
-  std::shared_ptr<LockEntry> entry(const std::string& name, bool caches);
+  // (MutexOwner::caching()). `contender_id`: empty for the table's one entry of the name (its
+  // contender gets a host id); else an entry of its own that contends as that id (a Locker
+  // given an id). Throws Error(errc::invalid_argument) for a name or id the backend cannot
+  // hold.
+  std::shared_ptr<LockEntry> entry(const std::string& name, bool caches, const std::string& contender_id = {});
   // Called by a dying entry: drops its slot unless a new entry took it already.
-  void forget(const std::string& name) noexcept;
+  void forget(const std::string& key) noexcept;
   // Entries alive (Client::lock_entries()).
   std::size_t size() const;
   // Gives back every cached lease of the entries; how many (Client::release_cached()).

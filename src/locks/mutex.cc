@@ -51,6 +51,16 @@ const std::string& Hold::mutex() const noexcept {
   return entry_ ? entry_->name() : kNone;
 }
 
+bool Hold::is_owner() const noexcept {
+  if (!entry_ || lost_.stop_requested()) return false;
+  try {
+    return entry_->hold_is_owner(id_);
+  } catch (const std::exception& e) {  // a lock that cannot be taken: not ours to claim
+    internal::log_error("mutex '" + entry_->name() + "': is_owner(): " + e.what());
+    return false;
+  }
+}
+
 std::uint64_t Hold::fencing_token() const noexcept { return entry_ && !lost_.stop_requested() ? token_ : 0; }
 
 void Hold::unlock() noexcept {
@@ -115,20 +125,27 @@ bool Mutex::lock_until(std::chrono::steady_clock::time_point deadline) {
     case LockEntry::Reentry::lost: return false;
     case LockEntry::Reentry::not_held: break;
   }
+  auto hold = hold_until(deadline);
+  if (!hold) return false;
+  entry_->adopt(std::this_thread::get_id(), std::move(hold));
+  return true;
+}
+
+Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline) const {
   auto promise = std::make_shared<std::promise<Hold>>();
   auto future = promise->get_future();
   auto ticket = entry_->request(
       LockEntry::kNoTimeout, {max_hold_, linger_, max_local_handovers_},
       [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); },
       /*inline_round=*/!internal::on_runtime_thread());
+  if (deadline == std::chrono::steady_clock::time_point::max()) return future.get();
   while (future.wait_until(deadline) != std::future_status::ready) {
     auto outcome = entry_->give_up(ticket);
-    if (outcome == LockEntry::GiveUp::gave_up) return false;
+    if (outcome == LockEntry::GiveUp::gave_up) return Hold();
     if (outcome == LockEntry::GiveUp::granted) break;
     deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);  // one round more
   }
-  entry_->adopt(std::this_thread::get_id(), future.get());
-  return true;
+  return future.get();
 }
 
 void Mutex::unlock() noexcept {
@@ -161,30 +178,13 @@ bool Mutex::held_by_this_thread() const {
   return entry_->fast_lease().has_value() || entry_->thread_lease(std::this_thread::get_id()).stop_possible();
 }
 
-Hold Mutex::acquire() {
-  auto promise = std::make_shared<std::promise<Hold>>();
-  auto future = promise->get_future();
-  entry_->request(
-      LockEntry::kNoTimeout, {max_hold_, linger_, max_local_handovers_},
-      [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); }, !internal::on_runtime_thread());
-  return future.get();
-}
+Hold Mutex::acquire() { return hold_until(std::chrono::steady_clock::time_point::max()); }
 
 Hold Mutex::acquire(std::chrono::milliseconds timeout) {
   if (timeout.count() < 0) throw Error(errc::invalid_argument, "timeout must be >= 0, got " + format_duration(timeout));
-  auto promise = std::make_shared<std::promise<Hold>>();
-  auto future = promise->get_future();
-  auto ticket = entry_->request(
-      LockEntry::kNoTimeout, {max_hold_, linger_, max_local_handovers_},
-      [promise](std::error_code, Hold hold) { promise->set_value(std::move(hold)); }, !internal::on_runtime_thread());
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (future.wait_until(deadline) != std::future_status::ready) {
-    auto outcome = entry_->give_up(ticket);
-    if (outcome == LockEntry::GiveUp::gave_up) throw Error(errc::timeout, entry_->timeout_message(timeout));
-    if (outcome == LockEntry::GiveUp::granted) break;
-    deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
-  }
-  return future.get();
+  auto hold = hold_until(std::chrono::steady_clock::now() + timeout);
+  if (!hold) throw Error(errc::timeout, entry_->timeout_message(timeout));
+  return hold;
 }
 
 std::future<Hold> Mutex::lock_async(std::chrono::milliseconds timeout) {

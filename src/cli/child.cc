@@ -1,5 +1,6 @@
 // Spawning and reaping the command run under a lock.
 #include "cli/child.h"
+#include "base/thread_annotations.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -133,7 +134,7 @@ RunningChild::RunningChild(pid_t pid) : pid_(pid) {
   reaper_ = std::thread([this] {
     const int status = wait_exit(pid_);
     {
-      std::lock_guard lock(mutex_);
+      internal::MutexLock lock(mutex_);
       exited_ = true;
       status_ = status;
     }
@@ -146,33 +147,33 @@ RunningChild::~RunningChild() {
 }
 
 bool RunningChild::wait_exited_or(const std::function<bool()>& stop) {
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return exited_ || stop(); });
+  internal::UniqueMutexLock lock(mutex_);
+  changed_.wait(lock.native(), [&]() REQUIRES(mutex_) { return exited_ || stop(); });
   return exited_;
 }
 
 void RunningChild::wake() {
-  { std::lock_guard lock(mutex_); }  // a waiter between its check and its wait sees the change
+  { internal::MutexLock lock(mutex_); }  // a waiter between its check and its wait sees the change
   changed_.notify_all();
 }
 
 void RunningChild::signal(int sig) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   if (!exited_) kill(pid_, sig);  // not yet reaped: the pid is still ours
 }
 
 int RunningChild::terminate(std::chrono::milliseconds kill_after) {
-  std::unique_lock lock(mutex_);
+  internal::UniqueMutexLock lock(mutex_);
   if (!exited_) kill(pid_, SIGTERM);
-  if (!changed_.wait_for(lock, kill_after, [&] { return exited_; })) {
+  if (!changed_.wait_for(lock.native(), kill_after, [&]() REQUIRES(mutex_) { return exited_; })) {
     kill(pid_, SIGKILL);
-    changed_.wait(lock, [&] { return exited_; });
+    changed_.wait(lock.native(), [&]() REQUIRES(mutex_) { return exited_; });
   }
   return status_;
 }
 
 int RunningChild::status() {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   return status_;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "base/thread_annotations.h"
 
 namespace simba::cli {
 
@@ -54,10 +55,10 @@ class RunningChild {
  private:
   explicit RunningChild(pid_t pid);
   const pid_t pid_;
-  std::mutex mutex_;
+  internal::AnnotatedMutex mutex_;
   std::condition_variable changed_;
-  bool exited_ = false;
-  int status_ = 0;
+  bool exited_ GUARDED_BY(mutex_) = false;
+  int status_ GUARDED_BY(mutex_) = 0;
   std::thread reaper_;
 };
 

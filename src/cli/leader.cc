@@ -9,6 +9,7 @@
 #include <atomic>
 #include <iostream>
 
+#include "base/thread_annotations.h"
 #include "cli/child.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
@@ -31,11 +32,11 @@ Restart restart_of(const std::string& text) {
 
 // Shared with the signal thread, which outlives run_leader().
 struct Shared {
-  std::mutex mutex;
+  internal::AnnotatedMutex mutex;
   std::condition_variable changed;
-  std::shared_ptr<RunningChild> child;
-  int stop_signal = 0;  // a signal asked simba to stop
-  bool lost = false;    // the current hold's lease was lost
+  std::shared_ptr<RunningChild> child GUARDED_BY(mutex);
+  int stop_signal GUARDED_BY(mutex) = 0;  // a signal asked simba to stop
+  bool lost GUARDED_BY(mutex) = false;    // the current hold's lease was lost
 };
 
 }  // namespace
@@ -51,7 +52,7 @@ int run_leader(const BackendChoice& backend, const CommandRun& run, const std::s
   auto shared = std::make_shared<Shared>();
   // Standing by (no command): give back anything won and exit. Running: stop it, then exit.
   handle_signals([shared, client, mutex = run.mutex, id = locker.contender_id()](int sig) {
-    std::unique_lock lock(shared->mutex);
+    internal::UniqueMutexLock lock(shared->mutex);
     if (shared->stop_signal == 0) shared->stop_signal = sig;
     if (shared->child) {
       auto child = shared->child;
@@ -71,13 +72,13 @@ int run_leader(const BackendChoice& backend, const CommandRun& run, const std::s
       waiting = false;
     }
     {
-      std::lock_guard lock(shared->mutex);
+      internal::MutexLock lock(shared->mutex);
       shared->lost = false;
     }
     std::stop_callback on_lost(locker.lease_token(), [&] {
       std::shared_ptr<RunningChild> child;
       {
-        std::lock_guard lock(shared->mutex);
+        internal::MutexLock lock(shared->mutex);
         shared->lost = true;
         child = shared->child;
       }
@@ -88,7 +89,7 @@ int run_leader(const BackendChoice& backend, const CommandRun& run, const std::s
     for (;;) {  // runs of the command while leader
       std::shared_ptr<RunningChild> child;
       {
-        std::lock_guard lock(shared->mutex);
+        internal::MutexLock lock(shared->mutex);
         if (shared->stop_signal != 0) return 128 + shared->stop_signal;  // locker's destructor releases
         if (shared->lost) break;
         int error = 0;
@@ -99,12 +100,12 @@ int run_leader(const BackendChoice& backend, const CommandRun& run, const std::s
       }
       const auto started = std::chrono::steady_clock::now();
       const bool exited = child->wait_exited_or([&] {
-        std::lock_guard lock(shared->mutex);
+        internal::MutexLock lock(shared->mutex);
         return shared->lost || shared->stop_signal != 0;
       });
       const int status = exited ? child->status() : child->terminate(kill_after);
       {
-        std::lock_guard lock(shared->mutex);
+        internal::MutexLock lock(shared->mutex);
         shared->child.reset();
         if (shared->stop_signal != 0) return 128 + shared->stop_signal;
         if (shared->lost) {
@@ -117,8 +118,9 @@ int run_leader(const BackendChoice& backend, const CommandRun& run, const std::s
       if (std::chrono::steady_clock::now() - started >= kLongestBackoff) backoff = kFirstBackoff;
       std::cerr << "simba: the command exited with status " << status << "; running it again in "
                 << format_duration(backoff) << "\n";
-      std::unique_lock lock(shared->mutex);
-      shared->changed.wait_for(lock, backoff, [&] { return shared->lost || shared->stop_signal != 0; });
+      internal::UniqueMutexLock lock(shared->mutex);
+      shared->changed.wait_for(lock.native(), backoff,
+                               [&]() REQUIRES(shared->mutex) { return shared->lost || shared->stop_signal != 0; });
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, kLongestBackoff);
     }
     locker.unlock();  // lost: stand by again

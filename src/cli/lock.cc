@@ -5,6 +5,7 @@
 #include <iostream>
 #include <optional>
 
+#include "base/thread_annotations.h"
 #include "cli/child.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
@@ -23,8 +24,8 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
   Locker locker(run.mutex, client);
   // Shared with the signal thread, which outlives this function.
   struct Shared {
-    std::mutex mutex;
-    std::shared_ptr<RunningChild> child;
+    internal::AnnotatedMutex mutex;
+    std::shared_ptr<RunningChild> child GUARDED_BY(mutex);
   };
   auto shared = std::make_shared<Shared>();
   std::atomic<bool> lost{false};
@@ -32,7 +33,7 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
   // While waiting, a signal gives back anything won and exits; while the command runs, it is
   // passed on to the command.
   handle_signals([shared, client, mutex = run.mutex, id = locker.contender_id()](int sig) {
-    std::lock_guard lock(shared->mutex);
+    internal::MutexLock lock(shared->mutex);
     if (shared->child) {
       shared->child->signal(sig);
       return;
@@ -53,7 +54,7 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
 
   std::shared_ptr<RunningChild> running;
   {
-    std::lock_guard lock(shared->mutex);
+    internal::MutexLock lock(shared->mutex);
     if (locker.lease_token().stop_requested()) {
       return fail(code::lease_lost, "lost the lease on mutex '" + run.mutex + "' before the command started");
     }

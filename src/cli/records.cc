@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "base/thread_annotations.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/terminal.h"
@@ -51,21 +52,21 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
 int run_watch(const BackendChoice& backend, const std::string& mutex, bool json) {
   Client client = backend.connect();
   struct Shared {
-    std::mutex mutex;
+    internal::AnnotatedMutex mutex;
     std::condition_variable changed;
-    bool stop = false;
-    std::string last;  // owner id and token last printed
+    bool stop GUARDED_BY(mutex) = false;
+    std::string last GUARDED_BY(mutex);  // owner id and token last printed
   };
   auto shared = std::make_shared<Shared>();
   handle_signals([shared](int) {
     {
-      std::lock_guard lock(shared->mutex);
+      internal::MutexLock lock(shared->mutex);
       shared->stop = true;
     }
     shared->changed.notify_all();
   });
   auto print = [shared, mutex, json](const MutexOwner& owner, EpochMillis now) {
-    std::lock_guard lock(shared->mutex);
+    internal::MutexLock lock(shared->mutex);
     const std::string key = owner.owner_id + "@" + std::to_string(owner.fencing_token);
     if (key == shared->last) return;
     shared->last = key;
@@ -82,8 +83,8 @@ int run_watch(const BackendChoice& backend, const std::string& mutex, bool json)
   auto observer = client.retrieval_service(
       make_retriever(mutex, [&, print](const MutexState& state) { print(state.after, epoch_millis_now()); }));
   observer->start();
-  std::unique_lock lock(shared->mutex);
-  shared->changed.wait(lock, [&] { return shared->stop; });
+  internal::UniqueMutexLock lock(shared->mutex);
+  shared->changed.wait(lock.native(), [&]() REQUIRES(shared->mutex) { return shared->stop; });
   lock.unlock();
   observer->stop();
   return 0;

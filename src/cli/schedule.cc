@@ -7,6 +7,7 @@
 // release, and exit 128 + N.
 #include <iostream>
 
+#include "base/thread_annotations.h"
 #include "cli/child.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
@@ -27,14 +28,14 @@ int run_schedule(const BackendChoice& backend, const CommandRun& run, const Ever
   client.owner(run.mutex);  // fails fast if the backend is unreachable
 
   struct Shared {
-    std::mutex mutex;
+    internal::AnnotatedMutex mutex;
     std::condition_variable changed;
-    int stop_signal = 0;
+    int stop_signal GUARDED_BY(mutex) = 0;
   };
   auto shared = std::make_shared<Shared>();
   handle_signals([shared](int sig) {
     {
-      std::lock_guard lock(shared->mutex);
+      internal::MutexLock lock(shared->mutex);
       if (shared->stop_signal == 0) shared->stop_signal = sig;
     }
     shared->changed.notify_all();
@@ -65,8 +66,8 @@ int run_schedule(const BackendChoice& backend, const CommandRun& run, const Ever
   int sig;
   {
     WaitingLine line(client, run.mutex, [&] { return !scheduler.is_leader(); });
-    std::unique_lock lock(shared->mutex);
-    shared->changed.wait(lock, [&] { return shared->stop_signal != 0; });
+    internal::UniqueMutexLock lock(shared->mutex);
+    shared->changed.wait(lock.native(), [&]() REQUIRES(shared->mutex) { return shared->stop_signal != 0; });
     sig = shared->stop_signal;
   }
   scheduler.stop();  // terminates a running command, releases

@@ -1,4 +1,5 @@
 #include "cli/terminal.h"
+#include "base/thread_annotations.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -38,7 +39,7 @@ WaitingLine::WaitingLine(Client client, std::string mutex, std::function<bool()>
 
 WaitingLine::~WaitingLine() {
   {
-    std::lock_guard lock(m_);
+    internal::MutexLock lock(m_);
     stop_ = true;
   }
   stop_changed_.notify_all();
@@ -50,7 +51,7 @@ void WaitingLine::loop() {
   std::uint64_t token = 0;
   auto since = std::chrono::steady_clock::now();
   bool shown = false;
-  std::unique_lock lock(m_);
+  internal::UniqueMutexLock lock(m_);
   while (!stop_) {
     lock.unlock();
     std::string line;
@@ -77,7 +78,7 @@ void WaitingLine::loop() {
       shown = !line.empty();
     }
     lock.lock();
-    stop_changed_.wait_for(lock, std::chrono::milliseconds(500), [&] { return stop_; });
+    stop_changed_.wait_for(lock.native(), std::chrono::milliseconds(500), [&]() REQUIRES(m_) { return stop_; });
   }
   if (shown) std::cerr << "\r\033[K" << std::flush;
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "base/thread_annotations.h"
 #include "simba/simba.h"
 
 namespace simba::cli {
@@ -36,9 +37,9 @@ class WaitingLine {
   Client client_;
   const std::string mutex_;
   const std::function<bool()> waiting_;
-  std::mutex m_;
+  internal::AnnotatedMutex m_;
   std::condition_variable stop_changed_;
-  bool stop_ = false;
+  bool stop_ GUARDED_BY(m_) = false;
   std::thread thread_;
 };
 

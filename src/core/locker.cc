@@ -1,5 +1,6 @@
 // Locker: one blocking, non-reentrant hold at a time, over the lock manager.
 #include "simba/locker.h"
+#include "base/thread_annotations.h"
 
 #include <mutex>
 
@@ -14,10 +15,10 @@ struct LockerState {
   explicit LockerState(Mutex handle) : handle(std::move(handle)) {}
 
   const Mutex handle;  // no caching, no max_hold
-  mutable std::mutex mutex;
-  bool busy = false;      // acquiring or holding; guarded by mutex
-  Hold hold;              // guarded by mutex
-  std::stop_token lease;  // of the last hold; guarded by mutex
+  mutable internal::AnnotatedMutex mutex;
+  bool busy GUARDED_BY(mutex) = false;  // acquiring or holding
+  Hold hold GUARDED_BY(mutex);
+  std::stop_token lease GUARDED_BY(mutex);  // of the last hold
 };
 
 }  // namespace internal
@@ -38,17 +39,17 @@ const std::string& Locker::mutex() const { return state_->handle.name(); }
 const std::string& Locker::contender_id() const { return state_->handle.entry_->contender_id(); }
 
 bool Locker::is_owner() const {
-  std::lock_guard lock(state_->mutex);
+  internal::MutexLock lock(state_->mutex);
   return state_->hold.is_owner();
 }
 
 std::uint64_t Locker::fencing_token() const {
-  std::lock_guard lock(state_->mutex);
+  internal::MutexLock lock(state_->mutex);
   return state_->hold.is_owner() ? state_->hold.fencing_token() : 0;
 }
 
 std::stop_token Locker::lease_token() const {
-  std::lock_guard lock(state_->mutex);
+  internal::MutexLock lock(state_->mutex);
   return state_->lease;
 }
 
@@ -65,7 +66,7 @@ bool Locker::try_lock() { return acquire_until(std::chrono::steady_clock::now())
 bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
   auto& state = *state_;
   {
-    std::lock_guard lock(state.mutex);
+    internal::MutexLock lock(state.mutex);
     if (state.busy) {
       throw Error(std::make_error_code(std::errc::resource_deadlock_would_occur),
                   "this Locker already holds or is acquiring mutex '" + mutex() + "' (contender '" + contender_id() +
@@ -77,11 +78,11 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
   try {
     hold = state.handle.hold_until(deadline);
   } catch (...) {
-    std::lock_guard lock(state.mutex);
+    internal::MutexLock lock(state.mutex);
     state.busy = false;
     throw;
   }
-  std::unique_lock lock(state.mutex);
+  internal::UniqueMutexLock lock(state.mutex);
   if (!hold || !state.busy) {  // timed out, or closed meanwhile (from another thread)
     state.busy = false;
     lock.unlock();
@@ -95,7 +96,7 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
 void Locker::close() noexcept {
   Hold hold;
   {
-    std::lock_guard lock(state_->mutex);
+    internal::MutexLock lock(state_->mutex);
     state_->busy = false;
     hold = std::move(state_->hold);
   }

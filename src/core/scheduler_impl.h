@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/thread_annotations.h"
 #include "core/schedule_timer.h"
 #include "core/service_core.h"
 #include "simba/error.h"
@@ -45,12 +46,12 @@ class SchedulerImpl {
   }
 
   void start() {
-    std::lock_guard start_lock(lifecycle_);
+    internal::MutexLock start_lock(lifecycle_);
     if (worker_.joinable()) {
       throw Error(errc::failed_precondition, "scheduler '" + config_.worker + "' is already running");
     }
     {
-      std::lock_guard lock(mutex_);
+      internal::MutexLock lock(mutex_);
       stopping_ = false;
       leader_ = false;
     }
@@ -64,7 +65,7 @@ class SchedulerImpl {
   }
 
   void stop() {
-    std::lock_guard start_lock(lifecycle_);
+    internal::MutexLock start_lock(lifecycle_);
     if (!worker_.joinable()) {
       throw Error(errc::failed_precondition, "scheduler '" + config_.worker + "' is not running");
     }
@@ -73,7 +74,7 @@ class SchedulerImpl {
   }
 
   bool running() const {
-    std::lock_guard start_lock(lifecycle_);
+    internal::MutexLock start_lock(lifecycle_);
     return worker_.joinable();
   }
   bool is_leader() const { return core_->is_owner(); }
@@ -81,10 +82,10 @@ class SchedulerImpl {
   const std::string& contender_id() const { return core_->contender_id(); }
 
  private:
-  void halt_worker() {
+  void halt_worker() REQUIRES(lifecycle_) {
     std::stop_source to_stop;
     {
-      std::lock_guard lock(mutex_);
+      internal::MutexLock lock(mutex_);
       stopping_ = true;
       to_stop = term_stop_;
     }
@@ -95,7 +96,7 @@ class SchedulerImpl {
 
   void on_acquired() {
     {
-      std::lock_guard lock(mutex_);
+      internal::MutexLock lock(mutex_);
       leader_ = true;
       ++term_;
       term_stop_ = std::stop_source();
@@ -106,7 +107,7 @@ class SchedulerImpl {
   void on_released() {
     std::stop_source to_stop;
     {
-      std::lock_guard lock(mutex_);
+      internal::MutexLock lock(mutex_);
       leader_ = false;
       to_stop = term_stop_;
     }
@@ -116,15 +117,16 @@ class SchedulerImpl {
 
   void loop() {
     pthread_setname_np(pthread_self(), config_.worker.substr(0, 15).c_str());
-    std::unique_lock lock(mutex_);
+    internal::UniqueMutexLock lock(mutex_);
     while (!stopping_) {
-      wake_.wait(lock, [&] { return stopping_ || leader_; });
+      wake_.wait(lock.native(), [&]() REQUIRES(mutex_) { return stopping_ || leader_; });
       if (stopping_) break;
       const auto term = term_;
       const auto token = term_stop_.get_token();
       auto next = timer_->now() + config_.initial_delay;
-      const std::function<bool()> interrupted = [&] { return stopping_ || !leader_ || term_ != term; };
-      while (!timer_->wait_until(lock, wake_, next, interrupted)) {
+      const std::function<bool()> interrupted = [&]()
+                                                    REQUIRES(mutex_) { return stopping_ || !leader_ || term_ != term; };
+      while (!timer_->wait_until(lock.native(), wake_, next, interrupted)) {
         lock.unlock();
         if (const auto fencing = core_->fencing_token(); fencing != 0 && core_->is_owner()) run_once(token, fencing);
         lock.lock();
@@ -148,15 +150,15 @@ class SchedulerImpl {
   const std::shared_ptr<ScheduleTimer> timer_;
   std::shared_ptr<ServiceCore> core_;
 
-  mutable std::mutex lifecycle_;  // start/stop against each other
-  std::thread worker_;
+  mutable internal::AnnotatedMutex lifecycle_ ACQUIRED_BEFORE(mutex_);  // start/stop against each other
+  std::thread worker_ GUARDED_BY(lifecycle_);
 
-  std::mutex mutex_;
+  internal::AnnotatedMutex mutex_;
   std::condition_variable wake_;
-  bool stopping_ = false;
-  bool leader_ = false;
-  std::uint64_t term_ = 0;
-  std::stop_source term_stop_;
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  bool leader_ GUARDED_BY(mutex_) = false;
+  std::uint64_t term_ GUARDED_BY(mutex_) = 0;
+  std::stop_source term_stop_ GUARDED_BY(mutex_);
 };
 
 }  // namespace simba::internal

@@ -1,5 +1,6 @@
 // The contention loop: rounds on the I/O pool, notifications on a strand.
 #include "core/service_core.h"
+#include "base/thread_annotations.h"
 
 #include <algorithm>
 #include <future>
@@ -72,15 +73,15 @@ void ServiceCore::start(bool first_round_inline) {
   }
   std::uint64_t generation;
   {
-    std::unique_lock lock(mutex_);
-    round_settled_.wait(lock, [&] { return stale_releases_ == 0; });
+    internal::UniqueMutexLock lock(mutex_);
+    round_settled_.wait(lock.native(), [&]() REQUIRES(mutex_) { return stale_releases_ == 0; });
     generation = ++generation_;
     failures_ = 0;
     dormant_ = owned_ = again_ = false;
   }
   if (!hooks_.one_shot) {
     strand_.post([self = shared_from_this()] {
-      std::lock_guard lock(self->state_mutex_);
+      internal::MutexLock lock(self->state_mutex_);
       self->state_ = MutexState{};
     });
   }
@@ -97,7 +98,7 @@ void ServiceCore::start(bool first_round_inline) {
   }
   bool inline_round = first_round_inline && options_.initial_delay.count() == 0;
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     subscription_ = std::move(subscription);
     if (inline_round && in_flight_) {
       // A round of the last generation still runs (its stop() was on a runtime thread, which
@@ -117,22 +118,22 @@ void ServiceCore::start(bool first_round_inline) {
 }
 
 MutexState ServiceCore::mutex_state() const {
-  std::lock_guard lock(state_mutex_);
+  internal::MutexLock lock(state_mutex_);
   return state_;
 }
 
 bool ServiceCore::is_owner() const {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   return owned_ && Clock::now() < lease_deadline_;
 }
 
 bool ServiceCore::is_in_ttl() const {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   return owned_ && Clock::now() < ttl_deadline_;
 }
 
 std::uint64_t ServiceCore::fencing_token() const {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   return owned_ && Clock::now() < lease_deadline_ ? token_ : 0;
 }
 
@@ -147,27 +148,27 @@ std::chrono::milliseconds ServiceCore::attempt_bound() const {
 }
 
 bool ServiceCore::met_caching_owner() const {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   return last_owner_id_.ends_with(MutexOwner::kCachingSuffix) && backend_->capabilities().demand;
 }
 
 ServiceCore::Clock::time_point ServiceCore::lease_deadline() const {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   return owned_ ? lease_deadline_ : Clock::time_point{};
 }
 
 std::string ServiceCore::last_owner_id() const {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   return last_owner_id_;
 }
 
 std::string ServiceCore::last_error() const {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   return last_error_;
 }
 
 std::uint64_t ServiceCore::generation() const {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   return generation_;
 }
 
@@ -187,7 +188,7 @@ void ServiceCore::on_watch(std::uint64_t generation, WatchEvent event) {
     // The backend's push channel dropped: the server may have restarted and forgotten our
     // lease. Stop acting as owner at once, then look again right away.
     {
-      std::lock_guard lock(mutex_);
+      internal::MutexLock lock(mutex_);
       if (!current_locked(generation)) return;
       if (owned_) {
         log_warn("mutex '" + mutex() + "': lost the backend's push channel; no longer owner until renewed");
@@ -206,7 +207,7 @@ void ServiceCore::on_watch(std::uint64_t generation, WatchEvent event) {
 void ServiceCore::trigger(std::uint64_t generation, bool from_timer) {
   bool renewal;  // a held lease goes before first acquisitions waiting for a thread
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     if (!current_locked(generation) || dormant_) return;
     if (!from_timer && owned_) return;  // An owner renews on its own schedule.
     if (in_flight_) {
@@ -224,7 +225,7 @@ void ServiceCore::trigger(std::uint64_t generation, bool from_timer) {
 
 void ServiceCore::run_round(std::uint64_t generation) {
   {
-    std::unique_lock lock(mutex_);
+    internal::UniqueMutexLock lock(mutex_);
     if (generation != generation_) {  // stop() came before this round ran: nothing to send
       auto next = settle_stale_locked();
       lock.unlock();
@@ -248,7 +249,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
   const bool claims = contender_ && snapshot.owner.is_owner(contender_->contender_id());
   bool demanded = false;
   {
-    std::unique_lock lock(mutex_);
+    internal::UniqueMutexLock lock(mutex_);
     if (!current_locked(generation)) {
       // A round of an earlier generation: drop it. If it ran after stop() released, give back
       // whatever it left: a lease it won, or (on a latch backend) its place in the queue.
@@ -347,7 +348,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
 
 void ServiceCore::fail_round(std::uint64_t generation, const std::string& what) {
   {
-    std::unique_lock lock(mutex_);
+    internal::UniqueMutexLock lock(mutex_);
     if (!current_locked(generation)) {
       auto next = settle_stale_locked();
       lock.unlock();
@@ -382,7 +383,7 @@ std::optional<std::uint64_t> ServiceCore::settle_stale_locked() {
 }
 
 void ServiceCore::on_lease_deadline(std::uint64_t generation) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   if (!current_locked(generation) || !owned_ || Clock::now() < lease_deadline_) return;
   log_warn("mutex '" + mutex() + "': the lease of " + contender_id() +
            " ran out before it could be renewed; no longer owner");
@@ -421,12 +422,12 @@ void ServiceCore::arm_timer_locked(std::uint64_t generation, std::chrono::millis
 void ServiceCore::apply(std::uint64_t generation, const MutexOwner& owner) {
   bool current;
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     current = current_locked(generation);
   }
   MutexState next;
   {
-    std::lock_guard lock(state_mutex_);
+    internal::MutexLock lock(state_mutex_);
     if (!current) {
       // Stale: drop it, unless it tells an owner that it is no longer owner.
       bool claims = contender_ && owner.is_owner(contender_->contender_id());

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 
+#include "base/thread_annotations.h"
 #include "simba/backend.h"
 #include "simba/contender.h"
 #include "simba/options.h"
@@ -97,16 +98,16 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void finish_round(std::uint64_t generation, Clock::time_point sent, const OwnerSnapshot& snapshot);
   void fail_round(std::uint64_t generation, const std::string& what);
   void on_lease_deadline(std::uint64_t generation);
-  void arm_timer_locked(std::uint64_t generation, std::chrono::milliseconds delay);
-  void revoke_locked(std::uint64_t generation);
-  void lost_locked(std::uint64_t generation);
+  void arm_timer_locked(std::uint64_t generation, std::chrono::milliseconds delay) REQUIRES(mutex_);
+  void revoke_locked(std::uint64_t generation) REQUIRES(mutex_);
+  void lost_locked(std::uint64_t generation) REQUIRES(mutex_);
   void post_apply(std::uint64_t generation, const MutexOwner& owner);
   void apply(std::uint64_t generation, const MutexOwner& owner);
   void release_remote(const char* why) noexcept;
-  bool current_locked(std::uint64_t generation) const;
+  bool current_locked(std::uint64_t generation) const REQUIRES(mutex_);
   // A round of an earlier generation ended: the generation due a round meanwhile (again_), to
   // trigger once unlocked, if any.
-  std::optional<std::uint64_t> settle_stale_locked();
+  std::optional<std::uint64_t> settle_stale_locked() REQUIRES(mutex_);
 
   const std::shared_ptr<MutexRetriever> retriever_;
   const std::shared_ptr<MutexContender> contender_;  // null: observer
@@ -123,33 +124,33 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
 
   std::atomic<ServiceStatus> status_{ServiceStatus::initial};
 
-  mutable std::mutex mutex_;
-  std::uint64_t generation_ = 0;
-  std::optional<Runtime::TimerId> timer_;
-  std::optional<Runtime::TimerId> deadline_timer_;
+  mutable internal::AnnotatedMutex mutex_;
+  std::uint64_t generation_ GUARDED_BY(mutex_) = 0;
+  std::optional<Runtime::TimerId> timer_ GUARDED_BY(mutex_);
+  std::optional<Runtime::TimerId> deadline_timer_ GUARDED_BY(mutex_);
   // A round is queued or running, of this generation or (after a stop() on a runtime thread,
   // which does not wait for it) of an earlier one: one at a time per contender.
-  bool in_flight_ = false;
+  bool in_flight_ GUARDED_BY(mutex_) = false;
   // Another round is due as soon as the one in flight ends. When that one is of an earlier
   // generation, its end starts the round (settle_stale_locked).
-  bool again_ = false;
-  bool dormant_ = false;
-  int failures_ = 0;
-  bool owned_ = false;
-  Clock::time_point lease_deadline_{};
-  Clock::time_point ttl_deadline_{};
-  std::uint64_t token_ = 0;
-  std::string last_owner_id_;
-  std::string last_error_;
-  std::unique_ptr<Subscription> subscription_;
+  bool again_ GUARDED_BY(mutex_) = false;
+  bool dormant_ GUARDED_BY(mutex_) = false;
+  int failures_ GUARDED_BY(mutex_) = 0;
+  bool owned_ GUARDED_BY(mutex_) = false;
+  Clock::time_point lease_deadline_ GUARDED_BY(mutex_){};
+  Clock::time_point ttl_deadline_ GUARDED_BY(mutex_){};
+  std::uint64_t token_ GUARDED_BY(mutex_) = 0;
+  std::string last_owner_id_ GUARDED_BY(mutex_);
+  std::string last_error_ GUARDED_BY(mutex_);
+  std::unique_ptr<Subscription> subscription_ GUARDED_BY(mutex_);
   // Releases of rounds that ended after stop(), in flight: start() waits for them, or one
   // could give back the lease the next generation (the same contender id) just won.
-  int stale_releases_ = 0;
+  int stale_releases_ GUARDED_BY(mutex_) = 0;
   // Told when a round ends (in_flight_ false) and when the last stale release is done.
   std::condition_variable round_settled_;
 
-  mutable std::mutex state_mutex_;
-  MutexState state_;
+  mutable internal::AnnotatedMutex state_mutex_;
+  MutexState state_ GUARDED_BY(state_mutex_);
 };
 
 // Closes `core` and lets go of it such that the last reference is not dropped by a runtime

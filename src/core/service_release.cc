@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/thread_annotations.h"
 #include "core/service_core.h"
 #include "runtime/runtime_internal.h"
 #include "simba/error.h"
@@ -26,7 +27,7 @@ void ServiceCore::stop() {
   std::unique_ptr<Subscription> subscription;
   std::uint64_t generation;
   {
-    std::unique_lock lock(mutex_);
+    internal::UniqueMutexLock lock(mutex_);
     generation = ++generation_;
     if (timer_) runtime_->cancel(*timer_);
     if (deadline_timer_) runtime_->cancel(*deadline_timer_);
@@ -39,7 +40,8 @@ void ServiceCore::stop() {
     // finish_round), so that nothing of ours is left once stop() returns. A runtime thread does
     // not wait: it may be the one that has to run that round, which then releases by itself.
     if (!on_runtime_thread()) {
-      round_settled_.wait_for(lock, kRoundInFlightBound, [&] { return !in_flight_ && stale_releases_ == 0; });
+      round_settled_.wait_for(lock.native(), kRoundInFlightBound,
+                              [&]() REQUIRES(mutex_) { return !in_flight_ && stale_releases_ == 0; });
     }
   }
   subscription.reset();

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "base/thread_annotations.h"
 #include "locks/lock_entry.h"
 
 namespace simba::internal {
@@ -48,7 +49,7 @@ std::optional<std::stop_token> LockEntry::fast_lease() const noexcept {
 void LockEntry::end_fast_hold() noexcept {
   std::uint64_t id;
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     fast_.store(kFastClosed, std::memory_order_relaxed);
     id = fast_hold_id_;
   }
@@ -135,7 +136,7 @@ void LockEntry::leave_cache_locked() {
 
 void LockEntry::linger_passed(std::uint64_t epoch, std::uint64_t uses) {
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     if (!cached_ || epoch != cache_epoch_) return;
     const auto now_uses = fast_uses_.load(std::memory_order_relaxed);
     if (now_uses != uses) {  // used through the fast path meanwhile: another linger from now
@@ -156,7 +157,7 @@ void LockEntry::on_demand() {
 
 void LockEntry::demand_arrived() {
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     if (!core_running_) return;  // nothing held here: a demand for the next owner
     demanded_ = true;
     if (!cached_ || settle_cache_locked()) return;  // a holder ends first, then releases
@@ -203,7 +204,7 @@ void LockEntry::mark_once() noexcept {
   std::uint64_t want;
   bool owner;
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     owner = core_running_ && core_->is_owner();
     want = owner && cached_ && idle_seen_ ? fast_token_ : 0;
   }
@@ -239,7 +240,7 @@ void LockEntry::on_io(std::function<void(LockEntry&)> work) {
 
 void LockEntry::poll_demand(std::uint64_t epoch) {
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     if (!cached_ || epoch != cache_epoch_) return;
     last_poll_ = Clock::now();
     // Unused since the last poll and not in use now: the record may say the lease is idle.
@@ -252,7 +253,7 @@ void LockEntry::poll_demand(std::uint64_t epoch) {
     return;
   }
   sync_idle_mark();
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   if (!cached_ || epoch != cache_epoch_) return;
   poll_timer_ = after_on_io(demand_poll(), [epoch](LockEntry& entry) { entry.poll_demand(epoch); });
 }
@@ -277,7 +278,7 @@ void LockEntry::watch_demand() {
     }
   }
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     if (demand_watched_ && !demand_watch_) std::swap(demand_watch_, watch);  // else contended meanwhile
   }
   watch.reset();
@@ -286,7 +287,7 @@ void LockEntry::watch_demand() {
 
 bool LockEntry::release_cached() noexcept {
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     if (!cached_ || settle_cache_locked()) return false;
     leave_cache_locked();
     release_wanted_ = true;

@@ -1,5 +1,6 @@
 // One mutex of the lock manager: local queue, holder, local handover, one remote contender.
 #include "locks/lock_entry.h"
+#include "base/thread_annotations.h"
 
 #include <algorithm>
 
@@ -61,7 +62,7 @@ LockEntry::~LockEntry() {
 }
 
 Strand LockEntry::callback_strand() {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   if (!strand_) strand_ = runtime_->make_strand();
   return *strand_;
 }
@@ -71,7 +72,7 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
   std::uint64_t ticket;
   Outcomes outcomes;
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     ticket = ++next_id_;
     Waiter waiter{ticket, terms, std::move(done), std::nullopt, rounds_, shared_from_this(), Clock::now()};
     if (timeout != kNoTimeout) {
@@ -100,7 +101,7 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
 bool LockEntry::cancel(std::uint64_t ticket, std::error_code reason) {
   Outcomes outcomes;
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     auto it = std::find_if(waiters_.begin(), waiters_.end(), [&](auto& w) { return w.ticket == ticket; });
     if (it == waiters_.end()) return false;
     if (it->timer) runtime_->cancel(*it->timer);
@@ -114,7 +115,7 @@ bool LockEntry::cancel(std::uint64_t ticket, std::error_code reason) {
 
 LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
   std::shared_ptr<LockEntry> keep;  // outlives the lock
-  std::unique_lock lock(mutex_);
+  internal::UniqueMutexLock lock(mutex_);
   auto it = std::find_if(waiters_.begin(), waiters_.end(), [&](auto& w) { return w.ticket == ticket; });
   if (it == waiters_.end()) return GiveUp::granted;
   // At least one remote attempt for a request that is first in line and not behind a local
@@ -151,7 +152,7 @@ std::string LockEntry::timeout_message(std::chrono::milliseconds timeout, bool n
   if (name_contender) message += " as contender '" + core_->contender_id() + "'";
   bool held_here;
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     held_here = holder_.has_value();
   }
   auto owner = core_->last_owner_id();
@@ -168,7 +169,7 @@ std::string LockEntry::timeout_message(std::chrono::milliseconds timeout, bool n
 void LockEntry::expire(std::uint64_t ticket) {
   Outcomes outcomes;
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     auto it = std::find_if(waiters_.begin(), waiters_.end(), [&](auto& w) { return w.ticket == ticket; });
     if (it == waiters_.end()) return;
     outcomes.push_back({std::move(it->done), make_error_code(errc::timeout), Hold(), std::move(it->self)});
@@ -183,7 +184,7 @@ void LockEntry::on_round() {
   Outcomes outcomes;
   std::unique_ptr<Subscription> unwatched;  // ends outside the lock
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     ++rounds_;
     auto owner = core_->last_owner_id();
     if (!owner.empty() && owner != core_->contender_id()) {
@@ -216,7 +217,7 @@ void LockEntry::on_lost(std::uint64_t generation) {
   if (generation != core_->generation()) return;  // a contender already stopped
   std::uint64_t hold_id = 0;
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     if (cached_ && !settle_cache_locked()) leave_cache_locked();
     if (holder_ && holder_->generation == generation) {
       hold_id = holder_->id;
@@ -234,7 +235,7 @@ void LockEntry::on_lost(std::uint64_t generation) {
 void LockEntry::revoke(std::uint64_t hold_id, const char* why) {
   std::stop_source to_stop{std::nostopstate};
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     if (!holder_ || holder_->id != hold_id) return;
     log_warn("mutex '" + name_ + "': " + why + "; the hold is revoked (lost() requested)");
     end_holder_locked(&to_stop);
@@ -247,7 +248,7 @@ void LockEntry::revoke(std::uint64_t hold_id, const char* why) {
 void LockEntry::end_hold(std::uint64_t hold_id) noexcept {
   Outcomes outcomes;
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     if (!holder_ || holder_->id != hold_id) return;  // revoked earlier: nothing left to do
     const auto terms = holder_->terms;
     end_holder_locked(nullptr);
@@ -335,7 +336,7 @@ void LockEntry::run(Outcomes& outcomes) noexcept {
 }
 
 void LockEntry::drive(bool inline_round) {
-  std::unique_lock lock(mutex_);
+  internal::UniqueMutexLock lock(mutex_);
   if (driving_) {
     redrive_ = true;
     return;
@@ -356,7 +357,7 @@ void LockEntry::drive(bool inline_round) {
         const auto delay = std::chrono::ceil<std::chrono::milliseconds>(not_before_ - Clock::now());
         restart_timer_ = after_on_io(delay, [](LockEntry& entry) {
           {
-            std::lock_guard relock(entry.mutex_);
+            internal::MutexLock relock(entry.mutex_);
             entry.restart_timer_.reset();
           }
           entry.drive();
@@ -386,7 +387,7 @@ void LockEntry::drive(bool inline_round) {
 }
 
 LockEntry::Reentry LockEntry::reenter(std::thread::id thread) {
-  std::lock_guard lock(threads_mutex_);
+  internal::MutexLock lock(threads_mutex_);
   auto it = threads_.find(thread);
   if (it == threads_.end()) return Reentry::not_held;
   if (it->second.hold.lost().stop_requested()) return Reentry::lost;
@@ -395,12 +396,12 @@ LockEntry::Reentry LockEntry::reenter(std::thread::id thread) {
 }
 
 void LockEntry::adopt(std::thread::id thread, Hold hold) {
-  std::lock_guard lock(threads_mutex_);
+  internal::MutexLock lock(threads_mutex_);
   threads_[thread] = ThreadHold{std::move(hold), 1};
 }
 
 std::optional<Hold> LockEntry::leave(std::thread::id thread) {
-  std::lock_guard lock(threads_mutex_);
+  internal::MutexLock lock(threads_mutex_);
   auto it = threads_.find(thread);
   if (it == threads_.end()) return std::nullopt;
   if (--it->second.count > 0) return Hold();
@@ -411,20 +412,20 @@ std::optional<Hold> LockEntry::leave(std::thread::id thread) {
 
 bool LockEntry::hold_is_owner(std::uint64_t hold_id) const {
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     if (!holder_ || holder_->id != hold_id || holder_->lost.stop_requested()) return false;
   }
   return core_->is_owner();
 }
 
 std::uint64_t LockEntry::thread_token(std::thread::id thread) const {
-  std::lock_guard lock(threads_mutex_);
+  internal::MutexLock lock(threads_mutex_);
   auto it = threads_.find(thread);
   return it == threads_.end() ? 0 : it->second.hold.fencing_token();
 }
 
 std::stop_token LockEntry::thread_lease(std::thread::id thread) const {
-  std::lock_guard lock(threads_mutex_);
+  internal::MutexLock lock(threads_mutex_);
   auto it = threads_.find(thread);
   return it == threads_.end() ? std::stop_token() : it->second.hold.lost();
 }

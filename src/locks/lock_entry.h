@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/thread_annotations.h"
 #include "core/service_core.h"
 #include "simba/mutex.h"
 
@@ -167,19 +168,19 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   void on_lost(std::uint64_t generation);
   void expire(std::uint64_t ticket);
   void revoke(std::uint64_t hold_id, const char* why);
-  void grant_front_locked(Outcomes& outcomes);
-  void end_holder_locked(std::stop_source* to_stop);
+  void grant_front_locked(Outcomes& outcomes) REQUIRES(mutex_);
+  void end_holder_locked(std::stop_source* to_stop) REQUIRES(mutex_);
   static void run(Outcomes& outcomes) noexcept;
-  Clock::duration yield_delay_locked() const;
-  void open_window_locked();
+  Clock::duration yield_delay_locked() const REQUIRES(mutex_);
+  void open_window_locked() REQUIRES(mutex_);
   // Caching (lock_cache.cc).
-  bool may_cache_locked(const Terms& terms) const;
-  bool contended_locked() const;
+  bool may_cache_locked(const Terms& terms) const REQUIRES(mutex_);
+  bool contended_locked() const REQUIRES(mutex_);
   std::chrono::milliseconds demand_poll() const;
-  void enter_cache_locked(const Terms& terms);
-  bool settle_cache_locked();
-  void leave_cache_locked();
-  void refresh_cache_locked();
+  void enter_cache_locked(const Terms& terms) REQUIRES(mutex_);
+  bool settle_cache_locked() REQUIRES(mutex_);
+  void leave_cache_locked() REQUIRES(mutex_);
+  void refresh_cache_locked() REQUIRES(mutex_);
   void demand_arrived();
   void on_demand();
   void watch_demand();
@@ -208,34 +209,35 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   const std::chrono::milliseconds poll_;
   std::shared_ptr<ServiceCore> core_;
 
-  mutable std::mutex mutex_;
-  std::deque<Waiter> waiters_;
-  std::optional<Holder> holder_;
-  std::uint64_t next_id_ = 0;
-  std::uint64_t rounds_ = 0;
-  unsigned handovers_ = 0;
-  bool core_running_ = false;
-  bool release_wanted_ = false;
-  bool driving_ = false;
-  bool redrive_ = false;
-  Clock::time_point not_before_{};
-  std::optional<Clock::time_point> started_at_;  // when the contender last started
-  Clock::duration round_trip_{};                 // from that start to the lease, last time
-  Clock::time_point last_window_{};              // end of the last window left to others
-  std::optional<Clock::time_point> rival_seen_;  // when a round last saw another owner
-  std::optional<Runtime::TimerId> restart_timer_;
-  std::optional<Strand> strand_;
+  mutable internal::AnnotatedMutex mutex_;
+  std::deque<Waiter> waiters_ GUARDED_BY(mutex_);
+  std::optional<Holder> holder_ GUARDED_BY(mutex_);
+  std::uint64_t next_id_ GUARDED_BY(mutex_) = 0;
+  std::uint64_t rounds_ GUARDED_BY(mutex_) = 0;
+  unsigned handovers_ GUARDED_BY(mutex_) = 0;
+  bool core_running_ GUARDED_BY(mutex_) = false;
+  bool release_wanted_ GUARDED_BY(mutex_) = false;
+  bool driving_ GUARDED_BY(mutex_) = false;
+  bool redrive_ GUARDED_BY(mutex_) = false;
+  Clock::time_point not_before_ GUARDED_BY(mutex_){};
+  std::optional<Clock::time_point> started_at_ GUARDED_BY(mutex_);  // when the contender last started
+  Clock::duration round_trip_ GUARDED_BY(mutex_){};                 // from that start to the lease, last time
+  Clock::time_point last_window_ GUARDED_BY(mutex_){};              // end of the last window left to others
+  std::optional<Clock::time_point> rival_seen_ GUARDED_BY(mutex_);  // when a round last saw another owner
+  std::optional<Runtime::TimerId> restart_timer_ GUARDED_BY(mutex_);
+  std::optional<Strand> strand_ GUARDED_BY(mutex_);
 
   // Caching, under mutex_ (the fast_* words are atomics: the fast path reads them unlocked).
-  bool cached_ = false;
-  bool demanded_ = false;          // another process asked since this remote lease began
-  std::uint64_t cache_epoch_ = 0;  // one per entry into the cached state
-  bool demand_watched_ = false;    // watch_demand() was started (once per entry)
-  std::unique_ptr<Subscription> demand_watch_;
-  Clock::time_point last_poll_{};  // when the demand was last read
-  std::optional<Runtime::TimerId> linger_timer_, poll_timer_;
-  Terms cache_terms_{};  // of the hold whose end cached the lease
-  std::uint64_t cache_generation_ = 0;
+  bool cached_ GUARDED_BY(mutex_) = false;
+  bool demanded_ GUARDED_BY(mutex_) = false;          // another process asked since this remote lease began
+  std::uint64_t cache_epoch_ GUARDED_BY(mutex_) = 0;  // one per entry into the cached state
+  bool demand_watched_ GUARDED_BY(mutex_) = false;    // watch_demand() was started (once per entry)
+  std::unique_ptr<Subscription> demand_watch_ GUARDED_BY(mutex_);
+  Clock::time_point last_poll_ GUARDED_BY(mutex_){};  // when the demand was last read
+  std::optional<Runtime::TimerId> linger_timer_ GUARDED_BY(mutex_);
+  std::optional<Runtime::TimerId> poll_timer_ GUARDED_BY(mutex_);
+  Terms cache_terms_ GUARDED_BY(mutex_){};  // of the hold whose end cached the lease
+  std::uint64_t cache_generation_ GUARDED_BY(mutex_) = 0;
   enum : int { kFastClosed, kFastOpen, kFastHeld, kFastHeldClosing };
   std::atomic<int> fast_{kFastClosed};
   std::atomic<const void*> fast_thread_{nullptr};  // this_thread_tag() of the fast holder
@@ -244,10 +246,10 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   unsigned fast_count_ = 0;       // the fast holder's own count
   std::uint64_t fast_token_ = 0;  // written before the fast path opens
   std::stop_source fast_lost_{std::nostopstate};
-  std::uint64_t fast_hold_id_ = 0;         // the holder_ a settled fast hold became
-  std::atomic<bool> poll_failing_{false};  // the last read of the demand failed
-  bool idle_seen_ = false;                 // the last poll found the cached lease unused
-  std::uint64_t polled_uses_ = 0;          // fast_uses_ at the last poll
+  std::uint64_t fast_hold_id_ GUARDED_BY(mutex_) = 0;  // the holder_ a settled fast hold became
+  std::atomic<bool> poll_failing_{false};              // the last read of the demand failed
+  bool idle_seen_ GUARDED_BY(mutex_) = false;          // the last poll found the cached lease unused
+  std::uint64_t polled_uses_ GUARDED_BY(mutex_) = 0;   // fast_uses_ at the last poll
 
   // The idle mark on the owner record (Backend::mark_idle), set by one thread at a time.
   std::atomic<std::uint64_t> mark_requests_{0};  // sync_idle_mark() calls not yet served
@@ -255,12 +257,12 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   std::atomic<bool> idle_marked_{false};         // marked_token_ != 0, read under mutex_
   std::atomic<bool> mark_failing_{false};        // the last mark failed
 
-  mutable std::mutex threads_mutex_;
+  mutable internal::AnnotatedMutex threads_mutex_;
   struct ThreadHold {
     Hold hold;
     unsigned count = 0;
   };
-  std::unordered_map<std::thread::id, ThreadHold> threads_;
+  std::unordered_map<std::thread::id, ThreadHold> threads_ GUARDED_BY(threads_mutex_);
 };
 
 }  // namespace simba::internal

@@ -1,5 +1,6 @@
 // A Client's lock table: its entries by name.
 #include "locks/lock_table.h"
+#include "base/thread_annotations.h"
 
 #include <vector>
 
@@ -10,7 +11,7 @@ namespace simba::internal {
 std::shared_ptr<LockEntry> LockTable::entry(const std::string& name, bool caches, const std::string& contender_id) {
   // Names and ids hold no NUL (validate_mutex_name, validate_contender_id): no two keys alias.
   const std::string key = contender_id.empty() ? name : name + '\0' + contender_id;
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   auto& slot = entries_[key];
   auto entry = slot.lock();
   if (!entry) {
@@ -26,20 +27,20 @@ std::shared_ptr<LockEntry> LockTable::entry(const std::string& name, bool caches
 }
 
 void LockTable::forget(const std::string& key) noexcept {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   auto it = entries_.find(key);
   if (it != entries_.end() && it->second.expired()) entries_.erase(it);
 }
 
 std::size_t LockTable::size() const {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   return entries_.size();
 }
 
 std::size_t LockTable::release_cached() noexcept {
   std::vector<std::shared_ptr<LockEntry>> entries;
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     for (auto& [name, weak] : entries_) {
       if (auto entry = weak.lock()) entries.push_back(std::move(entry));
     }

@@ -12,6 +12,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "base/thread_annotations.h"
 #include "simba/backend.h"
 #include "simba/options.h"
 #include "simba/runtime.h"
@@ -48,8 +49,8 @@ class LockTable : public std::enable_shared_from_this<LockTable> {
 
  private:
   const LockContext context_;
-  mutable std::mutex mutex_;
-  std::unordered_map<std::string, std::weak_ptr<LockEntry>> entries_;  // guarded by mutex_
+  mutable internal::AnnotatedMutex mutex_;
+  std::unordered_map<std::string, std::weak_ptr<LockEntry>> entries_ GUARDED_BY(mutex_);
 };
 
 }  // namespace simba::internal

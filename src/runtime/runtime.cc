@@ -1,5 +1,6 @@
 // The shared runtime: one timer thread, an I/O pool and a callback pool with strands.
 #include "simba/runtime.h"
+#include "base/thread_annotations.h"
 
 #include <pthread.h>
 
@@ -45,7 +46,7 @@ struct PoolState {
   // (destroyed outside the lock).
   void post(std::function<void()> task, bool urgent = false) {
     {
-      std::lock_guard lock(mutex);
+      internal::MutexLock lock(mutex);
       if (stopped) return;
       (urgent ? urgent_tasks : tasks).push_back(std::move(task));
     }
@@ -55,7 +56,7 @@ struct PoolState {
   void stop() {
     std::deque<std::function<void()>> dropped, dropped_urgent;
     {
-      std::lock_guard lock(mutex);
+      internal::MutexLock lock(mutex);
       stopped = true;
       dropped.swap(tasks);
       dropped_urgent.swap(urgent_tasks);
@@ -67,8 +68,10 @@ struct PoolState {
     for (;;) {
       std::function<void()> task;
       {
-        std::unique_lock lock(state->mutex);
-        state->cv.wait(lock, [&] { return state->stopped || !state->tasks.empty() || !state->urgent_tasks.empty(); });
+        internal::UniqueMutexLock lock(state->mutex);
+        state->cv.wait(lock.native(), [&]() REQUIRES(state->mutex) {
+          return state->stopped || !state->tasks.empty() || !state->urgent_tasks.empty();
+        });
         if (state->stopped) return;
         auto& queue = state->urgent_tasks.empty() ? state->tasks : state->urgent_tasks;
         task = std::move(queue.front());
@@ -79,11 +82,11 @@ struct PoolState {
   }
 
   const char* const name;
-  std::mutex mutex;
+  internal::AnnotatedMutex mutex;
   std::condition_variable cv;
-  std::deque<std::function<void()>> tasks;
-  std::deque<std::function<void()>> urgent_tasks;
-  bool stopped = false;
+  std::deque<std::function<void()>> tasks GUARDED_BY(mutex);
+  std::deque<std::function<void()>> urgent_tasks GUARDED_BY(mutex);
+  bool stopped GUARDED_BY(mutex) = false;
 };
 
 // Joins `thread`, or detaches it if it is the calling thread (the runtime is being destroyed
@@ -130,7 +133,7 @@ class StrandImpl : public std::enable_shared_from_this<StrandImpl> {
   void post(std::function<void()> task) {
     bool schedule;
     {
-      std::lock_guard lock(mutex_);
+      internal::MutexLock lock(mutex_);
       tasks_.push_back(std::move(task));
       schedule = !scheduled_;
       scheduled_ = true;
@@ -146,7 +149,7 @@ class StrandImpl : public std::enable_shared_from_this<StrandImpl> {
   void drain() {
     std::vector<std::function<void()>> batch;
     {
-      std::lock_guard lock(mutex_);
+      internal::MutexLock lock(mutex_);
       batch.swap(tasks_);
     }
     const StrandImpl* outer = current_;
@@ -158,7 +161,7 @@ class StrandImpl : public std::enable_shared_from_this<StrandImpl> {
     current_ = outer;
     batch.clear();
     {
-      std::lock_guard lock(mutex_);
+      internal::MutexLock lock(mutex_);
       if (tasks_.empty()) {
         scheduled_ = false;
         return;
@@ -169,9 +172,9 @@ class StrandImpl : public std::enable_shared_from_this<StrandImpl> {
 
   static thread_local const StrandImpl* current_;
   std::shared_ptr<PoolState> pool_;
-  std::mutex mutex_;
-  std::vector<std::function<void()>> tasks_;  // not a deque: that allocates 0.5 KB up front
-  bool scheduled_ = false;
+  internal::AnnotatedMutex mutex_;
+  std::vector<std::function<void()>> tasks_ GUARDED_BY(mutex_);  // not a deque: that allocates 0.5 KB up front
+  bool scheduled_ GUARDED_BY(mutex_) = false;
 };
 
 thread_local const StrandImpl* StrandImpl::current_ = nullptr;
@@ -189,11 +192,11 @@ struct TimerState {
   explicit TimerState(std::shared_ptr<PoolState> target) : io(std::move(target)) {}
 
   static void loop(const std::shared_ptr<TimerState>& state) {
-    std::unique_lock lock(state->mutex);
+    internal::UniqueMutexLock lock(state->mutex);
     while (!state->stopped) {
       if (state->timers.empty()) {
         state->sleeping_until = std::chrono::steady_clock::time_point::max();
-        state->cv.wait(lock);
+        state->cv.wait(lock.native());
         state->sleeping_until = std::chrono::steady_clock::time_point::min();
         continue;
       }
@@ -202,7 +205,7 @@ struct TimerState {
       const auto deadline = first->first.deadline;
       if (deadline > std::chrono::steady_clock::now()) {
         state->sleeping_until = deadline;
-        state->cv.wait_until(lock, deadline);
+        state->cv.wait_until(lock.native(), deadline);
         state->sleeping_until = std::chrono::steady_clock::time_point::min();
         continue;
       }
@@ -220,7 +223,7 @@ struct TimerState {
   void stop() {
     std::map<Key, std::function<void()>> dropped;
     {
-      std::lock_guard lock(mutex);
+      internal::MutexLock lock(mutex);
       stopped = true;
       dropped.swap(timers);
       deadlines.clear();
@@ -229,16 +232,16 @@ struct TimerState {
   }
 
   const std::shared_ptr<PoolState> io;
-  std::mutex mutex;
+  internal::AnnotatedMutex mutex;
   std::condition_variable cv;
-  std::map<Key, std::function<void()>> timers;
-  std::unordered_map<Runtime::TimerId, std::chrono::steady_clock::time_point> deadlines;
-  Runtime::TimerId next_id = 0;
-  bool stopped = false;
+  std::map<Key, std::function<void()>> timers GUARDED_BY(mutex);
+  std::unordered_map<Runtime::TimerId, std::chrono::steady_clock::time_point> deadlines GUARDED_BY(mutex);
+  Runtime::TimerId next_id GUARDED_BY(mutex) = 0;
+  bool stopped GUARDED_BY(mutex) = false;
   // When the thread waits: until when (max: no timers). min: it is awake and will look at
   // the map before waiting again. Lets schedule_after() skip waking it for a later deadline
   // (cancel() never wakes it: it wakes at the old deadline, finds nothing due, waits again).
-  std::chrono::steady_clock::time_point sleeping_until = std::chrono::steady_clock::time_point::min();
+  std::chrono::steady_clock::time_point sleeping_until GUARDED_BY(mutex) = std::chrono::steady_clock::time_point::min();
 };
 
 class RuntimeImpl {
@@ -265,7 +268,7 @@ class RuntimeImpl {
     Runtime::TimerId id;
     bool earliest;
     {
-      std::lock_guard lock(timers_->mutex);
+      internal::MutexLock lock(timers_->mutex);
       if (timers_->stopped) return 0;
       id = ++timers_->next_id;
       timers_->timers.emplace(TimerState::Key{deadline, id}, std::move(task));
@@ -278,7 +281,7 @@ class RuntimeImpl {
 
   bool cancel(Runtime::TimerId id) {
     std::function<void()> dropped;  // destroyed outside the lock
-    std::lock_guard lock(timers_->mutex);
+    internal::MutexLock lock(timers_->mutex);
     auto it = timers_->deadlines.find(id);
     if (it == timers_->deadlines.end()) return false;
     auto timer = timers_->timers.find(TimerState::Key{it->second, id});

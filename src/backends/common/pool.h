@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <vector>
+#include "base/thread_annotations.h"
 
 namespace simba::internal {
 
@@ -22,7 +23,7 @@ class Pool {
 
   // Keeps an already open connection (the one a backend opened to check the server).
   void seed(std::unique_ptr<Connection> connection) {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     idle_.push_back(std::move(connection));
     ++count_;
   }
@@ -40,7 +41,7 @@ class Pool {
 
  private:
   std::unique_ptr<Connection> take() {
-    std::unique_lock lock(mutex_);
+    internal::UniqueMutexLock lock(mutex_);
     for (;;) {
       if (!idle_.empty()) {
         auto connection = std::move(idle_.back());
@@ -59,13 +60,13 @@ class Pool {
           throw;
         }
       }
-      returned_.wait(lock);
+      returned_.wait(lock.native());
     }
   }
 
   void give_back(std::unique_ptr<Connection> connection) {
     {
-      std::lock_guard lock(mutex_);
+      internal::MutexLock lock(mutex_);
       if (connection->broken()) {
         --count_;
       } else {
@@ -77,10 +78,10 @@ class Pool {
 
   const unsigned size_;
   const std::function<std::unique_ptr<Connection>()> open_;
-  std::mutex mutex_;
+  internal::AnnotatedMutex mutex_;
   std::condition_variable returned_;
-  std::vector<std::unique_ptr<Connection>> idle_;
-  unsigned count_ = 0;
+  std::vector<std::unique_ptr<Connection>> idle_ GUARDED_BY(mutex_);
+  unsigned count_ GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace simba::internal

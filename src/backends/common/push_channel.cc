@@ -10,6 +10,7 @@
 #include <random>
 
 #include "base/log.h"
+#include "base/thread_annotations.h"
 #include "simba/error.h"
 
 namespace simba::internal {
@@ -21,7 +22,7 @@ PushChannel::PushChannel(PushChannelOptions options, Connect connect)
 
 PushChannel::~PushChannel() {
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     stopping_ = true;
   }
   ready_changed_.notify_all();
@@ -36,7 +37,7 @@ std::unique_ptr<Subscription> PushChannel::watch(std::vector<std::string> keys,
   auto watcher = std::make_shared<Watcher>(std::move(on_event), std::move(keys));
   bool requested = false;
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     for (const auto& key : watcher->keys) {
       auto& list = by_key_[key];
       // Still subscribed if it only lingers idle; else ask the thread to subscribe.
@@ -55,18 +56,19 @@ std::unique_ptr<Subscription> PushChannel::watch(std::vector<std::string> keys,
   }
   auto handle = std::make_unique<WatchHandle>(watcher, [this, watcher] { remove(watcher); });
   if (options_.ready_timeout.count() > 0) {
-    std::unique_lock lock(mutex_);
-    ready_changed_.wait_for(lock, options_.ready_timeout, [&] {
+    internal::UniqueMutexLock lock(mutex_);
+    ready_changed_.wait_for(lock.native(), options_.ready_timeout, [&]() REQUIRES(mutex_) {
       return connect_failed_ || stopping_ ||
-             (connected_ && std::all_of(watcher->keys.begin(), watcher->keys.end(),
-                                        [&](const std::string& key) { return confirmed_.count(key) > 0; }));
+             (connected_ &&
+              std::all_of(watcher->keys.begin(), watcher->keys.end(),
+                          [&](const std::string& key) REQUIRES(mutex_) { return confirmed_.count(key) > 0; }));
     });
   }
   return handle;
 }
 
 void PushChannel::remove(const std::shared_ptr<Watcher>& watcher) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
   for (const auto& key : watcher->keys) {
     auto it = by_key_.find(key);
@@ -83,7 +85,7 @@ void PushChannel::remove(const std::shared_ptr<Watcher>& watcher) {
 void PushChannel::notify_all(WatchEvent event) {
   std::vector<std::shared_ptr<Watcher>> everyone;
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     everyone.assign(watchers_.begin(), watchers_.end());
   }
   for (auto& watcher : everyone) watcher->call(event);
@@ -92,7 +94,7 @@ void PushChannel::notify_all(WatchEvent event) {
 void PushChannel::deliver(const std::string& key, WatchEvent event) {
   std::vector<std::shared_ptr<Watcher>> targets;
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     if (auto it = by_key_.find(key); it != by_key_.end()) targets = it->second;
   }
   for (auto& watcher : targets) watcher->call(event);
@@ -100,7 +102,7 @@ void PushChannel::deliver(const std::string& key, WatchEvent event) {
 
 void PushChannel::confirmed(const std::string& key) {
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     confirmed_.insert(key);
   }
   ready_changed_.notify_all();
@@ -122,14 +124,14 @@ bool PushChannel::connect_and_resubscribe() {
     link_.reset();
     log_debug(options_.where + ": " + options_.what + ": " + e.what());
     {
-      std::lock_guard lock(mutex_);
+      internal::MutexLock lock(mutex_);
       connect_failed_ = true;
     }
     ready_changed_.notify_all();
     return false;
   }
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     connect_failed_ = false;
     connected_ = true;
     confirmed_.clear();
@@ -143,7 +145,7 @@ bool PushChannel::connect_and_resubscribe() {
 
 void PushChannel::unsubscribe_idle() {
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   for (auto it = idle_.begin(); it != idle_.end();) {
     if (now - it->second >= options_.linger) {
       requests_.emplace_back(false, it->first);
@@ -157,13 +159,13 @@ void PushChannel::unsubscribe_idle() {
 void PushChannel::drain_requests() {
   std::vector<std::pair<bool, std::string>> requests;
   {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     requests.swap(requests_);
   }
   for (auto& [subscribe, key] : requests) {
     if (!subscribe) {
       {
-        std::lock_guard lock(mutex_);
+        internal::MutexLock lock(mutex_);
         confirmed_.erase(key);
       }
       link_->unsubscribe(key);
@@ -180,7 +182,7 @@ void PushChannel::run() {
   bool was_connected = false;
   for (;;) {
     {
-      std::lock_guard lock(mutex_);
+      internal::MutexLock lock(mutex_);
       if (stopping_) break;
     }
     if (!link_) {
@@ -208,7 +210,7 @@ void PushChannel::run() {
       log_warn(options_.where + ": " + options_.what + " connection lost (" + e.what() + "); reconnecting");
       link_.reset();
       {
-        std::lock_guard lock(mutex_);
+        internal::MutexLock lock(mutex_);
         connected_ = false;
         confirmed_.clear();
       }

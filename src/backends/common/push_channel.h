@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backends/common/watcher.h"
+#include "base/thread_annotations.h"
 #include "simba/backend.h"
 
 namespace simba::internal {
@@ -95,18 +96,18 @@ class PushChannel final : private PushSink {
   const int wake_fd_;
   std::unique_ptr<PushLink> link_;  // touched only by the thread
 
-  std::mutex mutex_;  // guards everything below
+  internal::AnnotatedMutex mutex_;
   std::condition_variable ready_changed_;
-  bool stopping_ = false;
-  bool connected_ = false;
-  bool connect_failed_ = false;  // the last connection attempt failed
-  std::thread thread_;
-  std::set<std::shared_ptr<Watcher>> watchers_;
-  std::map<std::string, std::vector<std::shared_ptr<Watcher>>> by_key_;
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  bool connected_ GUARDED_BY(mutex_) = false;
+  bool connect_failed_ GUARDED_BY(mutex_) = false;  // the last connection attempt failed
+  std::thread thread_ GUARDED_BY(mutex_);
+  std::set<std::shared_ptr<Watcher>> watchers_ GUARDED_BY(mutex_);
+  std::map<std::string, std::vector<std::shared_ptr<Watcher>>> by_key_ GUARDED_BY(mutex_);
   // Keys with no watcher left, and since when: unsubscribed once they have lingered.
-  std::map<std::string, std::chrono::steady_clock::time_point> idle_;
-  std::vector<std::pair<bool, std::string>> requests_;  // {subscribe (else unsubscribe), key}
-  std::set<std::string> confirmed_;                     // keys subscribed on the current connection
+  std::map<std::string, std::chrono::steady_clock::time_point> idle_ GUARDED_BY(mutex_);
+  std::vector<std::pair<bool, std::string>> requests_ GUARDED_BY(mutex_);  // {subscribe (else unsubscribe), key}
+  std::set<std::string> confirmed_ GUARDED_BY(mutex_);                     // keys subscribed on the current connection
 };
 
 }  // namespace simba::internal

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "base/log.h"
+#include "base/thread_annotations.h"
 #include "simba/backend.h"
 
 namespace simba::internal {
@@ -45,7 +46,7 @@ class SweepSchedule {
   void maybe(const std::string& where, Sweep&& sweep) noexcept {
     if (idle_.count() <= 0) return;
     {
-      std::lock_guard lock(mutex_);
+      internal::MutexLock lock(mutex_);
       const auto now = std::chrono::steady_clock::now();
       if (running_ || now < next_) return;
       running_ = true;
@@ -56,16 +57,16 @@ class SweepSchedule {
     } catch (const std::exception& e) {
       log_warn(where + ": sweeping idle mutex records failed (tried again later): " + e.what());
     }
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     running_ = false;
   }
 
  private:
   const std::chrono::milliseconds idle_;
   const std::chrono::milliseconds every_;
-  std::mutex mutex_;
-  std::chrono::steady_clock::time_point next_;
-  bool running_ = false;
+  internal::AnnotatedMutex mutex_;
+  std::chrono::steady_clock::time_point next_ GUARDED_BY(mutex_);
+  bool running_ GUARDED_BY(mutex_) = false;
 };
 
 // sweep() for engines that delete with one statement: batches of kSweepBatch records, each

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/thread_annotations.h"
 #include "simba/backend.h"
 
 namespace simba::internal {
@@ -20,16 +21,16 @@ struct Watcher {
       : on_event(std::move(callback)), keys(std::move(watched_keys)) {}
 
   void call(WatchEvent event) {
-    std::lock_guard lock(mutex);
+    internal::MutexLock lock(mutex);
     if (alive) on_event(event);
   }
   void end() {
-    std::lock_guard lock(mutex);
+    internal::MutexLock lock(mutex);
     alive = false;
   }
 
-  std::mutex mutex;
-  bool alive = true;
+  internal::AnnotatedMutex mutex;
+  bool alive GUARDED_BY(mutex) = true;
   const std::function<void(WatchEvent)> on_event;
   const std::vector<std::string> keys;  // what it listens to (channels, mutex names)
 };

@@ -4,6 +4,7 @@
 
 #include "backends/engine.h"
 #include "backends/memory/memory_store.h"
+#include "base/thread_annotations.h"
 #include "simba/error.h"
 #include "simba/memory_backend.h"
 
@@ -15,10 +16,10 @@ std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery&) {
   // Every "memory:NAME" of a process is one shared store while anyone uses it, so contenders
   // in one process meet; a store goes when its last user does. All stores take their tokens
   // from one process-wide counter: a store made again never repeats a token.
-  static std::mutex mutex;
+  static internal::AnnotatedMutex mutex;
   static std::map<std::string, std::weak_ptr<Backend>> stores;
   static auto tokens = std::make_shared<std::atomic<std::uint64_t>>(0);
-  std::lock_guard lock(mutex);
+  internal::MutexLock lock(mutex);
   std::erase_if(stores, [](const auto& item) { return item.second.expired(); });
   auto& slot = stores[uri.path];
   auto store = slot.lock();

@@ -1,5 +1,6 @@
 // The in-process reference backend: the protocol with nothing in the way.
 #include "simba/memory_backend.h"
+#include "base/thread_annotations.h"
 
 #include "backends/common/raw_probe.h"
 #include "backends/common/watcher.h"
@@ -28,7 +29,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
     OwnerSnapshot result;
     bool changed = false, lost = false;
     {
-      std::lock_guard lock(mutex_);
+      internal::MutexLock lock(mutex_);
       const EpochMillis now = clock_->now();
       Entry& entry = entries_[mutex];
       MutexOwner& owner = entry.owner;
@@ -60,7 +61,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
 
   bool release(const std::string& mutex, const std::string& contender_id) override {
     {
-      std::lock_guard lock(mutex_);
+      internal::MutexLock lock(mutex_);
       auto it = entries_.find(mutex);
       if (it == entries_.end() || it->second.owner.owner_id != contender_id) return false;
       it->second.owner = MutexOwner::none();
@@ -74,7 +75,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
   bool evict(const std::string& mutex, const std::string& owner_id) override { return release(mutex, owner_id); }
 
   OwnerSnapshot read(const std::string& mutex) override {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     const EpochMillis now = clock_->now();
     auto it = entries_.find(mutex);
     if (it == entries_.end()) {
@@ -89,7 +90,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
 
   MutexListing list(const std::string& prefix, std::size_t limit) override {
     MutexListing out;
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     out.now = clock_->now();
     for (const auto& [name, entry] : entries_) {
       if (name.compare(0, prefix.size(), prefix) != 0) continue;
@@ -106,7 +107,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
 
   // Memory also forgets idle records by itself (see touch_locked); this forgets them sooner.
   std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     const EpochMillis now = clock_->now();
     std::size_t swept = 0;
     for (auto it = entries_.begin(); it != entries_.end() && swept < limit;) {
@@ -124,7 +125,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
   }
 
   bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) override {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     auto it = entries_.find(mutex);
     if (it == entries_.end()) return false;
     Entry& entry = it->second;
@@ -146,7 +147,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
 
   std::unique_ptr<Subscription> add_watcher(const std::string& mutex, std::function<void(WatchEvent)> on_change) {
     auto watcher = std::make_shared<Watcher>(std::move(on_change));
-    std::lock_guard lock(watch_mutex_);
+    internal::MutexLock lock(watch_mutex_);
     auto& list = watchers_[mutex];
     // Drop watchers whose subscription has ended: of this mutex now, of all now and then.
     std::erase_if(list, [](const std::weak_ptr<Watcher>& w) { return w.expired(); });
@@ -205,7 +206,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
 
   // Queues `mutex` as just changed and forgets the record that falls out of the queue if that
   // mutex is free and has not changed since.
-  void touch_locked(const std::string& mutex, Entry& entry, EpochMillis now) {
+  void touch_locked(const std::string& mutex, Entry& entry, EpochMillis now) REQUIRES(mutex_) {
     entry.touched = ++changes_;
     entry.changed_at = now;
     recent_.emplace_back(mutex, changes_);
@@ -223,7 +224,7 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
   void notify(const std::string& mutex, WatchEvent event) {
     std::vector<std::shared_ptr<Watcher>> targets;
     {
-      std::lock_guard lock(watch_mutex_);
+      internal::MutexLock lock(watch_mutex_);
       auto it = watchers_.find(mutex);
       if (it == watchers_.end()) return;
       for (auto& weak : it->second) {
@@ -235,15 +236,15 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
 
   const std::shared_ptr<const Clock> clock_;
   std::mutex raw_mutex_;  // simba-bench's baseline: a std::mutex lock + unlock
-  std::mutex mutex_;
-  std::unordered_map<std::string, Entry> entries_;
+  internal::AnnotatedMutex mutex_;
+  std::unordered_map<std::string, Entry> entries_ GUARDED_BY(mutex_);
   const std::shared_ptr<std::atomic<std::uint64_t>> tokens_;  // every mutex's tokens come from here
-  std::uint64_t forgotten_token_ = 0;                         // the highest token of a forgotten record
-  std::uint64_t changes_ = 0;
-  std::deque<std::pair<std::string, std::uint64_t>> recent_;  // (mutex, change), oldest first
-  std::mutex watch_mutex_;
-  std::unordered_map<std::string, std::vector<std::weak_ptr<Watcher>>> watchers_;
-  std::size_t watched_after_sweep_ = 0;
+  std::uint64_t forgotten_token_ GUARDED_BY(mutex_) = 0;      // the highest token of a forgotten record
+  std::uint64_t changes_ GUARDED_BY(mutex_) = 0;
+  std::deque<std::pair<std::string, std::uint64_t>> recent_ GUARDED_BY(mutex_);  // (mutex, change), oldest first
+  internal::AnnotatedMutex watch_mutex_;
+  std::unordered_map<std::string, std::vector<std::weak_ptr<Watcher>>> watchers_ GUARDED_BY(watch_mutex_);
+  std::size_t watched_after_sweep_ GUARDED_BY(watch_mutex_) = 0;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The MySQL/MariaDB backend: Simba's table, one conditional upsert per acquire, the database
 // clock in UTC milliseconds, cheap polls by waiters only, a monitor connection for loss.
 #include "simba/mysql_backend.h"
+#include "base/thread_annotations.h"
 
 #include <mysqld_error.h>
 
@@ -355,11 +356,11 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
   }
 
   bool is_waiting(const std::string& waiter) {
-    std::lock_guard lock(waiting_mutex_);
+    internal::MutexLock lock(waiting_mutex_);
     return waiting_.count(waiter) > 0;
   }
   void set_waiting(const std::string& waiter, bool waiting) {
-    std::lock_guard lock(waiting_mutex_);
+    internal::MutexLock lock(waiting_mutex_);
     if (waiting) {
       waiting_.insert(waiter);
     } else {
@@ -373,8 +374,9 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
   internal::Pool<Connection> pool_;
   internal::SweepSchedule sweeps_;
   std::unique_ptr<internal::PushChannel> monitor_;
-  std::mutex waiting_mutex_;
-  std::unordered_set<std::string> waiting_;  // contenders of this process that last saw another owner
+  internal::AnnotatedMutex waiting_mutex_;
+  std::unordered_set<std::string> waiting_
+      GUARDED_BY(waiting_mutex_);  // contenders of this process that last saw another owner
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The Redis backend: Simba v3's keys and channels, Lua scripts run by SHA, one pub/sub
 // connection per backend.
 #include "simba/redis_backend.h"
+#include "base/thread_annotations.h"
 
 #include <mutex>
 #include <set>
@@ -166,8 +167,10 @@ return 1
 )lua";
 
 struct Script {
-  const char* source;
-  std::string sha;  // from SCRIPT LOAD; guarded by the backend's pool mutex
+  explicit Script(const char* source) : source(source) {}
+  const char* const source;
+  mutable internal::AnnotatedMutex mutex;
+  std::string sha GUARDED_BY(mutex);  // from SCRIPT LOAD
 };
 
 class RedisBackend final : public Backend, public internal::RawProbe {
@@ -343,21 +346,19 @@ class RedisBackend final : public Backend, public internal::RawProbe {
 
   void load(Connection& connection, Script& script) {
     auto reply = connection.checked({"SCRIPT", "LOAD", script.source});
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(script.mutex);
     script.sha.assign(reply->str, reply->len);
   }
 
   std::string sha_of(const Script& script) {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(script.mutex);
     return script.sha;
   }
 
   const RedisOptions options_;
   const std::string where_;
-  std::mutex mutex_;  // guards the scripts' SHAs
   internal::Pool<Connection> pool_;
-  Script acquire_{kAcquire, {}}, release_{kRelease, {}}, read_{kRead, {}}, sweep_{kSweep, {}},
-      mark_idle_{kMarkIdle, {}};
+  Script acquire_{kAcquire}, release_{kRelease}, read_{kRead}, sweep_{kSweep}, mark_idle_{kMarkIdle};
   std::unique_ptr<internal::PushChannel> subscriber_;
   const std::string raw_id_ = contender_id::uuid();  // simba-bench's baseline key
 };

@@ -1,5 +1,6 @@
 // The SQLite backend: one row per mutex in `simba_mutex`, shared by the processes of a host.
 #include "simba/sqlite_backend.h"
+#include "base/thread_annotations.h"
 
 #include <sqlite3.h>
 
@@ -125,15 +126,16 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
       throw Error(errc::unavailable, "cannot open SQLite database '" + options.path + "': " + message);
     }
     {
+      internal::MutexLock lock(mutex_);  // nothing else can use it yet: for the analysis
       sqlite3_extended_result_codes(db_, 1);
       sqlite3_busy_timeout(db_, static_cast<int>(options.busy_timeout.count()));
       // Switching a new file to WAL can answer SQLITE_BUSY at once, without the busy handler,
       // while other processes open it too: retry those steps until busy_timeout.
-      retry_while_busy([&] { exec("PRAGMA journal_mode=WAL", "enabling WAL"); });
+      retry_while_busy([&]() REQUIRES(mutex_) { exec("PRAGMA journal_mode=WAL", "enabling WAL"); });
       exec("PRAGMA synchronous=NORMAL", "setting synchronous");
-      retry_while_busy([&] { exec(kSchema, "creating table simba_mutex"); });
-      retry_while_busy([&] { add_column("wanted_until", kAddWanted); });
-      retry_while_busy([&] { add_column("idle_token", kAddIdle); });
+      retry_while_busy([&]() REQUIRES(mutex_) { exec(kSchema, "creating table simba_mutex"); });
+      retry_while_busy([&]() REQUIRES(mutex_) { add_column("wanted_until", kAddWanted); });
+      retry_while_busy([&]() REQUIRES(mutex_) { add_column("idle_token", kAddIdle); });
       prepare(acquire_, kAcquire);
       prepare(select_, kSelect);
       prepare(release_, kRelease);
@@ -146,7 +148,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
 
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
                         std::chrono::milliseconds transition) override {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     // A cheap read first: a waiter that cannot win takes no write lock, except to leave a
     // demand (at most once per half lease).
     EpochMillis now = epoch_millis_now();
@@ -186,7 +188,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
   }
 
   bool release(const std::string& mutex, const std::string& contender_id) override {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     bool released;
     {
       Use use(release_);
@@ -196,7 +198,10 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
       check(sqlite3_step(*use), SQLITE_DONE, "release");
       released = sqlite3_changes(db_) > 0;
     }
-    sweeps_.maybe(describe(), [&](std::chrono::milliseconds idle) { sweep_locked(idle, internal::kSweepBatch); });
+    // maybe() runs the sweep on this thread, which holds mutex_ (the analysis cannot follow a
+    // capability through a template's call).
+    sweeps_.maybe(describe(), [&](std::chrono::milliseconds idle)
+                                  NO_THREAD_SAFETY_ANALYSIS { sweep_locked(idle, internal::kSweepBatch); });
     return released;
   }
 
@@ -204,7 +209,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
   bool evict(const std::string& mutex, const std::string& owner_id) override { return release(mutex, owner_id); }
 
   MutexListing list(const std::string& prefix, std::size_t limit) override {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     MutexListing out;
     out.now = epoch_millis_now();
     Use use(list_);
@@ -227,12 +232,12 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
   }
 
   std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     return sweep_locked(idle_for, limit);
   }
 
   OwnerSnapshot read(const std::string& mutex) override {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     EpochMillis now = epoch_millis_now();
     auto row = select(mutex);
     if (!row) return {MutexOwner::none(), now};
@@ -243,7 +248,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
   }
 
   bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) override {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     Use use(mark_);
     bind_text(*use, 1, mutex);
     bind_text(*use, 2, owner_id);
@@ -274,7 +279,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
   // One write transaction updating one row (a private row of simba_mutex), on this
   // backend's connection.
   double raw_once() override {
-    std::lock_guard lock(mutex_);
+    internal::MutexLock lock(mutex_);
     if (!raw_.get()) {
       exec("INSERT OR IGNORE INTO simba_mutex (mutex) VALUES ('simba-bench/raw')", "making the raw row");
       prepare(raw_, "UPDATE simba_mutex SET version = version + 1 WHERE mutex = 'simba-bench/raw'");
@@ -287,7 +292,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
 
  private:
   // The one place SQLite result codes become simba errors.
-  void check(int rc, int expected, const char* what) {
+  void check(int rc, int expected, const char* what) REQUIRES(mutex_) {
     if (rc == expected) return;
     std::string message = describe() + ": " + what + ": " + sqlite3_errmsg(db_);
     switch (rc & 0xff) {
@@ -304,7 +309,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
   }
 
   template <class F>
-  void retry_while_busy(F&& step) {
+  void retry_while_busy(F&& step) REQUIRES(mutex_) {
     const auto deadline = std::chrono::steady_clock::now() + options_.busy_timeout;
     for (;;) {
       try {
@@ -317,21 +322,21 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
     }
   }
 
-  void exec(const char* sql, const char* what) {
+  void exec(const char* sql, const char* what) REQUIRES(mutex_) {
     check(sqlite3_exec(db_, sql, nullptr, nullptr, nullptr), SQLITE_OK, what);
   }
 
-  void prepare(Statement& statement, const char* sql) {
+  void prepare(Statement& statement, const char* sql) REQUIRES(mutex_) {
     check(sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, statement.out(), nullptr), SQLITE_OK,
           "preparing a statement");
   }
 
-  void bind_text(sqlite3_stmt* stmt, int index, const std::string& text) {
+  void bind_text(sqlite3_stmt* stmt, int index, const std::string& text) REQUIRES(mutex_) {
     check(sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT), SQLITE_OK,
           "binding a parameter");
   }
 
-  std::size_t sweep_locked(std::chrono::milliseconds idle_for, std::size_t limit) {
+  std::size_t sweep_locked(std::chrono::milliseconds idle_for, std::size_t limit) REQUIRES(mutex_) {
     const EpochMillis now = epoch_millis_now();
     Use use(sweep_);
     sqlite3_bind_int64(*use, 1, now - idle_for.count());
@@ -347,7 +352,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
     bool idle = false;
   };
 
-  std::optional<Row> select(const std::string& mutex) {
+  std::optional<Row> select(const std::string& mutex) REQUIRES(mutex_) {
     Use use(select_);
     bind_text(*use, 1, mutex);
     int rc = sqlite3_step(*use);
@@ -356,7 +361,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
     return Row{row_owner(*use), sqlite3_column_int64(*use, 5), sqlite3_column_int64(*use, 6) != 0};
   }
 
-  void want(const std::string& mutex, const std::string& owner_id, EpochMillis until) {
+  void want(const std::string& mutex, const std::string& owner_id, EpochMillis until) REQUIRES(mutex_) {
     Use use(want_);
     bind_text(*use, 1, mutex);
     bind_text(*use, 2, owner_id);
@@ -364,7 +369,7 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
     check(sqlite3_step(*use), SQLITE_DONE, "noting a demand");
   }
 
-  void add_column(const std::string& name, const char* ddl) {
+  void add_column(const std::string& name, const char* ddl) REQUIRES(mutex_) {
     Statement has;
     prepare(has, kHasColumn);
     Use use(has);
@@ -396,12 +401,13 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
   };
 
   const SqliteOptions options_;
-  std::mutex mutex_;
-  Connection connection_;
-  sqlite3* db_ = nullptr;
+  internal::AnnotatedMutex mutex_;
+  Connection connection_ GUARDED_BY(mutex_);
+  sqlite3* db_ GUARDED_BY(mutex_) = nullptr;
   internal::SweepSchedule sweeps_;
-  Statement acquire_, select_, release_, list_, sweep_, want_, mark_;
-  Statement raw_;  // simba-bench's baseline, prepared on first use
+  Statement acquire_ GUARDED_BY(mutex_), select_ GUARDED_BY(mutex_), release_ GUARDED_BY(mutex_),
+      list_ GUARDED_BY(mutex_), sweep_ GUARDED_BY(mutex_), want_ GUARDED_BY(mutex_), mark_ GUARDED_BY(mutex_);
+  Statement raw_ GUARDED_BY(mutex_);  // simba-bench's baseline, prepared on first use
 };
 
 }  // namespace

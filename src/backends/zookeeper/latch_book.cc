@@ -1,5 +1,6 @@
 // The ZooKeeper backend's bookkeeping.
 #include "backends/zookeeper/latch_book.h"
+#include "base/thread_annotations.h"
 
 namespace simba::zookeeper {
 namespace {
@@ -14,7 +15,7 @@ constexpr std::size_t kMaxRemembered = 10000;
 std::string key_of(const std::string& mutex, const std::string& contender) { return mutex + '\0' + contender; }
 
 std::optional<Entry> LatchBook::entry(const std::string& key, std::uint64_t generation) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return std::nullopt;
   if (it->second.generation != generation) {
@@ -25,18 +26,18 @@ std::optional<Entry> LatchBook::entry(const std::string& key, std::uint64_t gene
 }
 
 std::optional<Entry> LatchBook::entry(const std::string& key) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   if (auto it = entries_.find(key); it != entries_.end()) return it->second;
   return std::nullopt;
 }
 
 void LatchBook::remember(const std::string& key, const Entry& entry) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   entries_[key] = entry;
 }
 
 void LatchBook::forget(const std::string& key) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   if (auto it = entries_.find(key); it != entries_.end()) erase_locked(it);
 }
 
@@ -46,12 +47,12 @@ void LatchBook::erase_locked(std::map<std::string, Entry>::iterator it) {
 }
 
 void LatchBook::wait_behind(const std::string& path, const std::string& key) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   waiting_[path].insert(key);
 }
 
 void LatchBook::unwait(const std::string& path, const std::string& key) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   unwait_locked(path, key);
 }
 
@@ -63,13 +64,13 @@ void LatchBook::unwait_locked(const std::string& path, const std::string& key) {
 }
 
 bool LatchBook::waited_on(const std::string& path) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   return waiting_.count(path) > 0;
 }
 
 Steady::time_point LatchBook::seen_since(const std::string& mutex, const std::string& path, std::int32_t version,
                                          Steady::time_point now) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   if (seen_.size() >= kMaxRemembered && !seen_.count(mutex)) seen_.clear();
   Seen& seen = seen_[mutex];
   if (seen.path != path || seen.version != version) seen = Seen{path, version, now};
@@ -77,25 +78,25 @@ Steady::time_point LatchBook::seen_since(const std::string& mutex, const std::st
 }
 
 void LatchBook::restart_seen(const std::string& path, std::int32_t version) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   for (auto& [mutex, seen] : seen_) {
     if (seen.path == path && seen.version != version) seen = Seen{path, version, Steady::now()};
   }
 }
 
 void LatchBook::forget_seen(const std::string& mutex) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   seen_.erase(mutex);
 }
 
 void LatchBook::note_emptied(const std::string& mutex, std::int64_t zxid) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   if (emptied_at_.size() >= kMaxRemembered) emptied_at_.clear();
   emptied_at_[mutex] = zxid;
 }
 
 std::int64_t LatchBook::take_emptied_at(const std::string& mutex) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   auto it = emptied_at_.find(mutex);
   if (it == emptied_at_.end()) return -1;
   auto zxid = it->second;
@@ -104,25 +105,27 @@ std::int64_t LatchBook::take_emptied_at(const std::string& mutex) {
 }
 
 void LatchBook::add_contender(const std::string& key, std::shared_ptr<internal::Watcher> watcher) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   contenders_.emplace(key, std::move(watcher));
 }
 
 void LatchBook::drop_contender(const std::string& key, const std::shared_ptr<internal::Watcher>& watcher) {
-  drop(contenders_, key, watcher);
+  internal::MutexLock lock(mutex_);
+  drop_locked(contenders_, key, watcher);
 }
 
 void LatchBook::add_observer(const std::string& folder, std::shared_ptr<internal::Watcher> watcher) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   observers_.emplace(folder, std::move(watcher));
 }
 
 void LatchBook::drop_observer(const std::string& folder, const std::shared_ptr<internal::Watcher>& watcher) {
-  drop(observers_, folder, watcher);
+  internal::MutexLock lock(mutex_);
+  drop_locked(observers_, folder, watcher);
 }
 
-void LatchBook::drop(Watchers& watchers, const std::string& key, const std::shared_ptr<internal::Watcher>& watcher) {
-  std::lock_guard lock(mutex_);
+void LatchBook::drop_locked(Watchers& watchers, const std::string& key,
+                            const std::shared_ptr<internal::Watcher>& watcher) {
   for (auto [it, end] = watchers.equal_range(key); it != end; ++it) {
     if (it->second == watcher) {
       watchers.erase(it);
@@ -132,14 +135,14 @@ void LatchBook::drop(Watchers& watchers, const std::string& key, const std::shar
 }
 
 WatcherList LatchBook::observers_of(const std::string& folder) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   WatcherList out;
   for (auto [it, end] = observers_.equal_range(folder); it != end; ++it) out.push_back(it->second);
   return out;
 }
 
 WatcherList LatchBook::woken_by_deletion(const std::string& path) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   WatcherList woken;
   auto w = waiting_.find(path);
   if (w == waiting_.end()) return woken;
@@ -152,7 +155,7 @@ WatcherList LatchBook::woken_by_deletion(const std::string& path) {
 }
 
 LatchBook::Everyone LatchBook::session_changed(bool expired) {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   Everyone out;
   if (expired) {
     entries_.clear();  // the nodes went with the session

@@ -16,6 +16,7 @@
 
 #include "backends/common/watcher.h"
 #include "backends/zookeeper/latch_names.h"
+#include "base/thread_annotations.h"
 
 namespace simba::zookeeper {
 
@@ -83,9 +84,10 @@ class LatchBook {
 
  private:
   using Watchers = std::multimap<std::string, std::shared_ptr<internal::Watcher>>;
-  void erase_locked(std::map<std::string, Entry>::iterator it);
-  void unwait_locked(const std::string& path, const std::string& key);
-  void drop(Watchers& watchers, const std::string& key, const std::shared_ptr<internal::Watcher>& watcher);
+  void erase_locked(std::map<std::string, Entry>::iterator it) REQUIRES(mutex_);
+  void unwait_locked(const std::string& path, const std::string& key) REQUIRES(mutex_);
+  void drop_locked(Watchers& watchers, const std::string& key, const std::shared_ptr<internal::Watcher>& watcher)
+      REQUIRES(mutex_);
 
   // The leader of a mutex as this process has seen it: since when it has looked unchanged.
   struct Seen {
@@ -94,13 +96,13 @@ class LatchBook {
     Steady::time_point since;  // when this version was first seen (after it was written)
   };
 
-  std::mutex mutex_;
-  std::map<std::string, Entry> entries_;                  // by key_of(mutex, contender)
-  std::map<std::string, std::set<std::string>> waiting_;  // predecessor path -> keys behind it
-  std::map<std::string, Seen> seen_;                      // by mutex
-  std::map<std::string, std::int64_t> emptied_at_;        // by mutex: see take_emptied_at()
-  Watchers contenders_;                                   // by key_of(mutex, contender)
-  Watchers observers_;                                    // by latch folder
+  internal::AnnotatedMutex mutex_;
+  std::map<std::string, Entry> entries_ GUARDED_BY(mutex_);                  // by key_of(mutex, contender)
+  std::map<std::string, std::set<std::string>> waiting_ GUARDED_BY(mutex_);  // predecessor path -> keys behind it
+  std::map<std::string, Seen> seen_ GUARDED_BY(mutex_);                      // by mutex
+  std::map<std::string, std::int64_t> emptied_at_ GUARDED_BY(mutex_);        // by mutex: see take_emptied_at()
+  Watchers contenders_ GUARDED_BY(mutex_);                                   // by key_of(mutex, contender)
+  Watchers observers_ GUARDED_BY(mutex_);                                    // by latch folder
 };
 
 }  // namespace simba::zookeeper

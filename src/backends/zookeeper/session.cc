@@ -4,14 +4,16 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "base/thread_annotations.h"
 #include "simba/error.h"
 
 namespace simba::zookeeper {
 
 struct Call::State {
-  std::mutex mutex;
+  internal::AnnotatedMutex mutex;
   std::condition_variable done_cv;
-  bool done = false;
+  bool done GUARDED_BY(mutex) = false;
+  // Filled by the completion before finish() sets `done` under the lock; read once `done`.
   Reply reply;
   // What the request points at until it is answered.
   std::string path, data, parent, parent_data;
@@ -22,7 +24,7 @@ struct Call::State {
 
   void finish(int rc) {
     {
-      std::lock_guard lock(mutex);
+      internal::MutexLock lock(mutex);
       reply.rc = rc;
       done = true;
     }
@@ -32,8 +34,8 @@ struct Call::State {
 };
 
 Reply Call::wait() {
-  std::unique_lock lock(state_->mutex);
-  if (!state_->done_cv.wait_for(lock, bound_, [&] { return state_->done; })) {
+  internal::UniqueMutexLock lock(state_->mutex);
+  if (!state_->done_cv.wait_for(lock.native(), bound_, [&]() REQUIRES(state_->mutex) { return state_->done; })) {
     Reply timed_out;
     timed_out.rc = ZOPERATIONTIMEOUT;
     return timed_out;
@@ -124,8 +126,8 @@ Session::Session(const ZookeeperOptions& options, std::string where, Events even
   if (options_.user.empty() != options_.password.empty()) {
     throw Error(errc::invalid_argument, "zookeeper digest authentication needs both user and password");
   }
-  std::unique_lock lock(handle_mutex_);
-  std::lock_guard state(mutex_);
+  internal::WriterLock lock(handle_mutex_);
+  internal::MutexLock state(mutex_);
   zh_ = open_locked();
 }
 
@@ -134,8 +136,8 @@ Session::~Session() {
   {
     // Both locks, as every write of zh_ takes them: the client's threads read it under mutex_
     // (on_node_event, on_session_event) until zookeeper_close() has joined them.
-    std::unique_lock lock(handle_mutex_);
-    std::lock_guard state(mutex_);
+    internal::WriterLock lock(handle_mutex_);
+    internal::MutexLock state(mutex_);
     zh = zh_;
     zh_ = nullptr;
   }
@@ -159,7 +161,7 @@ std::uint64_t Session::ensure() {
   zhandle_t* stale = nullptr;
   bool given_up = false;
   {
-    std::unique_lock lock(mutex_);
+    internal::UniqueMutexLock lock(mutex_);
     // Disconnected for longer than the session timeout, the session is over whatever the
     // client hears (a server that lost its data even refuses our reconnect for good): treat
     // it as expired, as Curator does, and start a new one.
@@ -178,21 +180,22 @@ std::uint64_t Session::ensure() {
   // completion thread, which may be in a callback that needs one), then open the new one.
   // Calls in between fail with ZINVALIDSTATE (unavailable) and are retried.
   {
-    std::unique_lock handle(handle_mutex_);
-    std::lock_guard lock(mutex_);
+    internal::WriterLock handle(handle_mutex_);
+    internal::MutexLock lock(mutex_);
     if (expired_ && !auth_failed_) std::swap(stale, zh_);
   }
   if (stale) zookeeper_close(stale);
   {
-    std::unique_lock handle(handle_mutex_);
-    std::lock_guard lock(mutex_);
+    internal::WriterLock handle(handle_mutex_);
+    internal::MutexLock lock(mutex_);
     if (!zh_ && expired_ && !auth_failed_) {
       zh_ = open_locked();
       internal::log_info("opened a new zookeeper session for " + where_);
     }
   }
-  std::unique_lock lock(mutex_);
-  changed_.wait_for(lock, options_.connect_timeout, [&] { return connected_ || auth_failed_ || expired_; });
+  internal::UniqueMutexLock lock(mutex_);
+  changed_.wait_for(lock.native(), options_.connect_timeout,
+                    [&]() REQUIRES(mutex_) { return connected_ || auth_failed_ || expired_; });
   if (auth_failed_) {
     throw Error(errc::permission_denied,
                 "ZooKeeper at " + where_ + " refused the digest credentials of '" + options_.user + "'");
@@ -205,7 +208,7 @@ std::uint64_t Session::ensure() {
 }
 
 std::chrono::milliseconds Session::session_timeout() const {
-  std::lock_guard lock(mutex_);
+  internal::MutexLock lock(mutex_);
   return granted_;
 }
 
@@ -217,7 +220,7 @@ void Session::on_session_event(zhandle_t* zh, int type, int state, const char*, 
   auto* self = static_cast<Session*>(context);
   bool fresh = false, dropped = false, resumed = false;
   {
-    std::lock_guard lock(self->mutex_);
+    internal::MutexLock lock(self->mutex_);
     if (zh != self->zh_) return;  // a replaced or closing session's last words
     if (state == ZOO_CONNECTED_STATE) {
       fresh = !self->connected_before_;
@@ -270,7 +273,7 @@ void Session::on_node_event(zhandle_t* zh, int type, int, const char* path, void
   if (type == ZOO_SESSION_EVENT || !path) return;  // the session watcher handles those
   auto* self = static_cast<Session*>(context);
   {
-    std::lock_guard lock(self->mutex_);
+    internal::MutexLock lock(self->mutex_);
     if (zh != self->zh_) return;
   }
   self->events_.on_node(type, path);
@@ -291,7 +294,7 @@ Call Session::submit(std::shared_ptr<State> state, Submit submit) {
   auto* holder = new std::shared_ptr<State>(state);
   int rc;
   {
-    std::shared_lock lock(handle_mutex_);
+    internal::ReaderLock lock(handle_mutex_);
     rc = zh_ ? submit(zh_, static_cast<const void*>(holder)) : ZINVALIDSTATE;
   }
   if (rc != ZOK) {  // not sent: no completion will come

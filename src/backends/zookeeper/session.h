@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "base/thread_annotations.h"
 #include "simba/zookeeper_backend.h"
 
 namespace simba::zookeeper {
@@ -93,7 +94,7 @@ class Session {
  private:
   static void on_session_event(zhandle_t* zh, int type, int state, const char* path, void* context);
   static void on_node_event(zhandle_t* zh, int type, int state, const char* path, void* context);
-  zhandle_t* open_locked();
+  zhandle_t* open_locked() REQUIRES(mutex_);
   template <class Submit>
   Call submit(std::shared_ptr<Call::State> state, Submit submit);
 
@@ -102,18 +103,21 @@ class Session {
   const Events events_;
   const std::string connect_string_;
 
-  std::shared_mutex handle_mutex_;  // guards zh_ against replacement while a call is submitted
+  internal::AnnotatedSharedMutex handle_mutex_ ACQUIRED_BEFORE(mutex_);
+  // Written under both locks (handle_mutex_ exclusively); read under either (handle_mutex_
+  // shared while a call is submitted, mutex_ by the client's threads): no one annotation says
+  // that.
   zhandle_t* zh_ = nullptr;
 
-  mutable std::mutex mutex_;
+  mutable internal::AnnotatedMutex mutex_;
   std::condition_variable changed_;
-  std::uint64_t generation_ = 0;
-  bool connected_ = false;
-  bool connected_before_ = false;  // this session was connected at least once
-  std::chrono::steady_clock::time_point disconnected_since_{};
-  bool expired_ = false;
-  bool auth_failed_ = false;
-  std::chrono::milliseconds granted_{0};
+  std::uint64_t generation_ GUARDED_BY(mutex_) = 0;
+  bool connected_ GUARDED_BY(mutex_) = false;
+  bool connected_before_ GUARDED_BY(mutex_) = false;  // this session was connected at least once
+  std::chrono::steady_clock::time_point disconnected_since_ GUARDED_BY(mutex_){};
+  bool expired_ GUARDED_BY(mutex_) = false;
+  bool auth_failed_ GUARDED_BY(mutex_) = false;
+  std::chrono::milliseconds granted_ GUARDED_BY(mutex_){0};
 };
 
 }  // namespace simba::zookeeper

@@ -74,7 +74,8 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
   {
     internal::MutexLock lock(mutex_);
     ticket = ++next_id_;
-    Waiter waiter{ticket, terms, std::move(done), std::nullopt, rounds_, shared_from_this(), Clock::now()};
+    Waiter waiter{ticket,       terms,       std::move(done), std::nullopt, rounds_, shared_from_this(),
+                  Clock::now(), std::nullopt};
     if (timeout != kNoTimeout) {
       std::weak_ptr<LockEntry> weak = shared_from_this();
       waiter.timer = runtime_->schedule_after(std::max(timeout, std::chrono::milliseconds(0)), [weak, ticket] {
@@ -122,6 +123,9 @@ LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
   // holder (behind one, the answer is known: the mutex is taken). Against another process
   // that caches, the attempt left a demand: wait for the hand-back it brings, boundedly.
   if (it == waiters_.begin() && !holder_ && core_running_) {
+    // A round that won the lease has told the core but not yet this entry (on_round grants
+    // next): the grant is on its way, whatever the owner that round replaced.
+    if (core_->is_owner() && !release_wanted_) return GiveUp::wait_for_round;
     const auto waited = Clock::now() - it->queued_at;
     if (rounds_ == it->rounds_at_queue) {
       const auto bound = core_->attempt_bound();
@@ -131,7 +135,8 @@ LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
                format_duration(bound) + " (rounds " + std::to_string(rounds_) + ", waiters " +
                std::to_string(waiters_.size()) + (release_wanted_ ? ", release wanted" : "") +
                (error.empty() ? "" : ", last backend error: " + error) + "); it fails");
-    } else if (core_->met_caching_owner() && waited < core_->handback_bound()) {
+    } else if (core_->met_caching_owner() &&
+               Clock::now() - it->met_owner_at.value_or(it->queued_at) < core_->handback_bound()) {
       return GiveUp::wait_for_round;
     }
   }
@@ -189,6 +194,7 @@ void LockEntry::on_round() {
     auto owner = core_->last_owner_id();
     if (!owner.empty() && owner != core_->contender_id()) {
       rival_seen_ = Clock::now();
+      if (!waiters_.empty() && !waiters_.front().met_owner_at) waiters_.front().met_owner_at = rival_seen_;
       // Contended: leases are not cached (may_cache_locked), so the demand watch only costs
       // (ZooKeeper: a listing at every change of the latch). Watched again once quiet.
       unwatched = std::move(demand_watch_);

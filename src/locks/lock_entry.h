@@ -142,6 +142,9 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
     std::uint64_t rounds_at_queue;
     std::shared_ptr<LockEntry> self;  // a waiter keeps its entry alive (cycle ends as it leaves)
     Clock::time_point queued_at;
+    // When a round first met another owner while this waiter was first in line: a single
+    // attempt's wait for a caching owner's hand-back counts from there.
+    std::optional<Clock::time_point> met_owner_at{};
   };
   struct Holder {
     std::uint64_t id;

@@ -52,7 +52,9 @@ LockEntry::LockEntry(std::shared_ptr<LockTable> table, std::string key, std::str
       demand_(backend_->capabilities().demand),
       idle_mark_(backend_->capabilities().idle_mark),
       poll_(table_->context().options.poll_interval.count() > 0 ? table_->context().options.poll_interval
-                                                                : backend_->capabilities().poll_interval) {}
+                                                                : backend_->capabilities().poll_interval),
+      poll_failures_("mutex '" + name_ + "'"),
+      idle_marker_("mutex '" + name_ + "'") {}
 
 LockEntry::~LockEntry() {
   // Nothing waits or holds (they would keep the entry alive), so the contender is stopped;
@@ -74,15 +76,14 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
   {
     internal::MutexLock lock(mutex_);
     ticket = ++next_id_;
-    Waiter waiter{ticket,       terms,       std::move(done), std::nullopt, rounds_, shared_from_this(),
-                  Clock::now(), std::nullopt};
+    Request request{ticket, terms, std::move(done), std::nullopt, rounds_, shared_from_this(), Clock::now()};
     if (timeout != kNoTimeout) {
       std::weak_ptr<LockEntry> weak = shared_from_this();
-      waiter.timer = runtime_->schedule_after(std::max(timeout, std::chrono::milliseconds(0)), [weak, ticket] {
+      request.deadline = runtime_->schedule_after(std::max(timeout, std::chrono::milliseconds(0)), [weak, ticket] {
         if (auto self = weak.lock()) self->expire(ticket);
       });
     }
-    waiters_.push_back(std::move(waiter));
+    requests_.push(std::move(request));
     // A cached lease is taken with no backend call (unless a fast hold has it: wait behind
     // it; or the lease ran out by our clock: contend anew).
     if (cached_ && !settle_cache_locked()) {
@@ -103,11 +104,10 @@ bool LockEntry::cancel(std::uint64_t ticket, std::error_code reason) {
   Outcomes outcomes;
   {
     internal::MutexLock lock(mutex_);
-    auto it = std::find_if(waiters_.begin(), waiters_.end(), [&](auto& w) { return w.ticket == ticket; });
-    if (it == waiters_.end()) return false;
-    if (it->timer) runtime_->cancel(*it->timer);
-    outcomes.push_back({std::move(it->done), reason, Hold(), std::move(it->self)});
-    waiters_.erase(it);
+    auto request = requests_.take(ticket);
+    if (!request) return false;
+    if (request->deadline) runtime_->cancel(*request->deadline);
+    outcomes.push_back({std::move(request->done), reason, Hold(), std::move(request->self)});
   }
   run(outcomes);
   drive();
@@ -117,32 +117,32 @@ bool LockEntry::cancel(std::uint64_t ticket, std::error_code reason) {
 LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
   std::shared_ptr<LockEntry> keep;  // outlives the lock
   internal::UniqueMutexLock lock(mutex_);
-  auto it = std::find_if(waiters_.begin(), waiters_.end(), [&](auto& w) { return w.ticket == ticket; });
-  if (it == waiters_.end()) return GiveUp::granted;
+  const Request* request = requests_.find(ticket);
+  if (!request) return GiveUp::granted;
   // At least one remote attempt for a request that is first in line and not behind a local
   // holder (behind one, the answer is known: the mutex is taken). Against another process
   // that caches, the attempt left a demand: wait for the hand-back it brings, boundedly.
-  if (it == waiters_.begin() && !holder_ && core_running_) {
+  if (requests_.is_front(ticket) && !holder_ && core_running_) {
     // A round that won the lease has told the core but not yet this entry (on_round grants
     // next): the grant is on its way, whatever the owner that round replaced.
     if (core_->is_owner() && !release_wanted_) return GiveUp::wait_for_round;
-    const auto waited = Clock::now() - it->queued_at;
-    if (rounds_ == it->rounds_at_queue) {
+    const auto waited = Clock::now() - request->queued_at;
+    if (rounds_ == request->rounds_at_queue) {
       const auto bound = core_->attempt_bound();
       if (waited < bound) return GiveUp::wait_for_round;
       const auto error = core_->last_error();
       log_warn("mutex '" + name_ + "': a single attempt saw no round of its contender within " +
                format_duration(bound) + " (rounds " + std::to_string(rounds_) + ", waiters " +
-               std::to_string(waiters_.size()) + (release_wanted_ ? ", release wanted" : "") +
+               std::to_string(requests_.size()) + (release_wanted_ ? ", release wanted" : "") +
                (error.empty() ? "" : ", last backend error: " + error) + "); it fails");
     } else if (core_->met_caching_owner() &&
-               Clock::now() - it->met_owner_at.value_or(it->queued_at) < core_->handback_bound()) {
+               Clock::now() - request->met_owner_at.value_or(request->queued_at) < core_->handback_bound()) {
       return GiveUp::wait_for_round;
     }
   }
-  if (it->timer) runtime_->cancel(*it->timer);
-  keep = std::move(it->self);
-  waiters_.erase(it);
+  auto given_up = requests_.take(ticket);
+  if (given_up->deadline) runtime_->cancel(*given_up->deadline);
+  keep = std::move(given_up->self);
   lock.unlock();
   // Stopping the contender (no waiter left) waits for its round in flight: not on the thread
   // of an attempt that has ended.
@@ -175,10 +175,9 @@ void LockEntry::expire(std::uint64_t ticket) {
   Outcomes outcomes;
   {
     internal::MutexLock lock(mutex_);
-    auto it = std::find_if(waiters_.begin(), waiters_.end(), [&](auto& w) { return w.ticket == ticket; });
-    if (it == waiters_.end()) return;
-    outcomes.push_back({std::move(it->done), make_error_code(errc::timeout), Hold(), std::move(it->self)});
-    waiters_.erase(it);
+    auto request = requests_.take(ticket);
+    if (!request) return;
+    outcomes.push_back({std::move(request->done), make_error_code(errc::timeout), Hold(), std::move(request->self)});
   }
   run(outcomes);
   // On a timer thread: stopping the contender may take a round trip; not here.
@@ -193,26 +192,25 @@ void LockEntry::on_round() {
     ++rounds_;
     auto owner = core_->last_owner_id();
     if (!owner.empty() && owner != core_->contender_id()) {
-      rival_seen_ = Clock::now();
-      if (!waiters_.empty() && !waiters_.front().met_owner_at) waiters_.front().met_owner_at = rival_seen_;
+      window_.rival_seen(Clock::now());
+      if (!requests_.empty() && !requests_.front().met_owner_at) requests_.front().met_owner_at = window_.last_rival();
       // Contended: leases are not cached (may_cache_locked), so the demand watch only costs
       // (ZooKeeper: a listing at every change of the latch). Watched again once quiet.
       unwatched = std::move(demand_watch_);
       demand_watched_ = false;
     }
-    if (!holder_ && !release_wanted_ && !waiters_.empty() && core_->is_owner()) {
-      handovers_ = 0;  // a fresh remote lease
+    if (!holder_ && !release_wanted_ && !requests_.empty() && core_->is_owner()) {
+      handovers_.reset();  // a fresh remote lease
       demanded_ = false;
-      if (started_at_) round_trip_ = Clock::now() - *started_at_;
-      started_at_.reset();
-      const bool caching = demand_ && waiters_.front().terms.linger.count() > 0 && !contended_locked();
+      window_.won(Clock::now());
+      const bool caching = demand_ && requests_.front().terms.linger.count() > 0 && !window_.contended(Clock::now());
       grant_front_locked(outcomes);
       if (caching && !demand_watched_) {  // kept across leases while uncontended
         demand_watched_ = true;
         on_io([](LockEntry& entry) { entry.watch_demand(); });
       }
     }
-    if (cached_) refresh_cache_locked();  // a renewal: the lease lasts longer
+    if (cached_) fast_.extend(core_->lease_deadline());  // a renewal: the lease lasts longer
   }
   unwatched.reset();
   run(outcomes);
@@ -260,16 +258,16 @@ void LockEntry::end_hold(std::uint64_t hold_id) noexcept {
     end_holder_locked(nullptr);
     // A pending demand from another process ends local handovers, as the limit (the ending
     // hold's handle's) does.
-    const bool limit = handovers_ >= terms.max_local_handovers || demanded_;
-    if (!waiters_.empty() && !limit && !release_wanted_ && core_->is_owner()) {
-      ++handovers_;
+    const bool may_hand_over = handovers_.may_hand_over(terms, demanded_);
+    if (!requests_.empty() && may_hand_over && !release_wanted_ && core_->is_owner()) {
+      handovers_.handed_over();
       grant_front_locked(outcomes);
     } else if (may_cache_locked(terms)) {
       enter_cache_locked(terms);
     } else {
       if (core_running_) release_wanted_ = true;
-      if (limit && !waiters_.empty()) open_window_locked();
-      handovers_ = 0;
+      if (!may_hand_over && !requests_.empty()) window_.yield(Clock::now(), push_, poll_);
+      handovers_.reset();
     }
   }
   run(outcomes);
@@ -280,29 +278,6 @@ void LockEntry::end_hold(std::uint64_t hold_id) noexcept {
   }
 }
 
-void LockEntry::open_window_locked() {
-  // The lease went back after the handover limit while requests wait here. Contending again
-  // at once would win it back before a waiter elsewhere could look: leave it a window, every
-  // time while another process is known to want the mutex (its owner id seen within the last
-  // second), else once per four windows' time of busy local use (a waiter elsewhere that
-  // never won yet leaves no trace to see; it still gets a window within that bound).
-  const auto now = Clock::now();
-  const auto window = yield_delay_locked();
-  const bool rival = rival_seen_ && now - *rival_seen_ < std::chrono::seconds(1);
-  if (rival || now - last_window_ >= 4 * window) {
-    not_before_ = now + window;
-    last_window_ = not_before_;
-  }
-}
-
-std::chrono::steady_clock::duration LockEntry::yield_delay_locked() const {
-  // With a push channel a waiter elsewhere is told of the release at once and needs about one
-  // round trip: four of ours, at least 2 ms, at most 50 ms. Without one it looks again within
-  // its poll interval.
-  if (!push_) return poll_ + std::chrono::milliseconds(10);
-  return std::clamp<Clock::duration>(4 * round_trip_, std::chrono::milliseconds(2), std::chrono::milliseconds(50));
-}
-
 void LockEntry::end_holder_locked(std::stop_source* to_stop) {
   if (holder_->max_hold_timer) runtime_->cancel(*holder_->max_hold_timer);
   if (to_stop) *to_stop = holder_->lost;
@@ -311,20 +286,19 @@ void LockEntry::end_holder_locked(std::stop_source* to_stop) {
 }
 
 void LockEntry::grant_front_locked(Outcomes& outcomes) {
-  Waiter waiter = std::move(waiters_.front());
-  waiters_.pop_front();
-  if (waiter.timer) runtime_->cancel(*waiter.timer);
+  Request request = requests_.pop_front();
+  if (request.deadline) runtime_->cancel(*request.deadline);
   Holder holder{++next_id_,         core_->fencing_token(), core_->generation(),
-                std::stop_source(), std::nullopt,           waiter.terms};
-  if (waiter.terms.max_hold.count() > 0) {
+                std::stop_source(), std::nullopt,           request.terms};
+  if (request.terms.max_hold.count() > 0) {
     // Releasing takes a round trip: off the timer's short path.
-    holder.max_hold_timer = after_on_io(waiter.terms.max_hold, [id = holder.id](LockEntry& entry) {
+    holder.max_hold_timer = after_on_io(request.terms.max_hold, [id = holder.id](LockEntry& entry) {
       entry.revoke(id, "the hold outlived its max_hold");
     });
   }
   Hold hold(shared_from_this(), holder.id, holder.token, holder.lost);
   holder_ = std::move(holder);
-  outcomes.push_back({std::move(waiter.done), std::error_code(), std::move(hold), std::move(waiter.self)});
+  outcomes.push_back({std::move(request.done), std::error_code(), std::move(hold), std::move(request.self)});
 }
 
 void LockEntry::run(Outcomes& outcomes) noexcept {
@@ -341,6 +315,14 @@ void LockEntry::run(Outcomes& outcomes) noexcept {
   }
 }
 
+EntryState LockEntry::state_locked() const {
+  return entry_state({.contending = core_running_,
+                      .release_wanted = release_wanted_,
+                      .holder = holder_.has_value(),
+                      .requests = !requests_.empty(),
+                      .cached = cached_});
+}
+
 void LockEntry::drive(bool inline_round) {
   internal::UniqueMutexLock lock(mutex_);
   if (driving_) {
@@ -350,29 +332,31 @@ void LockEntry::drive(bool inline_round) {
   driving_ = true;
   for (;;) {
     redrive_ = false;
-    enum class Action { none, start, stop } action = Action::none;
-    if (core_running_ && (release_wanted_ || (!holder_ && waiters_.empty() && !cached_))) {
-      action = Action::stop;
+    auto action = contender_move(state_locked());
+    if (action == ContenderMove::stop) {
       release_wanted_ = false;
-    } else if (!core_running_ && !holder_ && !waiters_.empty()) {
-      if (Clock::now() >= not_before_) {
-        action = Action::start;
+    } else if (action == ContenderMove::start) {
+      const auto now = Clock::now();
+      if (now >= window_.not_before()) {
         core_running_ = true;
-        started_at_ = Clock::now();
-      } else if (!restart_timer_) {
-        const auto delay = std::chrono::ceil<std::chrono::milliseconds>(not_before_ - Clock::now());
-        restart_timer_ = after_on_io(delay, [](LockEntry& entry) {
-          {
-            internal::MutexLock relock(entry.mutex_);
-            entry.restart_timer_.reset();
-          }
-          entry.drive();
-        });
+        window_.started(now);
+      } else {
+        action = ContenderMove::none;  // yielding to other processes for a while
+        if (!restart_timer_) {
+          const auto delay = std::chrono::ceil<std::chrono::milliseconds>(window_.not_before() - now);
+          restart_timer_ = after_on_io(delay, [](LockEntry& entry) {
+            {
+              internal::MutexLock relock(entry.mutex_);
+              entry.restart_timer_.reset();
+            }
+            entry.drive();
+          });
+        }
       }
     }
-    if (action == Action::none) break;
+    if (action == ContenderMove::none) break;
     lock.unlock();
-    if (action == Action::start) {
+    if (action == ContenderMove::start) {
       try {
         core_->start(inline_round);
       } catch (const std::exception& e) {
@@ -387,33 +371,9 @@ void LockEntry::drive(bool inline_round) {
       core_->close();  // releases the lease (or the place in the queue); logs a failure
     }
     lock.lock();
-    if (action == Action::stop) core_running_ = false;
+    if (action == ContenderMove::stop) core_running_ = false;
   }
   driving_ = false;
-}
-
-LockEntry::Reentry LockEntry::reenter(std::thread::id thread) {
-  internal::MutexLock lock(threads_mutex_);
-  auto it = threads_.find(thread);
-  if (it == threads_.end()) return Reentry::not_held;
-  if (it->second.hold.lost().stop_requested()) return Reentry::lost;
-  ++it->second.count;
-  return Reentry::counted;
-}
-
-void LockEntry::adopt(std::thread::id thread, Hold hold) {
-  internal::MutexLock lock(threads_mutex_);
-  threads_[thread] = ThreadHold{std::move(hold), 1};
-}
-
-std::optional<Hold> LockEntry::leave(std::thread::id thread) {
-  internal::MutexLock lock(threads_mutex_);
-  auto it = threads_.find(thread);
-  if (it == threads_.end()) return std::nullopt;
-  if (--it->second.count > 0) return Hold();
-  Hold hold = std::move(it->second.hold);
-  threads_.erase(it);
-  return hold;
 }
 
 bool LockEntry::hold_is_owner(std::uint64_t hold_id) const {
@@ -422,18 +382,6 @@ bool LockEntry::hold_is_owner(std::uint64_t hold_id) const {
     if (!holder_ || holder_->id != hold_id || holder_->lost.stop_requested()) return false;
   }
   return core_->is_owner();
-}
-
-std::uint64_t LockEntry::thread_token(std::thread::id thread) const {
-  internal::MutexLock lock(threads_mutex_);
-  auto it = threads_.find(thread);
-  return it == threads_.end() ? 0 : it->second.hold.fencing_token();
-}
-
-std::stop_token LockEntry::thread_lease(std::thread::id thread) const {
-  internal::MutexLock lock(threads_mutex_);
-  auto it = threads_.find(thread);
-  return it == threads_.end() ? std::stop_token() : it->second.hold.lost();
 }
 
 }  // namespace simba::internal

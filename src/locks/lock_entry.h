@@ -1,37 +1,40 @@
-// One mutex of the lock manager in this process: its local FIFO of requests, its one holder,
-// and the one remote contender (a ServiceCore) behind them. Internal; the states are the
-// table in simba/mutex.h.
+// One mutex of the lock manager in this process, made of parts with one job each:
+//   RequestQueue  (request_queue.h)  the local FIFO of requests; Handovers, their limit
+//   ThreadHolds   (thread_holds.h)   per-thread reentrancy of the Lockable interface
+//   FastPath      (fast_path.h)      the lock-free take of a cached lease
+//   IdleMarker    (idle_marker.h)    the owner record's idle mark
+//   YieldWindow   (yield_window.h)   how long to stay away after giving a busy lease back
+//   EntryState    (entry_state.h)    the entry's state and what its contender must do
+// and the one remote contender (a ServiceCore) behind them, which the entry drives.
 //
 // `mutex_` guards the queue, the holder and the contender's running flag. Only the thread
 // that is "driving" (drive()) starts or stops the contender, outside `mutex_`; others leave it
 // a note (redrive_). Completions (futures, callbacks, Asio posts) run outside `mutex_`.
-// Lock order: mutex_ before the core's own lock; threads_mutex_ is never held with mutex_.
+// Lock order: mutex_ before the core's own lock; ThreadHolds' lock is never held with mutex_.
 //
-// Caching (lock_cache.cc): a `cached_` entry keeps its lease with no holder and no waiter,
-// and opens the fast path: `fast_` goes open -> held by one exchange in Mutex::lock() (no lock
-// taken, no allocation) and back at unlock(). Whatever else wants the entry under `mutex_`
-// first settles it (settle_cache_locked): closes the fast path, and turns a fast hold it
-// finds into the ordinary holder_, whose end then comes through end_hold().
+// Caching (lock_cache.cc): a `cached_` entry keeps its lease with no holder and no request,
+// and opens the fast path. Whatever else wants the entry under `mutex_` first settles it
+// (settle_cache_locked): closes the fast path, and turns a fast hold it finds into the
+// ordinary holder_, whose end then comes through end_hold().
 #pragma once
 
-#include <time.h>
-
-#include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
-#include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "base/thread_annotations.h"
 #include "core/service_core.h"
+#include "locks/entry_state.h"
+#include "locks/fast_path.h"
+#include "locks/idle_marker.h"
+#include "locks/request_queue.h"
+#include "locks/thread_holds.h"
+#include "locks/yield_window.h"
 #include "simba/mutex.h"
 
 namespace simba::internal {
@@ -53,14 +56,8 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   const std::string& name() const noexcept { return name_; }
   const std::string& contender_id() const noexcept { return core_->contender_id(); }
 
-  // Queues a request. `inline_round`: the caller may block for the first remote round (a
-  // thread that waits anyway). Returns the ticket.
-  // A request's terms: its handle's LockOptions.
-  struct Terms {
-    std::chrono::milliseconds max_hold;
-    std::chrono::milliseconds linger;
-    unsigned max_local_handovers;
-  };
+  // Queues a request with its handle's terms. `inline_round`: the caller may block for the
+  // first remote round (a thread that waits anyway). Returns the ticket.
   std::uint64_t request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done, bool inline_round);
   bool cancel(std::uint64_t ticket, std::error_code reason);
   // A waiting thread's deadline passed: gives up its request unless no remote round has
@@ -76,76 +73,32 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   bool hold_is_owner(std::uint64_t hold_id) const;
 
   // Holds taken through Mutex's Lockable interface, per thread.
-  enum class Reentry { not_held, counted, lost };
-  Reentry reenter(std::thread::id thread);
-  void adopt(std::thread::id thread, Hold hold);
-  // nullopt: the thread holds nothing here. At zero the hold comes back, to be destroyed
-  // outside the entry's locks; above zero an empty Hold.
-  std::optional<Hold> leave(std::thread::id thread);
-  std::uint64_t thread_token(std::thread::id thread) const;
-  std::stop_token thread_lease(std::thread::id thread) const;
+  ThreadHolds& threads() noexcept { return threads_; }
 
   // Where Mutex::lock_async's callbacks run: one at a time per mutex.
   Strand callback_strand();
 
-  // The fast path of Mutex's Lockable interface over a cached lease (lock_cache.cc).
-  // fast_lock: counted (this thread holds it fast: one more), acquired (taken from the cache),
-  // lost (this thread's fast hold was revoked), or none (take the ordinary path);
-  // `may_acquire` false only counts.
-  enum class FastLock { none, counted, acquired, lost };
-  FastLock fast_lock(bool may_acquire) noexcept {
-    int expected = kFastOpen;
-    if (!may_acquire || !fast_.compare_exchange_strong(expected, kFastHeld, std::memory_order_acquire)) {
-      return fast_lock_slow();  // this thread's own fast hold, counted; or none
-    }
-    if (coarse_now_ns() >= fast_until_.load(std::memory_order_relaxed)) {
-      fast_missed_deadline();
-      return FastLock::none;
-    }
-    fast_thread_.store(this_thread_tag(), std::memory_order_relaxed);
-    fast_count_ = 1;
-    fast_uses_.store(fast_uses_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    return FastLock::acquired;
+  // The fast path of Mutex's Lockable interface over a cached lease (fast_path.h); a hold the
+  // slow path took over meanwhile is ended here (its lock() then says none).
+  FastPath::Lock fast_lock(bool may_acquire) noexcept {
+    const auto result = fast_.lock(may_acquire);
+    if (result != FastPath::Lock::settled) return result;
+    end_fast_hold();
+    return FastPath::Lock::none;
   }
   // true if this thread held the mutex fast (and now one count less).
   bool fast_unlock() noexcept {
-    if (fast_thread_.load(std::memory_order_relaxed) != this_thread_tag()) return false;
-    if (--fast_count_ > 0) return true;
-    fast_thread_.store(nullptr, std::memory_order_relaxed);
-    int expected = kFastHeld;
-    if (!fast_.compare_exchange_strong(expected, kFastOpen, std::memory_order_release)) end_fast_hold();
-    return true;
+    switch (fast_.unlock()) {
+      case FastPath::Unlock::not_held: return false;
+      case FastPath::Unlock::settled: end_fast_hold(); return true;
+      default: return true;
+    }
   }
-  // A distinct address per thread, cheaper to get than std::this_thread::get_id().
-  static const void* this_thread_tag() noexcept {
-    static thread_local char tag;
-    return &tag;
-  }
-  // CLOCK_MONOTONIC_COARSE in ns: a few ns to read (see lock_cache.cc for its margin).
-  static std::int64_t coarse_now_ns() noexcept {
-    timespec now{};
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-    return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-  }
-  // Of this thread's fast hold, if it has one.
-  std::optional<std::uint64_t> fast_token() const noexcept;
-  std::optional<std::stop_token> fast_lease() const noexcept;
+  const FastPath& fast() const noexcept { return fast_; }
   // Gives the lease back now if it is cached (Client::release_cached()); true if it was.
   bool release_cached() noexcept;
 
  private:
-  struct Waiter {
-    std::uint64_t ticket;
-    Terms terms;
-    Mutex::Callback done;
-    std::optional<Runtime::TimerId> timer;
-    std::uint64_t rounds_at_queue;
-    std::shared_ptr<LockEntry> self;  // a waiter keeps its entry alive (cycle ends as it leaves)
-    Clock::time_point queued_at;
-    // When a round first met another owner while this waiter was first in line: a single
-    // attempt's wait for a caching owner's hand-back counts from there.
-    std::optional<Clock::time_point> met_owner_at{};
-  };
   struct Holder {
     std::uint64_t id;
     std::uint64_t token;
@@ -154,8 +107,8 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
     std::optional<Runtime::TimerId> max_hold_timer;
     Terms terms{};  // of the request it came from (a fast hold: of the hold that cached)
   };
-  // What to run once mutex_ is released. `keep` (the waiter's hold on the entry) goes when the
-  // caller's list does, after the caller is done with the entry.
+  // What to run once mutex_ is released. `keep` (the request's hold on the entry) goes when
+  // the caller's list does, after the caller is done with the entry.
   struct Outcome {
     Mutex::Callback done;
     std::error_code error;
@@ -166,6 +119,8 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
 
   LockEntry(std::shared_ptr<LockTable> table, std::string key, std::string name);
 
+  // The remote contender (drive): started and stopped as the entry's state says.
+  EntryState state_locked() const REQUIRES(mutex_);
   void drive(bool inline_round = false);
   void on_round();
   void on_lost(std::uint64_t generation);
@@ -174,31 +129,23 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   void grant_front_locked(Outcomes& outcomes) REQUIRES(mutex_);
   void end_holder_locked(std::stop_source* to_stop) REQUIRES(mutex_);
   static void run(Outcomes& outcomes) noexcept;
-  Clock::duration yield_delay_locked() const REQUIRES(mutex_);
-  void open_window_locked() REQUIRES(mutex_);
   // Caching (lock_cache.cc).
   bool may_cache_locked(const Terms& terms) const REQUIRES(mutex_);
-  bool contended_locked() const REQUIRES(mutex_);
   std::chrono::milliseconds demand_poll() const;
   void enter_cache_locked(const Terms& terms) REQUIRES(mutex_);
   bool settle_cache_locked() REQUIRES(mutex_);
   void leave_cache_locked() REQUIRES(mutex_);
-  void refresh_cache_locked() REQUIRES(mutex_);
   void demand_arrived();
   void on_demand();
   void watch_demand();
   void poll_demand(std::uint64_t epoch);
   bool read_demand();
   void sync_idle_mark() noexcept;
-  void mark_once() noexcept;
-  void warn_once(std::atomic<bool>& failing, const char* doing, const std::exception& e);
   Runtime::TimerId after_on_io(std::chrono::milliseconds delay, std::function<void(LockEntry&)> work);
   // Runs `work` on an I/O thread soon, if the entry still lives then.
   void on_io(std::function<void(LockEntry&)> work);
   void linger_passed(std::uint64_t epoch, std::uint64_t uses);
   void end_fast_hold() noexcept;
-  FastLock fast_lock_slow() noexcept;
-  void fast_missed_deadline() noexcept;
 
   const std::shared_ptr<LockTable> table_;
   const std::string key_;  // in table_
@@ -213,24 +160,21 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   std::shared_ptr<ServiceCore> core_;
 
   mutable internal::AnnotatedMutex mutex_;
-  std::deque<Waiter> waiters_ GUARDED_BY(mutex_);
+  RequestQueue requests_ GUARDED_BY(mutex_);
   std::optional<Holder> holder_ GUARDED_BY(mutex_);
+  Handovers handovers_ GUARDED_BY(mutex_);
+  YieldWindow window_ GUARDED_BY(mutex_);
   std::uint64_t next_id_ GUARDED_BY(mutex_) = 0;
   std::uint64_t rounds_ GUARDED_BY(mutex_) = 0;
-  unsigned handovers_ GUARDED_BY(mutex_) = 0;
   bool core_running_ GUARDED_BY(mutex_) = false;
   bool release_wanted_ GUARDED_BY(mutex_) = false;
   bool driving_ GUARDED_BY(mutex_) = false;
   bool redrive_ GUARDED_BY(mutex_) = false;
-  Clock::time_point not_before_ GUARDED_BY(mutex_){};
-  std::optional<Clock::time_point> started_at_ GUARDED_BY(mutex_);  // when the contender last started
-  Clock::duration round_trip_ GUARDED_BY(mutex_){};                 // from that start to the lease, last time
-  Clock::time_point last_window_ GUARDED_BY(mutex_){};              // end of the last window left to others
-  std::optional<Clock::time_point> rival_seen_ GUARDED_BY(mutex_);  // when a round last saw another owner
   std::optional<Runtime::TimerId> restart_timer_ GUARDED_BY(mutex_);
   std::optional<Strand> strand_ GUARDED_BY(mutex_);
 
-  // Caching, under mutex_ (the fast_* words are atomics: the fast path reads them unlocked).
+  // Caching (lock_cache.cc), under mutex_; the fast path reads its own atomics unlocked.
+  FastPath fast_;
   bool cached_ GUARDED_BY(mutex_) = false;
   bool demanded_ GUARDED_BY(mutex_) = false;          // another process asked since this remote lease began
   std::uint64_t cache_epoch_ GUARDED_BY(mutex_) = 0;  // one per entry into the cached state
@@ -241,31 +185,13 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   std::optional<Runtime::TimerId> poll_timer_ GUARDED_BY(mutex_);
   Terms cache_terms_ GUARDED_BY(mutex_){};  // of the hold whose end cached the lease
   std::uint64_t cache_generation_ GUARDED_BY(mutex_) = 0;
-  enum : int { kFastClosed, kFastOpen, kFastHeld, kFastHeldClosing };
-  std::atomic<int> fast_{kFastClosed};
-  std::atomic<const void*> fast_thread_{nullptr};  // this_thread_tag() of the fast holder
-  std::atomic<std::int64_t> fast_until_{0};        // CLOCK_MONOTONIC_COARSE ns: the cached lease is usable before
-  std::atomic<std::uint64_t> fast_uses_{0};
-  unsigned fast_count_ = 0;       // the fast holder's own count
-  std::uint64_t fast_token_ = 0;  // written before the fast path opens
-  std::stop_source fast_lost_{std::nostopstate};
   std::uint64_t fast_hold_id_ GUARDED_BY(mutex_) = 0;  // the holder_ a settled fast hold became
-  std::atomic<bool> poll_failing_{false};              // the last read of the demand failed
   bool idle_seen_ GUARDED_BY(mutex_) = false;          // the last poll found the cached lease unused
-  std::uint64_t polled_uses_ GUARDED_BY(mutex_) = 0;   // fast_uses_ at the last poll
+  std::uint64_t polled_uses_ GUARDED_BY(mutex_) = 0;   // fast uses at the last poll
+  FailureNotice poll_failures_;                        // reading the demand
+  IdleMarker idle_marker_;                             // the owner record's idle mark
 
-  // The idle mark on the owner record (Backend::mark_idle), set by one thread at a time.
-  std::atomic<std::uint64_t> mark_requests_{0};  // sync_idle_mark() calls not yet served
-  std::uint64_t marked_token_ = 0;               // the marking thread's: the lease marked idle, or 0
-  std::atomic<bool> idle_marked_{false};         // marked_token_ != 0, read under mutex_
-  std::atomic<bool> mark_failing_{false};        // the last mark failed
-
-  mutable internal::AnnotatedMutex threads_mutex_;
-  struct ThreadHold {
-    Hold hold;
-    unsigned count = 0;
-  };
-  std::unordered_map<std::thread::id, ThreadHold> threads_ GUARDED_BY(threads_mutex_);
+  ThreadHolds threads_;
 };
 
 }  // namespace simba::internal

@@ -96,40 +96,40 @@ Mutex Mutex::with_linger(std::chrono::milliseconds linger) const {
 // hold) whose holds may cache; a thread's own fast hold is counted whatever the handle.
 void Mutex::lock() {
   const auto fast = entry_->fast_lock(max_hold_.count() == 0 && linger_.count() > 0);
-  if (fast == LockEntry::FastLock::acquired || fast == LockEntry::FastLock::counted) return;
-  if (fast == LockEntry::FastLock::lost) {
+  if (fast == internal::FastPath::Lock::acquired || fast == internal::FastPath::Lock::counted) return;
+  if (fast == internal::FastPath::Lock::lost) {
     throw Error(errc::unavailable,
                 "the lease of mutex '" + name() + "' held by this thread was lost; unlock() it before locking again");
   }
-  switch (entry_->reenter(std::this_thread::get_id())) {
-    case LockEntry::Reentry::counted: return;
-    case LockEntry::Reentry::lost:
+  switch (entry_->threads().reenter(std::this_thread::get_id())) {
+    case internal::ThreadHolds::Reentry::counted: return;
+    case internal::ThreadHolds::Reentry::lost:
       throw Error(errc::unavailable,
                   "the lease of mutex '" + name() + "' held by this thread was lost; unlock() it before locking again");
-    case LockEntry::Reentry::not_held: break;
+    case internal::ThreadHolds::Reentry::not_held: break;
   }
-  entry_->adopt(std::this_thread::get_id(), acquire());
+  entry_->threads().adopt(std::this_thread::get_id(), acquire());
 }
 
 bool Mutex::try_lock() {
   const auto fast = entry_->fast_lock(max_hold_.count() == 0 && linger_.count() > 0);
-  if (fast == LockEntry::FastLock::acquired || fast == LockEntry::FastLock::counted) return true;
-  if (fast == LockEntry::FastLock::lost) return false;
+  if (fast == internal::FastPath::Lock::acquired || fast == internal::FastPath::Lock::counted) return true;
+  if (fast == internal::FastPath::Lock::lost) return false;
   return lock_until(std::chrono::steady_clock::now());
 }
 
 bool Mutex::lock_until(std::chrono::steady_clock::time_point deadline) {
   const auto fast = entry_->fast_lock(max_hold_.count() == 0 && linger_.count() > 0);
-  if (fast == LockEntry::FastLock::acquired || fast == LockEntry::FastLock::counted) return true;
-  if (fast == LockEntry::FastLock::lost) return false;
-  switch (entry_->reenter(std::this_thread::get_id())) {
-    case LockEntry::Reentry::counted: return true;
-    case LockEntry::Reentry::lost: return false;
-    case LockEntry::Reentry::not_held: break;
+  if (fast == internal::FastPath::Lock::acquired || fast == internal::FastPath::Lock::counted) return true;
+  if (fast == internal::FastPath::Lock::lost) return false;
+  switch (entry_->threads().reenter(std::this_thread::get_id())) {
+    case internal::ThreadHolds::Reentry::counted: return true;
+    case internal::ThreadHolds::Reentry::lost: return false;
+    case internal::ThreadHolds::Reentry::not_held: break;
   }
   auto hold = hold_until(deadline);
   if (!hold) return false;
-  entry_->adopt(std::this_thread::get_id(), std::move(hold));
+  entry_->threads().adopt(std::this_thread::get_id(), std::move(hold));
   return true;
 }
 
@@ -186,7 +186,7 @@ void Mutex::unlock() noexcept {
   if (entry_->fast_unlock()) return;
   std::optional<Hold> hold;
   try {
-    hold = entry_->leave(std::this_thread::get_id());
+    hold = entry_->threads().leave(std::this_thread::get_id());
   } catch (const std::exception& e) {
     internal::log_error("mutex '" + name() + "': unlock(): " + e.what());
     return;
@@ -199,17 +199,18 @@ void Mutex::unlock() noexcept {
 }
 
 std::uint64_t Mutex::fencing_token() const {
-  if (auto token = entry_->fast_token()) return *token;
-  return entry_->thread_token(std::this_thread::get_id());
+  if (auto token = entry_->fast().thread_token()) return *token;
+  return entry_->threads().token(std::this_thread::get_id());
 }
 
 std::stop_token Mutex::lease_token() const {
-  if (auto lease = entry_->fast_lease()) return *lease;
-  return entry_->thread_lease(std::this_thread::get_id());
+  if (auto lease = entry_->fast().thread_lease()) return *lease;
+  return entry_->threads().lease(std::this_thread::get_id());
 }
 
 bool Mutex::held_by_this_thread() const {
-  return entry_->fast_lease().has_value() || entry_->thread_lease(std::this_thread::get_id()).stop_possible();
+  return entry_->fast().thread_lease().has_value() ||
+         entry_->threads().lease(std::this_thread::get_id()).stop_possible();
 }
 
 Hold Mutex::acquire() { return hold_until(std::chrono::steady_clock::time_point::max()); }

@@ -1,0 +1,78 @@
+// The local FIFO of lock requests of one mutex in this process, and the count of local
+// handovers of one remote lease. Internal, part of a LockEntry, used under its lock.
+//
+// A request is served in the order it came; it leaves the queue when it is granted (front
+// only), cancelled, timed out or given up (anywhere). Each carries its terms, its completion,
+// its deadline's timer (cancelled by whoever takes the request out) and what the single-attempt
+// rule needs (the rounds seen when it came, when it met another owner).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+
+#include "simba/mutex.h"
+#include "simba/runtime.h"
+
+namespace simba::internal {
+
+class LockEntry;
+
+// A request's terms: its handle's LockOptions.
+struct Terms {
+  std::chrono::milliseconds max_hold{0};
+  std::chrono::milliseconds linger{0};
+  unsigned max_local_handovers = 0;
+};
+
+struct Request {
+  using Clock = std::chrono::steady_clock;
+  std::uint64_t ticket = 0;
+  Terms terms;
+  Mutex::Callback done;
+  std::optional<Runtime::TimerId> deadline;  // its timer, if it has a timeout
+  std::uint64_t rounds_at_queue = 0;         // remote rounds finished before it came
+  std::shared_ptr<LockEntry> self;           // a request keeps its entry alive
+  Clock::time_point queued_at{};
+  // When a round first met another owner while this request was first in line: a single
+  // attempt's wait for a caching owner's hand-back counts from there.
+  std::optional<Clock::time_point> met_owner_at{};
+};
+
+class RequestQueue {
+ public:
+  void push(Request request) { queue_.push_back(std::move(request)); }
+  bool empty() const noexcept { return queue_.empty(); }
+  std::size_t size() const noexcept { return queue_.size(); }
+  Request& front() { return queue_.front(); }
+  const Request& front() const { return queue_.front(); }
+  Request pop_front();
+  // The request of `ticket`, or null if it left.
+  Request* find(std::uint64_t ticket) noexcept;
+  bool is_front(std::uint64_t ticket) const noexcept { return !queue_.empty() && queue_.front().ticket == ticket; }
+  // Takes the request of `ticket` out, wherever it is; nullopt if it left already.
+  std::optional<Request> take(std::uint64_t ticket);
+
+ private:
+  std::deque<Request> queue_;
+};
+
+// Local handovers of one remote lease: at most the ending hold's max_local_handovers in a
+// row, none while another process's demand is pending; a fresh remote lease starts over.
+class Handovers {
+ public:
+  bool may_hand_over(const Terms& ending, bool demanded) const noexcept {
+    return count_ < ending.max_local_handovers && !demanded;
+  }
+  void handed_over() noexcept { ++count_; }
+  void reset() noexcept { count_ = 0; }
+  unsigned count() const noexcept { return count_; }
+
+ private:
+  unsigned count_ = 0;
+};
+
+}  // namespace simba::internal

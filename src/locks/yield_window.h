@@ -1,0 +1,62 @@
+// When the lock manager gives a busy lease back to the backend (the local handover limit, or a
+// demand), a local request that waits would win it back at once, before a waiter in another
+// process could look. YieldWindow decides how long the entry's contender stays away: a pure
+// value (time comes in as arguments), used under the entry's lock. Internal.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+namespace simba::internal {
+
+class YieldWindow {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // The entry's contender started contending at `now`; won the lease at `now` (the round trip
+  // in between sizes a window on a push engine).
+  void started(Clock::time_point now) noexcept { started_at_ = now; }
+  void won(Clock::time_point now) noexcept {
+    if (started_at_) round_trip_ = now - *started_at_;
+    started_at_.reset();
+  }
+  // A round saw another process own the mutex.
+  void rival_seen(Clock::time_point now) noexcept { rival_seen_ = now; }
+  std::optional<Clock::time_point> last_rival() const noexcept { return rival_seen_; }
+  // Another process was seen wanting the mutex within the last second.
+  bool contended(Clock::time_point now) const noexcept {
+    return rival_seen_ && now - *rival_seen_ < std::chrono::seconds(1);
+  }
+
+  // The lease went back while requests wait here: stay away for a window, every time while
+  // contended, else once per four windows' time of busy local use (a waiter elsewhere that
+  // never won yet leaves no trace to see; it still gets a window within that bound).
+  // `push`: the engine pushes releases to waiters; `poll`: their poll interval otherwise.
+  void yield(Clock::time_point now, bool push, std::chrono::milliseconds poll) noexcept {
+    const auto window = length(push, poll);
+    if (contended(now) || now - last_window_ >= 4 * window) {
+      not_before_ = now + window;
+      last_window_ = not_before_;
+    }
+  }
+  // Until when the contender stays away (the past: it may start).
+  Clock::time_point not_before() const noexcept { return not_before_; }
+
+  // With a push channel a waiter elsewhere is told of the release at once and needs about one
+  // round trip: four of ours, at least 2 ms, at most 50 ms. Without one it looks again within
+  // its poll interval.
+  Clock::duration length(bool push, std::chrono::milliseconds poll) const noexcept {
+    if (!push) return poll + std::chrono::milliseconds(10);
+    return std::clamp<Clock::duration>(4 * round_trip_, std::chrono::milliseconds(2), std::chrono::milliseconds(50));
+  }
+
+ private:
+  std::optional<Clock::time_point> started_at_;  // when the contender last started
+  Clock::duration round_trip_{};                 // from that start to the lease, last time
+  Clock::time_point last_window_{};              // end of the last window left to others
+  Clock::time_point not_before_{};
+  std::optional<Clock::time_point> rival_seen_;  // when a round last saw another owner
+};
+
+}  // namespace simba::internal

@@ -1,0 +1,291 @@
+// The lock manager's parts, each on its own: no runtime, no backend (src/locks/*.h).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "locks/entry_state.h"
+#include "locks/fast_path.h"
+#include "locks/idle_marker.h"
+#include "locks/request_queue.h"
+#include "locks/thread_holds.h"
+#include "locks/yield_window.h"
+
+namespace simba::internal {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// ---- FastPath
+
+// lock() from another thread, whose outcome comes back here.
+FastPath::Lock lock_elsewhere(FastPath& path) {
+  FastPath::Lock result{};
+  std::thread([&] { result = path.lock(true); }).join();
+  return result;
+}
+
+TEST(FastPathTest, AClosedPathTakesNothing) {
+  FastPath path;
+  EXPECT_EQ(path.lock(true), FastPath::Lock::none);
+  EXPECT_EQ(path.unlock(), FastPath::Unlock::not_held);
+  EXPECT_FALSE(path.thread_token().has_value());
+}
+
+TEST(FastPathTest, AnOpenPathIsTakenByOneThreadAtATimeAndCountsReentry) {
+  FastPath path;
+  path.open(7, Clock::now() + 10s);
+  ASSERT_EQ(path.lock(true), FastPath::Lock::acquired);
+  EXPECT_EQ(path.state(), FastPath::State::held);
+  EXPECT_EQ(path.thread_token(), 7u);
+  EXPECT_EQ(lock_elsewhere(path), FastPath::Lock::none) << "a second thread took a held fast path";
+  EXPECT_EQ(path.lock(true), FastPath::Lock::counted);
+  EXPECT_EQ(path.lock(false), FastPath::Lock::counted);
+  EXPECT_EQ(path.unlock(), FastPath::Unlock::counted_down);
+  EXPECT_EQ(path.unlock(), FastPath::Unlock::counted_down);
+  EXPECT_EQ(path.unlock(), FastPath::Unlock::released);
+  EXPECT_EQ(path.state(), FastPath::State::open);
+  EXPECT_FALSE(path.thread_token().has_value());
+  EXPECT_EQ(lock_elsewhere(path), FastPath::Lock::acquired) << "a released fast path stayed taken";
+  EXPECT_EQ(path.uses(), 2u);
+}
+
+TEST(FastPathTest, MayAcquireFalseOnlyCounts) {
+  FastPath path;
+  path.open(1, Clock::now() + 10s);
+  EXPECT_EQ(path.lock(false), FastPath::Lock::none);
+  EXPECT_EQ(path.state(), FastPath::State::open);
+}
+
+TEST(FastPathTest, SettlingAnOpenPathClosesIt) {
+  FastPath path;
+  path.open(1, Clock::now() + 10s);
+  EXPECT_FALSE(path.settle());
+  EXPECT_EQ(path.state(), FastPath::State::closed);
+  EXPECT_EQ(path.lock(true), FastPath::Lock::none);
+  EXPECT_FALSE(path.settle()) << "a closed path has no hold to settle";
+}
+
+TEST(FastPathTest, SettlingAHeldPathHandsTheHoldToTheSlowPath) {
+  FastPath path;
+  path.open(3, Clock::now() + 10s);
+  ASSERT_EQ(path.lock(true), FastPath::Lock::acquired);
+  EXPECT_TRUE(path.settle());
+  EXPECT_EQ(path.state(), FastPath::State::closing);
+  EXPECT_EQ(lock_elsewhere(path), FastPath::Lock::none);
+  EXPECT_EQ(path.unlock(), FastPath::Unlock::settled) << "the end of a settled hold must reach the slow path";
+  path.closed();
+  EXPECT_EQ(path.state(), FastPath::State::closed);
+}
+
+TEST(FastPathTest, ALeaseNearItsEndIsLeftToTheOrdinaryPath) {
+  FastPath path;
+  path.open(1, Clock::now() + 5ms);  // inside the margin kept for the coarse clock
+  EXPECT_EQ(path.lock(true), FastPath::Lock::none);
+  EXPECT_EQ(path.state(), FastPath::State::open) << "a missed deadline must leave the path open";
+  path.extend(Clock::now() + 10s);  // a renewal
+  EXPECT_EQ(path.lock(true), FastPath::Lock::acquired);
+}
+
+TEST(FastPathTest, ALostLeaseRevokesTheFastHold) {
+  FastPath path;
+  path.open(9, Clock::now() + 10s);
+  ASSERT_EQ(path.lock(true), FastPath::Lock::acquired);
+  auto lease = path.thread_lease();
+  ASSERT_TRUE(lease.has_value());
+  path.lost_source().request_stop();
+  EXPECT_TRUE(lease->stop_requested());
+  EXPECT_EQ(path.lock(true), FastPath::Lock::lost);
+  EXPECT_EQ(path.thread_token(), 0u) << "a revoked fast hold still showed its token";
+  EXPECT_EQ(path.unlock(), FastPath::Unlock::released);
+  path.open(10, Clock::now() + 10s);
+  EXPECT_FALSE(path.lost_source().stop_requested()) << "a new cached lease inherited the lost one's stop";
+}
+
+// ---- ThreadHolds
+
+TEST(ThreadHoldsTest, EachThreadCountsItsOwnEntries) {
+  ThreadHolds holds;
+  const auto me = std::this_thread::get_id();
+  EXPECT_EQ(holds.reenter(me), ThreadHolds::Reentry::not_held);
+  holds.adopt(me, Hold());
+  EXPECT_EQ(holds.reenter(me), ThreadHolds::Reentry::counted);
+  std::thread([&] { EXPECT_EQ(holds.reenter(std::this_thread::get_id()), ThreadHolds::Reentry::not_held); }).join();
+  auto first = holds.leave(me);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(holds.reenter(me), ThreadHolds::Reentry::counted) << "one leave of two let the hold go";
+  ASSERT_TRUE(holds.leave(me).has_value());
+  auto last = holds.leave(me);
+  ASSERT_TRUE(last.has_value()) << "the last leave must give the hold back";
+  EXPECT_FALSE(holds.leave(me).has_value()) << "a thread that left still counted";
+  EXPECT_EQ(holds.reenter(me), ThreadHolds::Reentry::not_held);
+  EXPECT_EQ(holds.token(me), 0u);
+}
+
+// ---- RequestQueue and Handovers
+
+Request request(std::uint64_t ticket) {
+  Request r;
+  r.ticket = ticket;
+  return r;
+}
+
+TEST(RequestQueueTest, ServesInOrderAndTakesARequestFromAnywhere) {
+  RequestQueue queue;
+  for (std::uint64_t t = 1; t <= 4; ++t) queue.push(request(t));
+  EXPECT_TRUE(queue.is_front(1));
+  EXPECT_FALSE(queue.is_front(2));
+  auto taken = queue.take(3);  // cancelled, timed out or given up from the middle
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->ticket, 3u);
+  EXPECT_FALSE(queue.take(3).has_value()) << "a request left twice";
+  EXPECT_EQ(queue.find(3), nullptr);
+  ASSERT_NE(queue.find(4), nullptr);
+  std::vector<std::uint64_t> order;
+  while (!queue.empty()) order.push_back(queue.pop_front().ticket);
+  EXPECT_EQ(order, (std::vector<std::uint64_t>{1, 2, 4}));
+  EXPECT_FALSE(queue.is_front(1));
+}
+
+TEST(HandoversTest, StopAtTheEndingHoldsLimitOrAtADemand) {
+  Handovers handovers;
+  const Terms two{0ms, 0ms, 2};
+  EXPECT_TRUE(handovers.may_hand_over(two, false));
+  handovers.handed_over();
+  EXPECT_TRUE(handovers.may_hand_over(two, false));
+  EXPECT_FALSE(handovers.may_hand_over(two, true)) << "a pending demand must end local handovers";
+  handovers.handed_over();
+  EXPECT_FALSE(handovers.may_hand_over(two, false)) << "a third handover went past a limit of two";
+  EXPECT_FALSE(handovers.may_hand_over(Terms{0ms, 0ms, 0}, false));
+  handovers.reset();  // a fresh remote lease
+  EXPECT_TRUE(handovers.may_hand_over(two, false));
+}
+
+// ---- YieldWindow
+
+TEST(YieldWindowTest, AWindowIsSizedByTheEngine) {
+  YieldWindow window;
+  const auto t0 = Clock::now();
+  window.started(t0);
+  window.won(t0 + 1ms);
+  EXPECT_EQ(window.length(true, 500ms), Clock::duration(4ms)) << "four round trips on a push engine";
+  window.started(t0);
+  window.won(t0 + 100ms);
+  EXPECT_EQ(window.length(true, 500ms), Clock::duration(50ms)) << "at most 50 ms";
+  window.started(t0);
+  window.won(t0);
+  EXPECT_EQ(window.length(true, 500ms), Clock::duration(2ms)) << "at least 2 ms";
+  EXPECT_EQ(window.length(false, 500ms), Clock::duration(510ms)) << "a poll and a little without push";
+}
+
+TEST(YieldWindowTest, ContendedItYieldsEveryTimeElseOncePerFourWindows) {
+  YieldWindow window;
+  const auto t0 = Clock::now();
+  window.yield(t0, false, 100ms);  // 110 ms windows
+  EXPECT_EQ(window.not_before(), t0 + 110ms);
+  window.yield(t0 + 200ms, false, 100ms);
+  EXPECT_EQ(window.not_before(), t0 + 110ms) << "uncontended, a second window within four windows' time";
+  window.yield(t0 + 110ms + 440ms, false, 100ms);
+  EXPECT_EQ(window.not_before(), t0 + 660ms);
+  window.rival_seen(t0 + 700ms);
+  EXPECT_TRUE(window.contended(t0 + 1s));
+  window.yield(t0 + 710ms, false, 100ms);
+  EXPECT_EQ(window.not_before(), t0 + 820ms) << "contended, every give-back leaves a window";
+  EXPECT_FALSE(window.contended(t0 + 700ms + 1s));
+}
+
+// ---- EntryState: the table in simba/mutex.h
+
+TEST(EntryStateTest, TheTableOfStatesAndWhatTheContenderDoes) {
+  struct Row {
+    EntryFacts facts;
+    EntryState state;
+    ContenderMove move;
+  };
+  const Row rows[] = {
+      {{}, EntryState::idle, ContenderMove::none},
+      {{.requests = true}, EntryState::queued, ContenderMove::start},
+      {{.contending = true, .requests = true}, EntryState::waiting, ContenderMove::none},
+      {{.contending = true, .holder = true}, EntryState::held, ContenderMove::none},
+      {{.contending = true, .holder = true, .requests = true}, EntryState::held, ContenderMove::none},
+      {{.contending = true, .cached = true}, EntryState::cached, ContenderMove::none},
+      {{.contending = true}, EntryState::cancelled, ContenderMove::stop},
+      {{.contending = true, .release_wanted = true}, EntryState::releasing, ContenderMove::stop},
+      {{.contending = true, .release_wanted = true, .requests = true}, EntryState::releasing, ContenderMove::stop},
+  };
+  for (const auto& row : rows) {
+    EXPECT_EQ(entry_state(row.facts), row.state) << to_string(row.state);
+    EXPECT_EQ(contender_move(entry_state(row.facts)), row.move) << to_string(row.state);
+  }
+}
+
+// ---- IdleMarker
+
+TEST(IdleMarkerTest, WritesOnlyChangesAndForgetsALeaseThatWent) {
+  IdleMarker marker("mutex 'm'");
+  std::optional<std::uint64_t> want = 5;
+  std::vector<bool> writes;
+  auto wanted = [&] { return want; };
+  auto write = [&](bool idle) {
+    writes.push_back(idle);
+    return true;
+  };
+  marker.sync(wanted, write);
+  marker.sync(wanted, write);
+  EXPECT_EQ(writes, (std::vector<bool>{true})) << "an unchanged mark was written again";
+  EXPECT_TRUE(marker.may_be_marked());
+  want = 0;
+  marker.sync(wanted, write);
+  EXPECT_EQ(writes, (std::vector<bool>{true, false}));
+  EXPECT_FALSE(marker.may_be_marked());
+  want = 6;
+  marker.sync(wanted, write);
+  want = std::nullopt;  // the lease went, and its mark with it: nothing to write
+  marker.sync(wanted, write);
+  EXPECT_EQ(writes, (std::vector<bool>{true, false, true}));
+  EXPECT_FALSE(marker.may_be_marked());
+}
+
+TEST(IdleMarkerTest, AFailedWriteIsTriedAgainAtTheNextSync) {
+  IdleMarker marker("mutex 'm'");
+  int calls = 0;
+  auto wanted = [] { return std::optional<std::uint64_t>(1); };
+  marker.sync(wanted, [&](bool) -> bool {
+    ++calls;
+    throw std::runtime_error("connection refused");
+  });
+  EXPECT_FALSE(marker.may_be_marked());
+  marker.sync(wanted, [&](bool) {
+    ++calls;
+    return true;
+  });
+  EXPECT_EQ(calls, 2);
+  EXPECT_TRUE(marker.may_be_marked());
+}
+
+TEST(IdleMarkerTest, ASyncDuringAPassLeavesItToThatPassWhichEndsWhereTheEntryIs) {
+  IdleMarker marker("mutex 'm'");
+  std::uint64_t want = 4;
+  std::vector<bool> writes;
+  auto wanted = [&] { return std::optional<std::uint64_t>(want); };
+  std::function<bool(bool)> write = [&](bool idle) {
+    writes.push_back(idle);
+    if (writes.size() == 1) {
+      want = 0;                    // the entry left the cached state meanwhile...
+      marker.sync(wanted, write);  // ...and asked, while this pass writes
+      EXPECT_EQ(writes.size(), 1u) << "two passes wrote at once";
+    }
+    return true;
+  };
+  marker.sync(wanted, write);
+  EXPECT_EQ(writes, (std::vector<bool>{true, false})) << "the last pass must leave the mark where the entry is";
+  EXPECT_FALSE(marker.may_be_marked());
+}
+
+}  // namespace
+}  // namespace simba::internal

@@ -35,32 +35,22 @@ enum class ContenderMove { none, start, stop };
 
 constexpr ContenderMove contender_move(EntryState state) noexcept {
   switch (state) {
-    case EntryState::queued:
-      return ContenderMove::start;
+    case EntryState::queued: return ContenderMove::start;
     case EntryState::cancelled:
-    case EntryState::releasing:
-      return ContenderMove::stop;
-    default:
-      return ContenderMove::none;
+    case EntryState::releasing: return ContenderMove::stop;
+    default: return ContenderMove::none;
   }
 }
 
 constexpr const char* to_string(EntryState state) noexcept {
   switch (state) {
-    case EntryState::idle:
-      return "idle";
-    case EntryState::queued:
-      return "queued";
-    case EntryState::waiting:
-      return "waiting";
-    case EntryState::held:
-      return "held";
-    case EntryState::cached:
-      return "cached";
-    case EntryState::cancelled:
-      return "cancelled";
-    case EntryState::releasing:
-      return "releasing";
+    case EntryState::idle: return "idle";
+    case EntryState::queued: return "queued";
+    case EntryState::waiting: return "waiting";
+    case EntryState::held: return "held";
+    case EntryState::cached: return "cached";
+    case EntryState::cancelled: return "cancelled";
+    case EntryState::releasing: return "releasing";
   }
   return "?";
 }

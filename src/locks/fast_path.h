@@ -49,7 +49,7 @@ class FastPath {
       // Near or past the lease's end by our clock: the ordinary path judges it exactly.
       expected = State::held;
       return state_.compare_exchange_strong(expected, State::open, std::memory_order_release) ? Lock::none
-                                                                                               : Lock::settled;
+                                                                                              : Lock::settled;
     }
     thread_.store(this_thread_tag(), std::memory_order_relaxed);
     count_ = 1;

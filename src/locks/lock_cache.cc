@@ -22,24 +22,24 @@ void LockEntry::end_fast_hold() noexcept {
 // The caching owner reads the demand at the poll interval, at most 100 ms: a cheap read that
 // bounds how long a demand whose push was missed waits (ZooKeeper's watch, one-shot, misses
 // a change made before it is armed again; its poll interval is a second).
-std::chrono::milliseconds LockEntry::demand_poll() const { return std::min(poll_, std::chrono::milliseconds(100)); }
+std::chrono::milliseconds LockEntry::demand_poll() const { return std::min(poll(), std::chrono::milliseconds(100)); }
 
 // Caching pays while nobody else wants the mutex. A process that saw another owner within
 // the last second (it had to wait) expects contention: it hands the lease back at unlock, as
 // it would without caching, instead of keeping it until the next demand arrives (which may be
 // a round trip after the unlock: on ZooKeeper, a node created behind ours, seen by a watch).
 bool LockEntry::may_cache_locked(const Terms& terms) const {
-  return demand_ && terms.linger.count() > 0 && !demanded_ && !window_.contended(Clock::now()) && !release_wanted_ &&
-         requests_.empty() && core_running_ && fast_.state() == FastPath::State::closed && core_->is_owner();
+  return demand_ && terms.linger.count() > 0 && !demanded_ && !window().contended(Clock::now()) && !release_wanted() &&
+         requests_.empty() && running() && fast_.state() == FastPath::State::closed && core().is_owner();
 }
 
 void LockEntry::enter_cache_locked(const Terms& terms) {
   cached_ = true;
   handovers_.reset();
   cache_terms_ = terms;
-  cache_generation_ = core_->generation();
+  cache_generation_ = core().generation();
   const auto epoch = ++cache_epoch_;
-  fast_.open(core_->fencing_token(), core_->lease_deadline());
+  fast_.open(core().fencing_token(), core().lease_deadline());
   const auto uses = fast_.uses();
   polled_uses_ = uses;
   linger_timer_ = after_on_io(terms.linger, [epoch, uses](LockEntry& entry) { entry.linger_passed(epoch, uses); });
@@ -88,7 +88,7 @@ void LockEntry::linger_passed(std::uint64_t epoch, std::uint64_t uses) {
     }
     if (settle_cache_locked()) return;  // in use right now: its end decides
     leave_cache_locked();
-    release_wanted_ = true;
+    want_release();
   }
   drive();
 }
@@ -100,11 +100,11 @@ void LockEntry::on_demand() {
 void LockEntry::demand_arrived() {
   {
     internal::MutexLock lock(mutex_);
-    if (!core_running_) return;  // nothing held here: a demand for the next owner
+    if (!running()) return;  // nothing held here: a demand for the next owner
     demanded_ = true;
     if (!cached_ || settle_cache_locked()) return;  // a holder ends first, then releases
     leave_cache_locked();
-    release_wanted_ = true;
+    want_release();
   }
   drive();
 }
@@ -113,9 +113,9 @@ void LockEntry::demand_arrived() {
 // run of failures (the lease's own renewals say whether it survives) and reads as no demand.
 bool LockEntry::read_demand() {
   try {
-    auto snapshot = backend_->read(name_);
+    auto snapshot = backend_->read(name());
     poll_failures_.succeeded();
-    return snapshot.demanded && snapshot.owner.owner_id == core_->contender_id();
+    return snapshot.demanded && snapshot.owner.owner_id == core().contender_id();
   } catch (const std::exception& e) {
     poll_failures_.failed("reading the demand", e);
     return false;
@@ -129,10 +129,10 @@ void LockEntry::sync_idle_mark() noexcept {
   idle_marker_.sync(
       [this]() -> std::optional<std::uint64_t> {
         internal::MutexLock lock(mutex_);
-        if (!core_running_ || !core_->is_owner()) return std::nullopt;
+        if (!running() || !core().is_owner()) return std::nullopt;
         return cached_ && idle_seen_ ? fast_.token() : 0;
       },
-      [this](bool idle) { return backend_->mark_idle(name_, core_->contender_id(), idle); });
+      [this](bool idle) { return backend_->mark_idle(name(), core().contender_id(), idle); });
 }
 
 // Runs `work` on an I/O thread after `delay` (a timer's thread must not make backend calls),
@@ -180,13 +180,13 @@ void LockEntry::watch_demand() {
       auto runtime = runtime_;
       std::weak_ptr<LockEntry> weak = shared_from_this();
       // Runs on the backend's thread: only a post (the entry is never released there).
-      watch = backend_->watch_demand(name_, core_->contender_id(), [runtime, weak] {
+      watch = backend_->watch_demand(name(), core().contender_id(), [runtime, weak] {
         runtime->post_io([weak] {
           if (auto entry = weak.lock()) entry->demand_arrived();
         });
       });
     } catch (const std::exception& e) {
-      log_warn("mutex '" + name_ + "': cannot watch for demand (" + e.what() + "); reading it at the poll interval");
+      log_warn("mutex '" + name() + "': cannot watch for demand (" + e.what() + "); reading it at the poll interval");
     }
   }
   {
@@ -202,12 +202,12 @@ bool LockEntry::release_cached() noexcept {
     internal::MutexLock lock(mutex_);
     if (!cached_ || settle_cache_locked()) return false;
     leave_cache_locked();
-    release_wanted_ = true;
+    want_release();
   }
   try {
     drive();
   } catch (const std::exception& e) {
-    log_error("mutex '" + name_ + "': releasing a cached lease: " + e.what());
+    log_error("mutex '" + name() + "': releasing a cached lease: " + e.what());
   }
   return true;
 }

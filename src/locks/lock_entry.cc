@@ -32,10 +32,7 @@ std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, s
   // single attempt then waits for the hand-back its demand brings (give_up()).
   std::string id = given_id.empty() ? contender_id::host() : std::move(given_id);
   if (entry->demand_ && caches) id += MutexOwner::kCachingSuffix;
-  auto contender = make_contender(entry->name_, {}, {}, std::move(id));
-  const auto& context = entry->table_->context();
-  entry->core_ = std::make_shared<ServiceCore>(contender, contender, context.backend, context.runtime, context.options,
-                                               std::move(hooks));
+  entry->contend_as(std::move(id), entry->table_->context(), std::move(hooks));
   // Made: from now on its end takes it out of the table. An entry that failed here (a name the
   // backend cannot hold) ends under the table's lock, which takes its slot out itself.
   entry->in_table_ = true;
@@ -43,23 +40,19 @@ std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, s
 }
 
 LockEntry::LockEntry(std::shared_ptr<LockTable> table, std::string key, std::string name)
-    : table_(std::move(table)),
+    : RemoteContender(std::move(name), table->context()),
+      table_(std::move(table)),
       key_(std::move(key)),
-      name_(std::move(name)),
       runtime_(table_->context().runtime),
       backend_(table_->context().backend),
-      push_(backend_->capabilities().push),
       demand_(backend_->capabilities().demand),
       idle_mark_(backend_->capabilities().idle_mark),
-      poll_(table_->context().options.poll_interval.count() > 0 ? table_->context().options.poll_interval
-                                                                : backend_->capabilities().poll_interval),
-      poll_failures_("mutex '" + name_ + "'"),
-      idle_marker_("mutex '" + name_ + "'") {}
+      poll_failures_("mutex '" + this->name() + "'"),
+      idle_marker_("mutex '" + this->name() + "'") {}
 
 LockEntry::~LockEntry() {
-  // Nothing waits or holds (they would keep the entry alive), so the contender is stopped;
-  // release_core waits for runtime tasks that still hold it.
-  release_core(core_);
+  // The contender stops before the slot goes: a new entry of the name never contends beside it.
+  stop_contending();
   if (in_table_) table_->forget(key_);
 }
 
@@ -76,7 +69,7 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
   {
     internal::MutexLock lock(mutex_);
     ticket = ++next_id_;
-    Request request{ticket, terms, std::move(done), std::nullopt, rounds_, shared_from_this(), Clock::now()};
+    Request request{ticket, terms, std::move(done), std::nullopt, rounds(), shared_from_this(), Clock::now()};
     if (timeout != kNoTimeout) {
       std::weak_ptr<LockEntry> weak = shared_from_this();
       request.deadline = runtime_->schedule_after(std::max(timeout, std::chrono::milliseconds(0)), [weak, ticket] {
@@ -88,10 +81,10 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
     // it; or the lease ran out by our clock: contend anew).
     if (cached_ && !settle_cache_locked()) {
       leave_cache_locked();
-      if (core_->is_owner()) {
+      if (core().is_owner()) {
         grant_front_locked(outcomes);
       } else {
-        release_wanted_ = true;
+        want_release();
       }
     }
   }
@@ -122,21 +115,21 @@ LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
   // At least one remote attempt for a request that is first in line and not behind a local
   // holder (behind one, the answer is known: the mutex is taken). Against another process
   // that caches, the attempt left a demand: wait for the hand-back it brings, boundedly.
-  if (requests_.is_front(ticket) && !holder_ && core_running_) {
+  if (requests_.is_front(ticket) && !holder_ && running()) {
     // A round that won the lease has told the core but not yet this entry (on_round grants
     // next): the grant is on its way, whatever the owner that round replaced.
-    if (core_->is_owner() && !release_wanted_) return GiveUp::wait_for_round;
+    if (core().is_owner() && !release_wanted()) return GiveUp::wait_for_round;
     const auto waited = Clock::now() - request->queued_at;
-    if (rounds_ == request->rounds_at_queue) {
-      const auto bound = core_->attempt_bound();
+    if (rounds() == request->rounds_at_queue) {
+      const auto bound = core().attempt_bound();
       if (waited < bound) return GiveUp::wait_for_round;
-      const auto error = core_->last_error();
-      log_warn("mutex '" + name_ + "': a single attempt saw no round of its contender within " +
-               format_duration(bound) + " (rounds " + std::to_string(rounds_) + ", waiters " +
-               std::to_string(requests_.size()) + (release_wanted_ ? ", release wanted" : "") +
+      const auto error = core().last_error();
+      log_warn("mutex '" + name() + "': a single attempt saw no round of its contender within " +
+               format_duration(bound) + " (rounds " + std::to_string(rounds()) + ", waiters " +
+               std::to_string(requests_.size()) + (release_wanted() ? ", release wanted" : "") +
                (error.empty() ? "" : ", last backend error: " + error) + "); it fails");
-    } else if (core_->met_caching_owner() &&
-               Clock::now() - request->met_owner_at.value_or(request->queued_at) < core_->handback_bound()) {
+    } else if (core().met_caching_owner() &&
+               Clock::now() - request->met_owner_at.value_or(request->queued_at) < core().handback_bound()) {
       return GiveUp::wait_for_round;
     }
   }
@@ -153,20 +146,20 @@ LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
 std::string LockEntry::timeout_message(std::chrono::milliseconds timeout, bool name_contender) const {
   std::string message = "timed out";
   if (timeout != kNoTimeout) message += " after " + format_duration(timeout);
-  message += " waiting for mutex '" + name_ + "'";
-  if (name_contender) message += " as contender '" + core_->contender_id() + "'";
+  message += " waiting for mutex '" + name() + "'";
+  if (name_contender) message += " as contender '" + core().contender_id() + "'";
   bool held_here;
   {
     internal::MutexLock lock(mutex_);
     held_here = holder_.has_value();
   }
-  auto owner = core_->last_owner_id();
+  auto owner = core().last_owner_id();
   if (held_here) {
     message += " (held in this process)";
-  } else if (!owner.empty() && owner != core_->contender_id()) {
+  } else if (!owner.empty() && owner != core().contender_id()) {
     message += " (owned by '" + owner + "')";
   }
-  auto error = core_->last_error();
+  auto error = core().last_error();
   if (!error.empty()) message += "; last backend error: " + error;
   return message;
 }
@@ -189,28 +182,28 @@ void LockEntry::on_round() {
   std::unique_ptr<Subscription> unwatched;  // ends outside the lock
   {
     internal::MutexLock lock(mutex_);
-    ++rounds_;
-    auto owner = core_->last_owner_id();
-    if (!owner.empty() && owner != core_->contender_id()) {
-      window_.rival_seen(Clock::now());
-      if (!requests_.empty() && !requests_.front().met_owner_at) requests_.front().met_owner_at = window_.last_rival();
+    count_round();
+    auto owner = core().last_owner_id();
+    if (!owner.empty() && owner != core().contender_id()) {
+      window().rival_seen(Clock::now());
+      if (!requests_.empty() && !requests_.front().met_owner_at) requests_.front().met_owner_at = window().last_rival();
       // Contended: leases are not cached (may_cache_locked), so the demand watch only costs
       // (ZooKeeper: a listing at every change of the latch). Watched again once quiet.
       unwatched = std::move(demand_watch_);
       demand_watched_ = false;
     }
-    if (!holder_ && !release_wanted_ && !requests_.empty() && core_->is_owner()) {
+    if (!holder_ && !release_wanted() && !requests_.empty() && core().is_owner()) {
       handovers_.reset();  // a fresh remote lease
       demanded_ = false;
-      window_.won(Clock::now());
-      const bool caching = demand_ && requests_.front().terms.linger.count() > 0 && !window_.contended(Clock::now());
+      window().won(Clock::now());
+      const bool caching = demand_ && requests_.front().terms.linger.count() > 0 && !window().contended(Clock::now());
       grant_front_locked(outcomes);
       if (caching && !demand_watched_) {  // kept across leases while uncontended
         demand_watched_ = true;
         on_io([](LockEntry& entry) { entry.watch_demand(); });
       }
     }
-    if (cached_) fast_.extend(core_->lease_deadline());  // a renewal: the lease lasts longer
+    if (cached_) fast_.extend(core().lease_deadline());  // a renewal: the lease lasts longer
   }
   unwatched.reset();
   run(outcomes);
@@ -218,15 +211,15 @@ void LockEntry::on_round() {
 }
 
 void LockEntry::on_lost(std::uint64_t generation) {
-  if (generation != core_->generation()) return;  // a contender already stopped
+  if (generation != core().generation()) return;  // a contender already stopped
   std::uint64_t hold_id = 0;
   {
     internal::MutexLock lock(mutex_);
     if (cached_ && !settle_cache_locked()) leave_cache_locked();
     if (holder_ && holder_->generation == generation) {
       hold_id = holder_->id;
-    } else if (core_running_) {
-      release_wanted_ = true;  // the contender went dormant: restart it for the waiters
+    } else if (running()) {
+      want_release();  // the contender went dormant: restart it for the waiters
     }
   }
   if (hold_id != 0) {
@@ -241,9 +234,9 @@ void LockEntry::revoke(std::uint64_t hold_id, const char* why) {
   {
     internal::MutexLock lock(mutex_);
     if (!holder_ || holder_->id != hold_id) return;
-    log_warn("mutex '" + name_ + "': " + why + "; the hold is revoked (lost() requested)");
+    log_warn("mutex '" + name() + "': " + why + "; the hold is revoked (lost() requested)");
     end_holder_locked(&to_stop);
-    if (core_running_) release_wanted_ = true;
+    want_release();
   }
   to_stop.request_stop();  // outside the lock: stop callbacks may unlock
   drive();
@@ -259,14 +252,14 @@ void LockEntry::end_hold(std::uint64_t hold_id) noexcept {
     // A pending demand from another process ends local handovers, as the limit (the ending
     // hold's handle's) does.
     const bool may_hand_over = handovers_.may_hand_over(terms, demanded_);
-    if (!requests_.empty() && may_hand_over && !release_wanted_ && core_->is_owner()) {
+    if (!requests_.empty() && may_hand_over && !release_wanted() && core().is_owner()) {
       handovers_.handed_over();
       grant_front_locked(outcomes);
     } else if (may_cache_locked(terms)) {
       enter_cache_locked(terms);
     } else {
-      if (core_running_) release_wanted_ = true;
-      if (!may_hand_over && !requests_.empty()) window_.yield(Clock::now(), push_, poll_);
+      want_release();
+      if (!may_hand_over && !requests_.empty()) yield();
       handovers_.reset();
     }
   }
@@ -274,7 +267,7 @@ void LockEntry::end_hold(std::uint64_t hold_id) noexcept {
   try {
     drive();
   } catch (const std::exception& e) {
-    log_error("mutex '" + name_ + "': releasing: " + e.what());
+    log_error("mutex '" + name() + "': releasing: " + e.what());
   }
 }
 
@@ -288,7 +281,7 @@ void LockEntry::end_holder_locked(std::stop_source* to_stop) {
 void LockEntry::grant_front_locked(Outcomes& outcomes) {
   Request request = requests_.pop_front();
   if (request.deadline) runtime_->cancel(*request.deadline);
-  Holder holder{++next_id_,         core_->fencing_token(), core_->generation(),
+  Holder holder{++next_id_,         core().fencing_token(), core().generation(),
                 std::stop_source(), std::nullopt,           request.terms};
   if (request.terms.max_hold.count() > 0) {
     // Releasing takes a round trip: off the timer's short path.
@@ -315,65 +308,12 @@ void LockEntry::run(Outcomes& outcomes) noexcept {
   }
 }
 
-EntryState LockEntry::state_locked() const {
-  return entry_state({.contending = core_running_,
-                      .release_wanted = release_wanted_,
-                      .holder = holder_.has_value(),
-                      .requests = !requests_.empty(),
-                      .cached = cached_});
+EntryFacts LockEntry::local_facts() const {
+  return {.holder = holder_.has_value(), .requests = !requests_.empty(), .cached = cached_};
 }
 
-void LockEntry::drive(bool inline_round) {
-  internal::UniqueMutexLock lock(mutex_);
-  if (driving_) {
-    redrive_ = true;
-    return;
-  }
-  driving_ = true;
-  for (;;) {
-    redrive_ = false;
-    auto action = contender_move(state_locked());
-    if (action == ContenderMove::stop) {
-      release_wanted_ = false;
-    } else if (action == ContenderMove::start) {
-      const auto now = Clock::now();
-      if (now >= window_.not_before()) {
-        core_running_ = true;
-        window_.started(now);
-      } else {
-        action = ContenderMove::none;  // yielding to other processes for a while
-        if (!restart_timer_) {
-          const auto delay = std::chrono::ceil<std::chrono::milliseconds>(window_.not_before() - now);
-          restart_timer_ = after_on_io(delay, [](LockEntry& entry) {
-            {
-              internal::MutexLock relock(entry.mutex_);
-              entry.restart_timer_.reset();
-            }
-            entry.drive();
-          });
-        }
-      }
-    }
-    if (action == ContenderMove::none) break;
-    lock.unlock();
-    if (action == ContenderMove::start) {
-      try {
-        core_->start(inline_round);
-      } catch (const std::exception& e) {
-        // Only a contender left in a wrong state gets here: a bug. Say so; try again later.
-        log_error("mutex '" + name_ + "': could not start contending: " + e.what());
-        lock.lock();
-        core_running_ = false;
-        break;
-      }
-      inline_round = false;
-    } else {
-      core_->close();  // releases the lease (or the place in the queue); logs a failure
-    }
-    lock.lock();
-    if (action == ContenderMove::stop) core_running_ = false;
-  }
-  driving_ = false;
+void LockEntry::drive_after(std::chrono::milliseconds delay) {
+  after_on_io(delay, [](LockEntry& entry) { entry.yield_ended(); });
 }
 
 bool LockEntry::hold_is_owner(std::uint64_t hold_id) const {
@@ -381,7 +321,7 @@ bool LockEntry::hold_is_owner(std::uint64_t hold_id) const {
     internal::MutexLock lock(mutex_);
     if (!holder_ || holder_->id != hold_id || holder_->lost.stop_requested()) return false;
   }
-  return core_->is_owner();
+  return core().is_owner();
 }
 
 }  // namespace simba::internal

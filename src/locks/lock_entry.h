@@ -3,14 +3,14 @@
 //   ThreadHolds   (thread_holds.h)   per-thread reentrancy of the Lockable interface
 //   FastPath      (fast_path.h)      the lock-free take of a cached lease
 //   IdleMarker    (idle_marker.h)    the owner record's idle mark
-//   YieldWindow   (yield_window.h)   how long to stay away after giving a busy lease back
-//   EntryState    (entry_state.h)    the entry's state and what its contender must do
-// and the one remote contender (a ServiceCore) behind them, which the entry drives.
+//   RemoteContender (remote_contender.h) the one remote contender (a ServiceCore), started
+//                 and stopped as the entry's state says (entry_state.h); it stays away for a
+//                 YieldWindow (yield_window.h) after giving a busy lease back
+// The entry itself grants, hands over, revokes and caches: it ties the parts together.
 //
-// `mutex_` guards the queue, the holder and the contender's running flag. Only the thread
-// that is "driving" (drive()) starts or stops the contender, outside `mutex_`; others leave it
-// a note (redrive_). Completions (futures, callbacks, Asio posts) run outside `mutex_`.
-// Lock order: mutex_ before the core's own lock; ThreadHolds' lock is never held with mutex_.
+// `mutex_` (RemoteContender's) guards the queue, the holder, the cache and the contender's
+// state. Completions (futures, callbacks, Asio posts) run outside `mutex_`. Lock order: mutex_
+// before the core's own lock; ThreadHolds' lock is never held with mutex_.
 //
 // Caching (lock_cache.cc): a `cached_` entry keeps its lease with no holder and no request,
 // and opens the fast path. Whatever else wants the entry under `mutex_` first settles it
@@ -32,16 +32,16 @@
 #include "locks/entry_state.h"
 #include "locks/fast_path.h"
 #include "locks/idle_marker.h"
+#include "locks/remote_contender.h"
 #include "locks/request_queue.h"
 #include "locks/thread_holds.h"
-#include "locks/yield_window.h"
 #include "simba/mutex.h"
 
 namespace simba::internal {
 
 class LockTable;
 
-class LockEntry : public std::enable_shared_from_this<LockEntry> {
+class LockEntry final : public std::enable_shared_from_this<LockEntry>, private RemoteContender {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr auto kNoTimeout = std::chrono::milliseconds::max();
@@ -53,8 +53,8 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
                                            bool caches, std::string given_id);
   ~LockEntry();
 
-  const std::string& name() const noexcept { return name_; }
-  const std::string& contender_id() const noexcept { return core_->contender_id(); }
+  using RemoteContender::name;
+  const std::string& contender_id() const noexcept { return core().contender_id(); }
 
   // Queues a request with its handle's terms. `inline_round`: the caller may block for the
   // first remote round (a thread that waits anyway). Returns the ticket.
@@ -119,9 +119,9 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
 
   LockEntry(std::shared_ptr<LockTable> table, std::string key, std::string name);
 
-  // The remote contender (drive): started and stopped as the entry's state says.
-  EntryState state_locked() const REQUIRES(mutex_);
-  void drive(bool inline_round = false);
+  // RemoteContender's questions.
+  EntryFacts local_facts() const override REQUIRES(mutex_);
+  void drive_after(std::chrono::milliseconds delay) override;
   void on_round();
   void on_lost(std::uint64_t generation);
   void expire(std::uint64_t ticket);
@@ -150,27 +150,16 @@ class LockEntry : public std::enable_shared_from_this<LockEntry> {
   const std::shared_ptr<LockTable> table_;
   const std::string key_;  // in table_
   bool in_table_ = false;  // set once by create(): only a made entry leaves the table
-  const std::string name_;
   const std::shared_ptr<Runtime> runtime_;
   const std::shared_ptr<Backend> backend_;
-  const bool push_;
   const bool demand_;     // the backend has a demand signal: caching allowed
   const bool idle_mark_;  // the backend keeps an idle mark on the owner record
-  const std::chrono::milliseconds poll_;
-  std::shared_ptr<ServiceCore> core_;
 
-  mutable internal::AnnotatedMutex mutex_;
+  // Under mutex_ (RemoteContender's).
   RequestQueue requests_ GUARDED_BY(mutex_);
   std::optional<Holder> holder_ GUARDED_BY(mutex_);
   Handovers handovers_ GUARDED_BY(mutex_);
-  YieldWindow window_ GUARDED_BY(mutex_);
   std::uint64_t next_id_ GUARDED_BY(mutex_) = 0;
-  std::uint64_t rounds_ GUARDED_BY(mutex_) = 0;
-  bool core_running_ GUARDED_BY(mutex_) = false;
-  bool release_wanted_ GUARDED_BY(mutex_) = false;
-  bool driving_ GUARDED_BY(mutex_) = false;
-  bool redrive_ GUARDED_BY(mutex_) = false;
-  std::optional<Runtime::TimerId> restart_timer_ GUARDED_BY(mutex_);
   std::optional<Strand> strand_ GUARDED_BY(mutex_);
 
   // Caching (lock_cache.cc), under mutex_; the fast path reads its own atomics unlocked.

@@ -1,0 +1,90 @@
+// The remote contender of a lock manager entry (remote_contender.h).
+#include "locks/remote_contender.h"
+
+#include "base/log.h"
+#include "locks/lock_table.h"
+
+namespace simba::internal {
+
+RemoteContender::RemoteContender(std::string name, const LockContext& context)
+    : name_(std::move(name)),
+      push_(context.backend->capabilities().push),
+      poll_(context.options.poll_interval.count() > 0 ? context.options.poll_interval
+                                                      : context.backend->capabilities().poll_interval) {}
+
+RemoteContender::~RemoteContender() { stop_contending(); }
+
+void RemoteContender::contend_as(std::string id, const LockContext& context, CoreHooks hooks) {
+  auto contender = make_contender(name_, {}, {}, std::move(id));
+  core_ = std::make_shared<ServiceCore>(contender, contender, context.backend, context.runtime, context.options,
+                                        std::move(hooks));
+}
+
+// Nothing waits or holds (they would keep the entry alive), so the core is stopped.
+void RemoteContender::stop_contending() noexcept {
+  if (core_) release_core(core_);
+}
+
+EntryState RemoteContender::state() const {
+  auto facts = local_facts();
+  facts.contending = running_;
+  facts.release_wanted = release_wanted_;
+  return entry_state(facts);
+}
+
+void RemoteContender::yield_ended() {
+  {
+    MutexLock lock(mutex_);
+    restart_pending_ = false;
+  }
+  drive();
+}
+
+void RemoteContender::drive(bool inline_round) {
+  UniqueMutexLock lock(mutex_);
+  if (driving_) {
+    redrive_ = true;
+    return;
+  }
+  driving_ = true;
+  for (;;) {
+    redrive_ = false;
+    auto move = contender_move(state());
+    if (move == ContenderMove::stop) {
+      release_wanted_ = false;
+    } else if (move == ContenderMove::start) {
+      const auto now = Clock::now();
+      if (now >= window_.not_before()) {
+        running_ = true;
+        window_.started(now);
+      } else {
+        move = ContenderMove::none;  // yielding to other processes for a while
+        if (!restart_pending_) {
+          restart_pending_ = true;
+          drive_after(std::chrono::ceil<std::chrono::milliseconds>(window_.not_before() - now));
+        }
+      }
+    }
+    if (move == ContenderMove::none) break;
+    lock.unlock();
+    if (move == ContenderMove::start) {
+      try {
+        core_->start(inline_round);
+      } catch (const std::exception& e) {
+        // Only a core left in a wrong state gets here: a bug. Say so; try again later.
+        log_error("mutex '" + name_ + "': could not start contending: " + e.what());
+        lock.lock();
+        running_ = false;
+        break;
+      }
+      inline_round = false;
+    } else {
+      core_->close();  // releases the lease (or the place in line); logs a failure
+    }
+    lock.lock();
+    if (move == ContenderMove::stop) running_ = false;
+  }
+  driving_ = false;
+}
+
+}  // namespace simba::internal

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <thread>
 
+// [leader]
 class Leader : public simba::ContenderBase {
  public:
   using ContenderBase::ContenderBase;
@@ -12,10 +13,12 @@ class Leader : public simba::ContenderBase {
   }
   void on_released(const simba::MutexState&) override { std::cout << contender_id() << " no longer leads\n"; }
 };
+// [leader]
 
 int main() {
   simba::Client client = simba::connect("memory:?ttl=2s&transition=1s");
 
+  // [election]
   auto observer = client.retrieval_service(simba::make_retriever("election", [](const simba::MutexState& state) {
     if (state.changed()) std::cout << "observer: owner is now '" << state.after.owner_id << "'\n";
   }));
@@ -27,4 +30,5 @@ int main() {
   std::cout << "is owner: " << service->is_owner() << "\n";
   service->stop();  // releases; on_released has run when stop() returns
   observer->stop();
+  // [election]
 }

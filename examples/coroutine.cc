@@ -12,6 +12,7 @@
 
 using namespace std::chrono_literals;
 
+// [coroutine]
 asio::awaitable<void> work(simba::Mutex orders, int id) {
   try {
     simba::Hold hold = co_await simba::async_lock(orders, 5s, asio::use_awaitable);
@@ -23,6 +24,7 @@ asio::awaitable<void> work(simba::Mutex orders, int id) {
     std::cerr << "task " << id << ": " << e.what() << "\n";
   }
 }
+// [coroutine]
 
 int main(int argc, char** argv) {
   simba::Client client = simba::connect(argc > 1 ? argv[1] : "memory:");

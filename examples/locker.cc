@@ -5,6 +5,7 @@
 #include <mutex>
 
 int main() {
+  // [locker]
   simba::Client client = simba::connect("sqlite:///tmp/simba-example.db");
 
   simba::Locker locker("orders", client);
@@ -26,4 +27,5 @@ int main() {
   if (std::unique_lock guard(locker, std::chrono::milliseconds(500)); guard.owns_lock()) {
     std::cout << "won within 500ms\n";
   }
+  // [locker]
 }

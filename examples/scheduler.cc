@@ -7,6 +7,7 @@
 int main() {
   simba::Client client = simba::connect("sqlite:///tmp/simba-example.db");
 
+  // [scheduler]
   simba::ScheduleOptions config;
   config.strategy = simba::ScheduleOptions::Strategy::fixed_rate;
   config.initial_delay = std::chrono::milliseconds(0);
@@ -20,4 +21,5 @@ int main() {
   scheduler.start();
   std::this_thread::sleep_for(std::chrono::seconds(1));
   scheduler.stop();  // joins the worker thread and releases the mutex
+  // [scheduler]
 }

@@ -130,15 +130,15 @@ check "the default backend is \$XDG_STATE_HOME/simba/simba.db" [ -s "$dir/state/
 
 touch "$dir/not-executable"
 expect 126 "command not executable" -- "$simba" lock m -- "$dir/not-executable"
-# One table: --help lists every exit code the README's table has, and no other.
-readme=$(dirname "$0")/../README.md
+# One table: --help lists every exit code docs/cli.md's table has, and no other.
+readme=$(dirname "$0")/../docs/cli.md
 "$simba" --help > "$dir/help" 2>&1
 readme_codes=$(sed -n '/^| exit code | meaning |/,/^$/p' "$readme" | grep -oE '^\| [0-9]+( / [0-9]+)? ' | grep -oE '[0-9]+' | sort -n | tr '\n' ' ')
 help_codes=$(grep -oE '^  [0-9]+  ' "$dir/help" | tr -d ' ' | sort -n | tr '\n' ' ')
 if [ -n "$help_codes" ] && [ "$readme_codes" = "$help_codes" ]; then
-  echo "ok: --help and the README list the same exit codes ($help_codes)"; passes=$((passes + 1))
+  echo "ok: --help and docs/cli.md list the same exit codes ($help_codes)"; passes=$((passes + 1))
 else
-  echo "FAIL: exit codes: README '$readme_codes', --help '$help_codes'"; failures=$((failures + 1))
+  echo "FAIL: exit codes: docs/cli.md '$readme_codes', --help '$help_codes'"; failures=$((failures + 1))
 fi
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -1,5 +1,5 @@
 // The exit codes of every `simba` subcommand: one table, printed by --help, repeated by the
-// README and the man page (tests/cli_exit_codes_test.sh checks them against each other).
+// docs/cli.md and the man page (tests/cli_exit_codes_test.sh checks them against each other).
 #pragma once
 
 #include <string>

@@ -22,8 +22,10 @@ int main(int argc, char** argv) {
   simba::Client client = simba::connect(argc > 1 ? argv[1] : "memory:");
   // [basics]
   simba::Mutex orders = client.mutex("orders");  // cheap, copyable handle; thread-safe
-  { std::scoped_lock guard(orders); /* ... */ }   // Lockable + TimedLockable, reentrant per thread
-  if (orders.try_lock_for(2s)) { /* ... */ orders.unlock(); }
+  { std::scoped_lock guard(orders); /* ... */ }  // Lockable + TimedLockable, reentrant per thread
+  if (orders.try_lock_for(2s)) {                 /* ... */
+    orders.unlock();
+  }
 
   simba::Hold hold = orders.acquire(5s);  // not bound to a thread; throws errc::timeout
   use(hold.fencing_token());

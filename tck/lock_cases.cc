@@ -93,11 +93,14 @@ bool reap(pid_t pid, std::chrono::milliseconds timeout) {
 }
 
 // With the default options every process here caches its lease between holds (linger: one
-// ttl) and gives it back on demand: this is also the caching group's exclusion case.
+// ttl) and gives it back on demand: this is also the caching group's exclusion case. (Every
+// engine here has a demand signal; a Backend of one's own without one runs it uncached.)
 TEST(LockManagerTest, ExclusionThreeProcessesFourThreadsTokensNeverGoBack) {
   auto client = make_client();
   EXPECT_FALSE(client.lock_options().linger.has_value()) << "the default (caching) options";
-  EXPECT_TRUE(client.backend()->capabilities().demand) << "caching is on only with a demand signal";
+  if (!backend_uri().empty()) {
+    EXPECT_TRUE(client.backend()->capabilities().demand) << "caching is on only with a demand signal";
+  }
   auto mutex = unique_mutex();
   auto dir = std::filesystem::temp_directory_path() / ("simba-tck-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);

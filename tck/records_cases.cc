@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <stdexcept>
 
 #include "kit.h"
 
@@ -22,6 +23,18 @@ constexpr auto kIdle = 1s;
 std::size_t sweep_names() {
   const char* text = std::getenv("SIMBA_TCK_SWEEP_NAMES");
   return text ? std::strtoull(text, nullptr, 10) : SIMBA_TCK_SWEEP_NAMES_DEFAULT;
+}
+
+// The optional interfaces these cases are about (every engine of this repository offers both).
+Administration& admin(Backend& backend) {
+  auto* administration = backend.administration();
+  if (!administration) throw std::runtime_error(backend.describe() + " offers no Backend::administration()");
+  return *administration;
+}
+IdleMarks& marks(Backend& backend) {
+  auto* idle_marks = backend.idle_marks();
+  if (!idle_marks) throw std::runtime_error(backend.describe() + " offers no Backend::idle_marks()");
+  return *idle_marks;
 }
 
 // Runs fn(i) for i in [0, n) on `threads` threads.
@@ -54,7 +67,7 @@ TEST(RecordsTest, ListFindsARecordPerMutexOfThePrefixInNameOrder) {
   ASSERT_TRUE(backend->release(prefix + "b", "lister"));
   backend->acquire(prefix.substr(0, prefix.size() - 1) + "-x", "lister", kTtl, 0ms);
 
-  const MutexListing all = backend->list(prefix, 10);
+  const MutexListing all = admin(*backend).list(prefix, 10);
   ASSERT_EQ(all.records.size(), 3u);
   EXPECT_FALSE(all.truncated);
   EXPECT_GT(all.now, 0);
@@ -66,11 +79,11 @@ TEST(RecordsTest, ListFindsARecordPerMutexOfThePrefixInNameOrder) {
   EXPECT_GT(all.records[1].owner.fencing_token, 0u);
   EXPECT_EQ(all.records[2].owner.fencing_token, backend->read(prefix + "c").owner.fencing_token);
 
-  const MutexListing two = backend->list(prefix, 2);
+  const MutexListing two = admin(*backend).list(prefix, 2);
   ASSERT_EQ(two.records.size(), 2u);
   EXPECT_TRUE(two.truncated);
   EXPECT_EQ(two.records[1].mutex, prefix + "b");
-  EXPECT_TRUE(backend->list(prefix + "zz", 10).records.empty());
+  EXPECT_TRUE(admin(*backend).list(prefix + "zz", 10).records.empty());
   for (const char* tail : {"a", "c"}) backend->release(prefix + tail, "lister");
   backend->release(prefix.substr(0, prefix.size() - 1) + "-x", "lister");
 }
@@ -101,7 +114,7 @@ TEST(RecordsTest, SweepDeletesIdleRecordsKeepsLiveOnesAndTokensNeverGoBack) {
   const auto locked_in = std::chrono::steady_clock::now() - started;
   const std::uint64_t held_token = backend->acquire(held, "holder", kTtl, 0ms).owner.fencing_token;
   // The names left records (a page of them: list reads every record it returns).
-  const MutexListing before = backend->list(prefix, 1000);
+  const MutexListing before = admin(*backend).list(prefix, 1000);
   const bool forgets_by_itself = backend->capabilities().engine == "memory";  // after 4,096 changes
   if (!forgets_by_itself) {
     ASSERT_EQ(before.records.size(), std::min<std::size_t>(n + 1, 1000));
@@ -113,7 +126,7 @@ TEST(RecordsTest, SweepDeletesIdleRecordsKeepsLiveOnesAndTokensNeverGoBack) {
 
   std::size_t swept = 0;
   const auto sweep_started = std::chrono::steady_clock::now();
-  for (std::size_t round = 0; round < 3 && swept < n; ++round) swept += backend->sweep(kIdle, n + 1000);
+  for (std::size_t round = 0; round < 3 && swept < n; ++round) swept += admin(*backend).sweep(kIdle, n + 1000);
   if (!forgets_by_itself) {
     EXPECT_GE(swept, n);  // (and those of other idle mutexes of the store)
   }
@@ -126,8 +139,8 @@ TEST(RecordsTest, SweepDeletesIdleRecordsKeepsLiveOnesAndTokensNeverGoBack) {
   // Released just now: not idle, so a sweep leaves it.
   backend->acquire(recent, "holder", kTtl, 0ms);
   ASSERT_TRUE(backend->release(recent, "holder"));
-  backend->sweep(kIdle, 1000);
-  const MutexListing left = backend->list(prefix, 10);
+  admin(*backend).sweep(kIdle, 1000);
+  const MutexListing left = admin(*backend).list(prefix, 10);
   ASSERT_EQ(left.records.size(), 2u) << "records of idle mutexes left after the sweep, or live ones swept: "
                                      << (left.records.empty() ? "" : left.records[0].mutex);
   EXPECT_EQ(left.records[0].mutex, held);
@@ -156,7 +169,7 @@ TEST(RecordsTest, AnObserverOfASweptMutexSeesTheNextOwner) {
   observer->start();
   std::this_thread::sleep_for(kIdle + 200ms);
   // (On ZooKeeper the observer's watch makes the folder again at once.)
-  EXPECT_GE(backend->sweep(kIdle, 1'000'000), 1u) << "the idle record was not swept";
+  EXPECT_GE(admin(*backend).sweep(kIdle, 1'000'000), 1u) << "the idle record was not swept";
   EXPECT_TRUE(backend->read(mutex).owner.empty());
   std::this_thread::sleep_for(100ms);  // the sweep's events reach the observer
   // Told as promptly as of any acquisition: by push (200 ms, as the handover case allows) where
@@ -184,9 +197,9 @@ TEST(RecordsTest, EvictByAnotherProcessEndsTheLeaseAndTheHolderFindsOut) {
   ASSERT_TRUE(wait_until([&] { return holder->is_owner(); }, 5s));
   const std::uint64_t token = holder->fencing_token();
   auto operator_backend = other_process(client).backend();
-  EXPECT_FALSE(operator_backend->evict(mutex, "someone-else"));  // only the named owner's lease
+  EXPECT_FALSE(admin(*operator_backend).evict(mutex, "someone-else"));  // only the named owner's lease
   EXPECT_EQ(operator_backend->read(mutex).owner.owner_id, holder->contender_id());
-  ASSERT_TRUE(operator_backend->evict(mutex, holder->contender_id()));
+  ASSERT_TRUE(admin(*operator_backend).evict(mutex, holder->contender_id()));
   const auto options = fast_options();
   EXPECT_TRUE(wait_until([&] { return recorder->released_count() >= 1; }, options.ttl + options.transition + 1s))
       << "the holder never found out";
@@ -211,7 +224,7 @@ TEST(RecordsTest, AnEngineSweepsIdleRecordsByItself) {
     backend->acquire(mutex, "self", kTtl, 0ms);
     ASSERT_TRUE(backend->release(mutex, "self"));
   }
-  ASSERT_EQ(backend->list(prefix, 100).records.size(), 20u);
+  ASSERT_EQ(admin(*backend).list(prefix, 100).records.size(), 20u);
   // Releases of another mutex give the engine its chances to sweep.
   const std::string other = unique_mutex("other");
   EXPECT_TRUE(wait_until(
@@ -219,10 +232,10 @@ TEST(RecordsTest, AnEngineSweepsIdleRecordsByItself) {
         backend->acquire(other, "self", kTtl, 0ms);
         backend->release(other, "self");
         std::this_thread::sleep_for(50ms);
-        return backend->list(prefix, 100).records.empty();
+        return admin(*backend).list(prefix, 100).records.empty();
       },
       15s))
-      << backend->list(prefix, 100).records.size() << " of 20 idle records still there";
+      << admin(*backend).list(prefix, 100).records.size() << " of 20 idle records still there";
 }
 
 // The idle mark (Backend::mark_idle, lock caching's "cached and unused") is the owner's to set
@@ -230,23 +243,23 @@ TEST(RecordsTest, AnEngineSweepsIdleRecordsByItself) {
 // later lease, of another owner or of the same id again, starts unmarked.
 TEST(RecordsTest, AnIdleMarkBelongsToTheLeaseItWasSetOn) {
   auto backend = make_backend();
-  ASSERT_TRUE(backend->capabilities().idle_mark) << "the owner record cannot show a cached lease unused";
+  ASSERT_NE(backend->idle_marks(), nullptr) << "the owner record cannot show a cached lease unused";
   const std::string mutex = unique_mutex();
   backend->acquire(mutex, "marker-a", kTtl, 0ms);
   EXPECT_FALSE(backend->read(mutex).owner.idle) << "a new lease starts in use";
-  EXPECT_TRUE(backend->mark_idle(mutex, "marker-a", true));
+  EXPECT_TRUE(marks(*backend).mark_idle(mutex, "marker-a", true));
   EXPECT_TRUE(backend->read(mutex).owner.idle);
-  const MutexListing listing = backend->list(mutex, 10);
+  const MutexListing listing = admin(*backend).list(mutex, 10);
   ASSERT_EQ(listing.records.size(), 1u);
   EXPECT_TRUE(listing.records[0].owner.idle) << "list() shows the mark too";
   backend->acquire(mutex, "marker-a", kTtl, 0ms);  // a renewal keeps it
   EXPECT_TRUE(backend->read(mutex).owner.idle) << "a renewal dropped the mark";
-  EXPECT_TRUE(backend->mark_idle(mutex, "marker-a", false));
+  EXPECT_TRUE(marks(*backend).mark_idle(mutex, "marker-a", false));
   EXPECT_FALSE(backend->read(mutex).owner.idle);
-  EXPECT_FALSE(backend->mark_idle(mutex, "marker-b", true)) << "a contender that does not own it marked it";
+  EXPECT_FALSE(marks(*backend).mark_idle(mutex, "marker-b", true)) << "a contender that does not own it marked it";
   EXPECT_FALSE(backend->read(mutex).owner.idle);
 
-  EXPECT_TRUE(backend->mark_idle(mutex, "marker-a", true));
+  EXPECT_TRUE(marks(*backend).mark_idle(mutex, "marker-a", true));
   ASSERT_TRUE(backend->release(mutex, "marker-a"));
   EXPECT_FALSE(backend->read(mutex).owner.idle) << "a free mutex is not idle";
   backend->acquire(mutex, "marker-a", kTtl, 0ms);  // the same id, a new lease
@@ -256,7 +269,7 @@ TEST(RecordsTest, AnIdleMarkBelongsToTheLeaseItWasSetOn) {
   // it, and the same id renews it.
   const std::string brief = unique_mutex("brief");
   backend->acquire(brief, "marker-a", 200ms, 0ms);
-  EXPECT_TRUE(backend->mark_idle(brief, "marker-a", true));
+  EXPECT_TRUE(marks(*backend).mark_idle(brief, "marker-a", true));
   if (wait_until([&] { return backend->read(brief).owner.empty(); }, 1s)) {
     EXPECT_FALSE(backend->read(brief).owner.idle);
     backend->acquire(brief, "marker-a", kTtl, 0ms);
@@ -265,12 +278,12 @@ TEST(RecordsTest, AnIdleMarkBelongsToTheLeaseItWasSetOn) {
     EXPECT_EQ(backend->capabilities().engine, "zookeeper") << "the 200 ms lease never ran out";
   }
   backend->release(brief, "marker-a");
-  EXPECT_TRUE(backend->mark_idle(mutex, "marker-a", true));
+  EXPECT_TRUE(marks(*backend).mark_idle(mutex, "marker-a", true));
   ASSERT_TRUE(backend->release(mutex, "marker-a"));
   const auto other = backend->acquire(mutex, "marker-b", kTtl, 0ms);
   ASSERT_EQ(other.owner.owner_id, "marker-b");
   EXPECT_FALSE(backend->read(mutex).owner.idle) << "the next owner inherited the mark";
-  EXPECT_FALSE(backend->mark_idle(mutex, "marker-a", true)) << "a former owner marked its successor's lease";
+  EXPECT_FALSE(marks(*backend).mark_idle(mutex, "marker-a", true)) << "a former owner marked its successor's lease";
   EXPECT_FALSE(backend->read(mutex).owner.idle);
   backend->release(mutex, "marker-b");
 }

@@ -56,7 +56,6 @@ struct Capabilities {
   bool demand = false;                           // A losing acquire() leaves a demand the owner sees in
                                                  // OwnerSnapshot::demanded (see watch_demand()).
   bool demand_push = false;                      // with demand: watch_demand() delivers it at once.
-  bool idle_mark = false;                        // mark_idle() is kept and read back as MutexOwner::idle.
 };
 
 // One mutex the backend holds a record for, as list() found it (owner judged as read() does).
@@ -85,6 +84,69 @@ class Subscription {
   virtual ~Subscription() = default;
 };
 
+// Optional interfaces: an engine offers each or not. Backend's accessor for one returns it
+// (usually the backend itself) or null, and the code above the seam does without it.
+
+// What operators need of the records an engine keeps between uses: `simba list`,
+// `simba release --force`, sweeping idle records. Without it a backend still takes locks.
+class Administration {
+ public:
+  // Ends the lease of `owner_id` on `mutex`, whichever process holds it: for an operator
+  // clearing a hung holder (`simba release --force`). As release() does for its own contender:
+  // only that owner's lease, never a successor's; the fencing token is kept, so the next owner
+  // gets a larger one; the holder finds out at its next renewal (its lease is gone).
+  // Returns: true if this call ended a lease of `owner_id`.
+  // Blocks: for one round trip (ZooKeeper: a listing, a read and a delete).
+  virtual bool evict(const std::string& mutex, const std::string& owner_id) = 0;
+
+  // The mutexes whose names start with `prefix` (empty: all) that this backend holds a record
+  // for, free or owned, sorted by name, at most `limit` of them (`truncated` says if more
+  // matched). A record is what the engine keeps for a mutex between uses (a row, a Redis
+  // fencing hash or lock key, a ZooKeeper latch folder); a swept mutex has none.
+  // Blocks: for a scan of the engine's records of that prefix (SQL: an index range; Redis:
+  // SCAN, never KEYS; ZooKeeper: one listing of /simba) and one read per returned record.
+  virtual MutexListing list(const std::string& prefix, std::size_t limit) = 0;
+
+  // Deletes the records of mutexes that have been idle for at least `idle_for`: no live lease,
+  // nobody waiting, nothing changed for that long (judged by the backend's clock; ZooKeeper:
+  // the folder's last change against this host's clock). At most `limit` records per call.
+  // Never deletes the record of a held or awaited mutex, and never lets a token go back: the
+  // next owner of a swept mutex gets a token larger than any the mutex had (engines start a
+  // new record's token from the backend clock, epoch ms x 1000, and sweep only records whose
+  // token is below the clock's; ZooKeeper's tokens are zxids, which never go back). A swept
+  // mutex reads with no owner and a token no larger than its last (0 on most engines).
+  // Every engine but memory (which forgets idle records by itself) also sweeps on its own:
+  // records idle for the engine's `sweep_idle` option (default 1h, 0 = never) are deleted at
+  // most every sweep_idle / 2, by whichever release comes then (Redis: by key expiry).
+  // Returns: how many records this call deleted.
+  // Blocks: for a scan of the records and one delete per swept record (PostgreSQL, MariaDB:
+  // one statement per 1,000 records; SQLite: one statement).
+  virtual std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) = 0;
+
+ protected:
+  ~Administration() = default;
+};
+
+// An idle mark on the owner record: lock caching shows whether a cached lease is in use.
+class IdleMarks {
+ public:
+  // Marks the live lease of `owner_id` on `mutex` as cached and unused (`idle`), or in use:
+  // read() and list() then report MutexOwner::idle until the owner marks it again or
+  // the lease ends (the mark belongs to this lease, by its fencing token: a later owner, or the
+  // same id re-acquiring, starts unmarked). Never touches another owner's lease or the times.
+  // Returns: true if the mark was set on a live lease of `owner_id`; false when `owner_id`
+  // does not own `mutex`.
+  // Blocks: for one round trip (ZooKeeper: a listing and a write of the owner's node).
+  virtual bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) = 0;
+
+ protected:
+  ~IdleMarks() = default;
+};
+
+// The required lease interface (acquire, release, read; watch where the engine pushes, else
+// callers poll read()) and the optional interfaces the engine offers. A backend that
+// implements only the required part takes locks everywhere a lock is taken: the kit's lease
+// groups run on one (tck/own_backend_cases.cc).
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -113,14 +175,6 @@ class Backend {
   // Blocks: for one round trip.
   virtual bool release(const std::string& mutex, const std::string& contender_id) = 0;
 
-  // Ends the lease of `owner_id` on `mutex`, whichever process holds it: for an operator
-  // clearing a hung holder (`simba release --force`). As release() does for its own contender:
-  // only that owner's lease, never a successor's; the fencing token is kept, so the next owner
-  // gets a larger one; the holder finds out at its next renewal (its lease is gone).
-  // Returns: true if this call ended a lease of `owner_id`.
-  // Blocks: for one round trip (ZooKeeper: a listing, a read and a delete).
-  virtual bool evict(const std::string& mutex, const std::string& owner_id) = 0;
-
   // Reads the current owner without contending. An expired lease reads as no owner (owner_id
   // empty, times 0) but keeps the mutex's last fencing token.
   // Blocks: for one round trip.
@@ -134,8 +188,12 @@ class Backend {
   // `on_change` may run on any thread, including inside another caller's release(); it must
   // return quickly and must not call back into this backend.
   // Blocks: at most for one round trip (e.g. a SUBSCRIBE).
+  // Default: none (callers poll).
   virtual std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
-                                              std::function<void(WatchEvent)> on_change) = 0;
+                                              std::function<void(WatchEvent)> on_change) {
+    (void)mutex, (void)contender_id, (void)on_change;
+    return nullptr;
+  }
 
   // Calls `on_demand` soon after a contender other than `owner_id` tried to acquire `mutex`
   // and did not get it: the owner's cue to give back a lease it keeps cached (simba/mutex.h).
@@ -152,52 +210,22 @@ class Backend {
     return nullptr;
   }
 
-  // Marks the live lease of `owner_id` on `mutex` as cached and unused (`idle`), or in use:
-  // read() and list() then report MutexOwner::idle until the owner marks it again or
-  // the lease ends (the mark belongs to this lease, by its fencing token: a later owner, or the
-  // same id re-acquiring, starts unmarked). Never touches another owner's lease or the times.
-  // Returns: true if the mark was set on a live lease of `owner_id`; false without idle_mark
-  // (the default) or when `owner_id` does not own `mutex`.
-  // Blocks: for one round trip (ZooKeeper: a listing and a write of the owner's node).
-  virtual bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) {
-    (void)mutex, (void)owner_id, (void)idle;
-    return false;
-  }
-
-  // The mutexes whose names start with `prefix` (empty: all) that this backend holds a record
-  // for, free or owned, sorted by name, at most `limit` of them (`truncated` says if more
-  // matched). A record is what the engine keeps for a mutex between uses (a row, a Redis
-  // fencing hash or lock key, a ZooKeeper latch folder); a swept mutex has none.
-  // Blocks: for a scan of the engine's records of that prefix (SQL: an index range; Redis:
-  // SCAN, never KEYS; ZooKeeper: one listing of /simba) and one read per returned record.
-  virtual MutexListing list(const std::string& prefix, std::size_t limit) = 0;
-
-  // Deletes the records of mutexes that have been idle for at least `idle_for`: no live lease,
-  // nobody waiting, nothing changed for that long (judged by the backend's clock; ZooKeeper:
-  // the folder's last change against this host's clock). At most `limit` records per call.
-  // Never deletes the record of a held or awaited mutex, and never lets a token go back: the
-  // next owner of a swept mutex gets a token larger than any the mutex had (engines start a
-  // new record's token from the backend clock, epoch ms x 1000, and sweep only records whose
-  // token is below the clock's; ZooKeeper's tokens are zxids, which never go back). A swept
-  // mutex reads with no owner and a token no larger than its last (0 on most engines).
-  // Every engine but memory (which forgets idle records by itself) also sweeps on its own:
-  // records idle for the engine's `sweep_idle` option (default 1h, 0 = never) are deleted at
-  // most every sweep_idle / 2, by whichever release comes then (Redis: by key expiry).
-  // Returns: how many records this call deleted.
-  // Blocks: for a scan of the records and one delete per swept record (PostgreSQL, MariaDB:
-  // one statement per 1,000 records; SQLite: one statement).
-  virtual std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) = 0;
-
   // What this backend can do. Never blocks; constant for the backend's life.
   virtual Capabilities capabilities() const = 0;
+
+  // The optional interfaces this backend offers (null: not offered). Never block; constant
+  // for the backend's life.
+  virtual Administration* administration() noexcept { return nullptr; }
+  virtual IdleMarks* idle_marks() noexcept { return nullptr; }
 
   // The backend's description for messages: scheme, host, path; never a password.
   virtual std::string describe() const = 0;
 };
 
-// Forwards every call to another backend. Derive from it and override what you want to
-// change: that is how the fault-injecting backend of the tests is written.
-class ForwardingBackend : public Backend {
+// Forwards every call to another backend, and offers the optional interfaces the target
+// offers. Derive from it and override what you want to change: that is how the
+// fault-injecting backend of the tests is written.
+class ForwardingBackend : public Backend, public Administration, public IdleMarks {
  public:
   explicit ForwardingBackend(std::shared_ptr<Backend> target) : target_(std::move(target)) {}
 
@@ -208,7 +236,6 @@ class ForwardingBackend : public Backend {
   bool release(const std::string& mutex, const std::string& contender_id) override {
     return target_->release(mutex, contender_id);
   }
-  bool evict(const std::string& mutex, const std::string& owner_id) override { return target_->evict(mutex, owner_id); }
   OwnerSnapshot read(const std::string& mutex) override { return target_->read(mutex); }
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override {
@@ -218,19 +245,32 @@ class ForwardingBackend : public Backend {
                                              std::function<void()> on_demand) override {
     return target_->watch_demand(mutex, owner_id, std::move(on_demand));
   }
-  bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) override {
-    return target_->mark_idle(mutex, owner_id, idle);
-  }
-  MutexListing list(const std::string& prefix, std::size_t limit) override { return target_->list(prefix, limit); }
-  std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {
-    return target_->sweep(idle_for, limit);
-  }
   Capabilities capabilities() const override { return target_->capabilities(); }
   std::string describe() const override { return target_->describe(); }
+  Administration* administration() noexcept override { return target_->administration() ? this : nullptr; }
+  IdleMarks* idle_marks() noexcept override { return target_->idle_marks() ? this : nullptr; }
+
+  // Administration and IdleMarks, offered only when the target offers them.
+  bool evict(const std::string& mutex, const std::string& owner_id) override {
+    return target_administration().evict(mutex, owner_id);
+  }
+  MutexListing list(const std::string& prefix, std::size_t limit) override {
+    return target_administration().list(prefix, limit);
+  }
+  std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {
+    return target_administration().sweep(idle_for, limit);
+  }
+  bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) override {
+    auto* marks = target_->idle_marks();
+    return marks != nullptr && marks->mark_idle(mutex, owner_id, idle);
+  }
 
   const std::shared_ptr<Backend>& target() const { return target_; }
 
  private:
+  // Throws Error(errc::unsupported) when the target offers no administration.
+  Administration& target_administration() const;
+
   std::shared_ptr<Backend> target_;
 };
 

@@ -125,14 +125,14 @@ bool LockEntry::read_demand() {
 // Brings the owner record's idle mark in line with the entry (idle_marker.h): idle while
 // cached and unused at the last poll, else not.
 void LockEntry::sync_idle_mark() noexcept {
-  if (!idle_mark_) return;
+  if (idle_marks_ == nullptr) return;
   idle_marker_.sync(
       [this]() -> std::optional<std::uint64_t> {
         internal::MutexLock lock(mutex_);
         if (!running() || !core().is_owner()) return std::nullopt;
         return cached_ && idle_seen_ ? fast_.token() : 0;
       },
-      [this](bool idle) { return backend_->mark_idle(name(), core().contender_id(), idle); });
+      [this](bool idle) { return idle_marks_->mark_idle(name(), core().contender_id(), idle); });
 }
 
 // Runs `work` on an I/O thread after `delay` (a timer's thread must not make backend calls),

@@ -46,7 +46,7 @@ LockEntry::LockEntry(std::shared_ptr<LockTable> table, std::string key, std::str
       runtime_(table_->context().runtime),
       backend_(table_->context().backend),
       demand_(backend_->capabilities().demand),
-      idle_mark_(backend_->capabilities().idle_mark),
+      idle_marks_(backend_->idle_marks()),
       poll_failures_("mutex '" + this->name() + "'"),
       idle_marker_("mutex '" + this->name() + "'") {}
 

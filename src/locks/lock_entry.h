@@ -152,8 +152,8 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   bool in_table_ = false;  // set once by create(): only a made entry leaves the table
   const std::shared_ptr<Runtime> runtime_;
   const std::shared_ptr<Backend> backend_;
-  const bool demand_;     // the backend has a demand signal: caching allowed
-  const bool idle_mark_;  // the backend keeps an idle mark on the owner record
+  const bool demand_;            // the backend has a demand signal: caching allowed
+  IdleMarks* const idle_marks_;  // the backend's idle mark on the owner record, if it keeps one
 
   // Under mutex_ (RemoteContender's).
   RequestQueue requests_ GUARDED_BY(mutex_);

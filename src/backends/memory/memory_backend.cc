@@ -19,8 +19,10 @@ namespace {
 using internal::Watcher;
 using internal::WatchHandle;
 
-class MemoryBackend final : public Backend, public internal::RawProbe {
+class MemoryBackend final : public Backend, public Administration, public IdleMarks, public internal::RawProbe {
  public:
+  Administration* administration() noexcept override { return this; }
+  IdleMarks* idle_marks() noexcept override { return this; }
   MemoryBackend(std::shared_ptr<const Clock> clock, std::shared_ptr<std::atomic<std::uint64_t>> tokens)
       : clock_(std::move(clock)), tokens_(std::move(tokens)) {}
 
@@ -175,7 +177,6 @@ class MemoryBackend final : public Backend, public internal::RawProbe {
     caps.engine = "memory";
     caps.push = true;
     caps.demand = caps.demand_push = true;
-    caps.idle_mark = true;
     caps.poll_interval = std::chrono::milliseconds(100);
     return caps;
   }

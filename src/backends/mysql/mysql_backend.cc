@@ -153,8 +153,10 @@ constexpr const char* kSweep =
     " - ? "
     "AND fencing_token < " SIMBA_MY_NOW " * 1000 AND fencing_token >= 1000000000000000 LIMIT ?";
 
-class MysqlBackend final : public Backend, public internal::RawProbe {
+class MysqlBackend final : public Backend, public Administration, public IdleMarks, public internal::RawProbe {
  public:
+  Administration* administration() noexcept override { return this; }
+  IdleMarks* idle_marks() noexcept override { return this; }
   MysqlBackend(const MysqlOptions& options, std::string where)
       : options_(options),
         where_(std::move(where)),
@@ -313,7 +315,6 @@ class MysqlBackend final : public Backend, public internal::RawProbe {
     caps.multi_host = true;
     caps.max_mutex_bytes = 66;  // Simba's varchar(66)
     caps.demand = true;         // read at the poll interval by a caching owner
-    caps.idle_mark = true;
     return caps;
   }
 

@@ -169,8 +169,10 @@ OwnerSnapshot snapshot_of(const PGresult* result, int i = 0) {
   return internal::snapshot_of_row(std::move(row), integer(result, 5, i));
 }
 
-class PostgresBackend final : public Backend, public internal::RawProbe {
+class PostgresBackend final : public Backend, public Administration, public IdleMarks, public internal::RawProbe {
  public:
+  Administration* administration() noexcept override { return this; }
+  IdleMarks* idle_marks() noexcept override { return this; }
   PostgresBackend(const PostgresOptions& options, std::string where)
       : options_(options),
         where_(std::move(where)),
@@ -281,7 +283,6 @@ class PostgresBackend final : public Backend, public internal::RawProbe {
     caps.push = true;                // releases are notified
     caps.push_acquisitions = false;  // acquisitions are not: observers poll
     caps.demand = caps.demand_push = true;
-    caps.idle_mark = true;
     caps.poll_interval = std::chrono::milliseconds(250);
     caps.multi_process = true;
     caps.multi_host = true;

@@ -173,8 +173,10 @@ struct Script {
   std::string sha GUARDED_BY(mutex);  // from SCRIPT LOAD
 };
 
-class RedisBackend final : public Backend, public internal::RawProbe {
+class RedisBackend final : public Backend, public Administration, public IdleMarks, public internal::RawProbe {
  public:
+  Administration* administration() noexcept override { return this; }
+  IdleMarks* idle_marks() noexcept override { return this; }
   RedisBackend(const RedisOptions& options, std::string where)
       : options_(options),
         where_(std::move(where)),
@@ -265,7 +267,6 @@ class RedisBackend final : public Backend, public internal::RawProbe {
     caps.engine = "redis";
     caps.push = true;
     caps.demand = caps.demand_push = true;
-    caps.idle_mark = true;
     caps.waiters_hear_acquisitions = true;
     caps.poll_interval = std::chrono::milliseconds(100);
     caps.multi_process = true;

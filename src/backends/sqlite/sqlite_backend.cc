@@ -115,8 +115,10 @@ class Use {
   sqlite3_stmt* stmt_;
 };
 
-class SqliteBackend final : public Backend, public internal::RawProbe {
+class SqliteBackend final : public Backend, public Administration, public IdleMarks, public internal::RawProbe {
  public:
+  Administration* administration() noexcept override { return this; }
+  IdleMarks* idle_marks() noexcept override { return this; }
   explicit SqliteBackend(const SqliteOptions& options) : options_(options), sweeps_(options.sweep_idle) {
     int rc = sqlite3_open_v2(options.path.c_str(), &connection_.db,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -270,7 +272,6 @@ class SqliteBackend final : public Backend, public internal::RawProbe {
     caps.poll_interval = options_.poll_interval;
     caps.multi_process = true;
     caps.demand = true;  // read at the poll interval by a caching owner
-    caps.idle_mark = true;
     return caps;
   }
 

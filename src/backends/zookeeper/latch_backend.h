@@ -16,8 +16,10 @@
 
 namespace simba::zookeeper {
 
-class LatchBackend final : public Backend, public internal::RawProbe {
+class LatchBackend final : public Backend, public Administration, public IdleMarks, public internal::RawProbe {
  public:
+  Administration* administration() noexcept override { return this; }
+  IdleMarks* idle_marks() noexcept override { return this; }
   explicit LatchBackend(const ZookeeperOptions& options);
 
   OwnerSnapshot acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,

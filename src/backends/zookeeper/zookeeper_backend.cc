@@ -154,7 +154,6 @@ Capabilities LatchBackend::capabilities() const {
   caps.push_acquisitions = true;
   caps.watch_loss = true;
   caps.demand = caps.demand_push = true;
-  caps.idle_mark = true;
   caps.poll_interval = std::chrono::milliseconds(1000);
   caps.multi_process = true;
   caps.multi_host = true;

@@ -1,6 +1,5 @@
 // Workloads within one process: a lock cycle against the engine's bare primitive, handover
 // from a release, takeover after an owner vanished.
-#include "backends/common/raw_probe.h"
 #include "report.h"
 #include "simba/testing/fault_injection.h"
 #include "workloads.h"
@@ -10,12 +9,12 @@ namespace simba::bench {
 using namespace std::chrono_literals;
 
 // Locker acquire + release, interleaved in blocks with the raw primitive so both see the
-// same machine conditions. // The baseline is the engine's own (internal::RawProbe, which every engine offers), run on
-// the backend's own connection: on a small VM which core a server process wakes on moves a
-// round trip by tens of microseconds, and that differs from one connection to the next.
+// same machine conditions. // The baseline is the engine's own (Backend::raw_probe(), which every engine here offers),
+// run on the backend's own connection: on a small VM which core a server process wakes on moves a round trip by tens of
+// microseconds, and that differs from one connection to the next.
 nlohmann::json cycle(const Client& client, const std::string& engine, std::size_t n) {
   Locker locker("bench/cycle/" + contender_id::uuid(), client);
-  auto* raw = dynamic_cast<internal::RawProbe*>(client.backend().get());
+  auto* raw = client.backend()->raw_probe();
   for (int i = 0; i < 50; ++i) {  // warm up
     locker.acquire();
     locker.unlock();

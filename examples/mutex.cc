@@ -20,12 +20,11 @@ void write(int batch) { std::cout << "batch " << batch << "\n"; }
 
 int main(int argc, char** argv) {
   simba::Client client = simba::connect(argc > 1 ? argv[1] : "memory:");
+  // clang-format off
   // [basics]
   simba::Mutex orders = client.mutex("orders");  // cheap, copyable handle; thread-safe
-  { std::scoped_lock guard(orders); /* ... */ }  // Lockable + TimedLockable, reentrant per thread
-  if (orders.try_lock_for(2s)) {                 /* ... */
-    orders.unlock();
-  }
+  { std::scoped_lock guard(orders); /* ... */ }   // Lockable + TimedLockable, reentrant per thread
+  if (orders.try_lock_for(2s)) { /* ... */ orders.unlock(); }
 
   simba::Hold hold = orders.acquire(5s);  // not bound to a thread; throws errc::timeout
   use(hold.fencing_token());
@@ -40,6 +39,7 @@ int main(int argc, char** argv) {
   });
   simba::Hold bounded = orders.with_max_hold(30s).acquire(5s);  // revoked (lost()) after 30 s
   // [basics]
+  // clang-format on
   bounded.unlock();
 
   // [caching]

@@ -26,9 +26,9 @@ constexpr auto kSoon = 5s;
 // How long the engine may take to hand a lease to a waiter of another process that asks once:
 // the demand reaches the owner (a push, or its poll of the record), the owner releases, the
 // waiter hears (a push, or its own poll) and takes it: two polls and a few round trips.
-std::chrono::milliseconds handback_bound(const Backend& backend) {
-  const auto caps = backend.capabilities();
-  return (caps.demand_push && caps.push ? 0ms : 2 * caps.poll_interval) + 500ms;
+std::chrono::milliseconds handback_bound(Backend& backend) {
+  const bool pushed = backend.demand_push() != nullptr && backend.push() != nullptr;
+  return (pushed ? 0ms : 2 * backend.capabilities().poll_interval) + 500ms;
 }
 
 // A client over `backend` on a runtime of its own (as make_client()).
@@ -58,15 +58,15 @@ bool multi_process_kit(const Client& client) {
 // and renewals, and through watch_demand() where the engine pushes it. None before.
 TEST(LockCachingTest, EveryEngineSignalsDemand) {
   auto owner = make_backend();
-  const auto caps = owner->capabilities();
-  ASSERT_TRUE(caps.demand) << "caching would be off on this backend";
+  ASSERT_NE(owner->demand_signal(), nullptr) << "caching would be off on this backend";
   const auto mutex = unique_mutex();
   constexpr auto kLease = 30s;  // never runs out while the case looks
   ASSERT_EQ(owner->acquire(mutex, "owner", kLease, 0ms).owner.owner_id, "owner");
   std::atomic<int> pushed{0};
-  auto watch = owner->watch_demand(mutex, "owner", [&] { pushed.fetch_add(1); });
-  if (caps.demand_push) {
-    EXPECT_NE(watch, nullptr) << "demand_push, but watch_demand() gave no watch";
+  std::unique_ptr<Subscription> watch;
+  if (auto* pushes = owner->demand_push()) {
+    watch = pushes->watch_demand(mutex, "owner", [&] { pushed.fetch_add(1); });
+    EXPECT_NE(watch, nullptr) << "a DemandPush, but watch_demand() gave no watch";
   }
   EXPECT_FALSE(owner->read(mutex).demanded) << "a demand before anyone asked";
   EXPECT_FALSE(owner->acquire(mutex, "owner", kLease, 0ms).demanded) << "a renewal saw a demand before anyone asked";

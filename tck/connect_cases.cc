@@ -17,12 +17,7 @@ class PushlessBackend : public ForwardingBackend {
                                       std::function<void(WatchEvent)>) override {
     return nullptr;
   }
-  Capabilities capabilities() const override {
-    auto caps = ForwardingBackend::capabilities();
-    caps.push = false;
-    caps.watch_loss = false;
-    return caps;
-  }
+  const Push* push() const noexcept override { return nullptr; }
 };
 
 // `poll` is a common option: every engine accepts it on its URI, and it sets how often a
@@ -47,7 +42,7 @@ TEST(ConnectTest, PollOptionIsAcceptedAndUsed) {
   // shortest of any engine's is 25 ms) and once at the start.
   const auto default_poll = std::min<std::chrono::milliseconds>(make_backend()->capabilities().poll_interval, 25ms);
   const long at_default_pace = kWindow / default_poll + 2;
-  const bool pushes = backend->capabilities().push;
+  const bool pushes = backend->push() != nullptr;
   if (pushes) backend = std::make_shared<PushlessBackend>(backend);
 
   auto holder_client = make_client();

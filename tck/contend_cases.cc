@@ -244,7 +244,7 @@ TEST(ContendTest, TakeoverAfterOwnerVanishesWithinTtlPlusTransitionPlusOneSecond
 std::chrono::milliseconds handover_bound(const Client& client) {
   auto caps = client.backend()->capabilities();
   auto poll = client.options().poll_interval.count() > 0 ? client.options().poll_interval : caps.poll_interval;
-  return (caps.push ? 0ms : poll) + 200ms;
+  return (client.backend()->push() ? 0ms : poll) + 200ms;
 }
 
 // An engine with its releases and change events lost: the lease stays until it expires.
@@ -256,12 +256,7 @@ class DroppingBackend : public ForwardingBackend {
                                       std::function<void(WatchEvent)>) override {
     return nullptr;  // as an engine without push does; and the owner's release never lands
   }
-  Capabilities capabilities() const override {
-    auto caps = ForwardingBackend::capabilities();
-    caps.push = false;
-    caps.watch_loss = false;
-    return caps;
-  }
+  const Push* push() const noexcept override { return nullptr; }
 };
 
 // The owner (on `owner_client`) releases; how long until a waiter on `waiter_client` owns

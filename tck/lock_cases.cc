@@ -99,7 +99,7 @@ TEST(LockManagerTest, ExclusionThreeProcessesFourThreadsTokensNeverGoBack) {
   auto client = make_client();
   EXPECT_FALSE(client.lock_options().linger.has_value()) << "the default (caching) options";
   if (!backend_uri().empty()) {
-    EXPECT_TRUE(client.backend()->capabilities().demand) << "caching is on only with a demand signal";
+    EXPECT_NE(client.backend()->demand_signal(), nullptr) << "caching is on only with a demand signal";
   }
   auto mutex = unique_mutex();
   auto dir = std::filesystem::temp_directory_path() / ("simba-tck-" + std::to_string(getpid()));
@@ -330,15 +330,8 @@ class DemandDeafBackend : public ForwardingBackend {
     snapshot.demanded = false;
     return snapshot;
   }
-  std::unique_ptr<Subscription> watch_demand(const std::string&, const std::string&, std::function<void()>) override {
-    return nullptr;
-  }
-  Capabilities capabilities() const override {
-    auto caps = ForwardingBackend::capabilities();
-    caps.demand = false;
-    caps.demand_push = false;
-    return caps;
-  }
+  const DemandSignal* demand_signal() const noexcept override { return nullptr; }
+  DemandPush* demand_push() noexcept override { return nullptr; }
 };
 
 TEST(LockManagerTest, HandoverLimitLetsOtherProcessesIn) {

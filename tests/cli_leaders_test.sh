@@ -112,6 +112,10 @@ echo "register: $result"
 check "leader: the register saw no stale, shared or interleaved write, three leaders" [ "$rc" -eq 0 ]
 "$simba" status --backend "$uri" --json "$L" > status.json
 check "leader: the mutex is free after every simba exits" grep -q '"owner":null' status.json
+if ! grep -q '"owner":null' status.json; then  # say who holds it, and what each simba said last
+  echo "    status: $(cat status.json)"
+  for n in 1 2 3; do echo "    leader $n (pid ${leaders[$((n - 1))]}):"; tail -n 6 "leader-$n.err" | sed 's/^/      /'; done
+fi
 
 # --- schedule: three schedulers, runs on one leader only, each run failing (exit 3) and
 # reported, the schedule going on; at most one run per period, and not far fewer.

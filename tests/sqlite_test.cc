@@ -18,7 +18,7 @@ TEST(SqliteBackendTest, TwoConnectionsToOneFileShareTheLease) {
   options.path = path.string();
   auto first = make_sqlite_backend(options);
   auto second = make_sqlite_backend(options);
-  EXPECT_FALSE(first->capabilities().push);
+  EXPECT_EQ(first->push(), nullptr);
   EXPECT_TRUE(first->capabilities().multi_process);
   const MutexOwner held = first->acquire("m", "a", 10s, 0ms).owner;
   EXPECT_EQ(held.owner_id, "a");

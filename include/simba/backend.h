@@ -34,28 +34,19 @@ namespace simba {
 struct OwnerSnapshot {
   MutexOwner owner;
   EpochMillis now = 0;  // Backend clock, epoch milliseconds.
-  // With Capabilities::demand: another contender asked for the owned mutex and did not get
-  // it (from read(), and from acquire() when it renewed a lease). Always false when free.
+  // With a DemandSignal: another contender asked for the owned mutex and did not get it
+  // (from read(), and from acquire() when it renewed a lease). Always false when free.
   bool demanded = false;
 };
 
+// What a backend is, for messages and limits. What it can do beyond the required lease
+// interface is which optional interfaces it offers (Backend::push() and the others).
 struct Capabilities {
   std::string engine;                            // "memory", "sqlite", ...
-  bool push = false;                             // watch() delivers releases; else callers poll.
-  bool push_acquisitions = true;                 // with push: acquisitions are delivered too (else
-                                                 // observers poll at poll_interval).
-  bool waiters_hear_acquisitions = false;        // with push: a waiter's watch also delivers
-                                                 // acquisitions, and the waiter looks again at each (Redis:
-                                                 // that keeps Simba's wait queue free of owners).
-  bool watch_loss = false;                       // without push: watch() still reports WatchEvent::lost
-                                                 // (and resyncs with `released`) when the server goes.
   std::chrono::milliseconds poll_interval{100};  // Suggested poll interval without push.
   bool multi_process = false;                    // Contenders in different processes can share it.
   bool multi_host = false;                       // Contenders on different hosts can share it.
   std::size_t max_mutex_bytes = 0;               // Longest mutex name accepted; 0 = no limit.
-  bool demand = false;                           // A losing acquire() leaves a demand the owner sees in
-                                                 // OwnerSnapshot::demanded (see watch_demand()).
-  bool demand_push = false;                      // with demand: watch_demand() delivers it at once.
 };
 
 // One mutex the backend holds a record for, as list() found it (owner judged as read() does).
@@ -127,6 +118,59 @@ class Administration {
   ~Administration() = default;
 };
 
+// Push of owner changes: Backend::watch() delivers releases at once (waiters need not poll).
+class Push {
+ public:
+  // Whether watch() also delivers acquisitions (else observers poll for them at the poll
+  // interval).
+  virtual bool pushes_acquisitions() const noexcept { return true; }
+  // Whether a waiter's watch delivers acquisitions too, and the waiter looks again at each
+  // (Redis: that keeps Simba's wait queue free of owners).
+  virtual bool waiters_hear_acquisitions() const noexcept { return false; }
+
+ protected:
+  ~Push() = default;
+};
+
+// A demand signal: a contender that does not get a mutex another owns leaves a demand, and
+// the owner's read() and renewals say OwnerSnapshot::demanded until the owner changes. Lock
+// caching needs it (without it leases are not cached); the caching owner reads it at its poll
+// interval, at most every 100 ms.
+class DemandSignal {
+ protected:
+  ~DemandSignal() = default;
+};
+
+// Demands pushed to the owner as they happen (with a DemandSignal).
+class DemandPush {
+ public:
+  // Calls `on_demand` soon after a contender other than `owner_id` tried to acquire `mutex`
+  // and did not get it: the owner's cue to give back a lease it keeps cached (simba/mutex.h).
+  // Also called, conservatively, when the push channel drops (a demand may have been missed),
+  // and at once if a demand is already pending when the watch starts (where the engine can
+  // tell in the same trip: ZooKeeper). It may fire without a demand (ZooKeeper: a waiter
+  // left); it never replaces read()'s `demanded`, which the owner polls as a safety net.
+  // `on_demand` runs as watch()'s `on_change` does: any thread, quickly, no calls back.
+  // Blocks: at most for one round trip.
+  virtual std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& owner_id,
+                                                     std::function<void()> on_demand) = 0;
+
+ protected:
+  ~DemandPush() = default;
+};
+
+// The engine's bare primitive, run on the backend's own connection: simba-bench's baseline
+// for a lock cycle (memory: a std::mutex; SQLite, PostgreSQL, MariaDB: one-row UPDATEs of a
+// private row; Redis: SET NX PX + DEL; ZooKeeper: an ephemeral sequential node).
+class RawProbe {
+ public:
+  // Runs the primitive once; returns how long it took, in microseconds.
+  virtual double raw_once() = 0;
+
+ protected:
+  ~RawProbe() = default;
+};
+
 // An idle mark on the owner record: lock caching shows whether a cached lease is in use.
 class IdleMarks {
  public:
@@ -146,7 +190,7 @@ class IdleMarks {
 // The required lease interface (acquire, release, read; watch where the engine pushes, else
 // callers poll read()) and the optional interfaces the engine offers. A backend that
 // implements only the required part takes locks everywhere a lock is taken: the kit's lease
-// groups run on one (tck/own_backend_cases.cc).
+// groups run on one (tck/own_backend_main.cc).
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -159,9 +203,8 @@ class Backend {
   // changes; a renewal keeps it. An engine may grant a shorter lease than asked (ZooKeeper
   // caps it by its session timeout): the returned times say what was granted, and callers
   // count the shorter of the two. An engine with a queue (ZooKeeper) also enqueues a
-  // contender that does not get the mutex. With capabilities().demand, a contender that does
-  // not get a mutex another owns leaves a demand: the owner's read() and renewals say
-  // `demanded` until the owner changes, and watch_demand() fires (see there).
+  // contender that does not get the mutex. With a DemandSignal, a contender that does not get
+  // a mutex another owns leaves a demand (see DemandSignal).
   // Returns: the owner after the call (this contender's lease, or the other live owner's).
   // Blocks: for one round trip to the engine, bounded by the engine's timeouts.
   // Requires: ttl > 0, transition >= 0, validated names.
@@ -180,9 +223,11 @@ class Backend {
   // Blocks: for one round trip.
   virtual OwnerSnapshot read(const std::string& mutex) = 0;
 
-  // Calls `on_change` soon after the owner of `mutex` was released or taken (not on mere
-  // expiry), and with WatchEvent::lost when the push channel drops. Only when
-  // capabilities().push; otherwise returns nullptr. `contender_id` names the waiting
+  // With push(): calls `on_change` soon after the owner of `mutex` was released or taken (not
+  // on mere expiry; acquisitions as Push says), and with WatchEvent::lost when the push
+  // channel drops. Without push() an engine may still return a watch that only reports
+  // WatchEvent::lost (and resyncs with `released`) when its server goes (MariaDB: owners hear
+  // it at once); else nullptr, and callers poll read(). `contender_id` names the waiting
   // contender this watch serves (releases only need to reach waiters; an engine may address
   // them one by one); empty for an observer, which wants every change.
   // `on_change` may run on any thread, including inside another caller's release(); it must
@@ -195,28 +240,17 @@ class Backend {
     return nullptr;
   }
 
-  // Calls `on_demand` soon after a contender other than `owner_id` tried to acquire `mutex`
-  // and did not get it: the owner's cue to give back a lease it keeps cached (simba/mutex.h).
-  // Also called, conservatively, when the push channel drops (a demand may have been missed),
-  // and at once if a demand is already pending when the watch starts (where the engine can
-  // tell in the same trip: ZooKeeper). It may fire without a demand (ZooKeeper: a waiter
-  // left); it never replaces read()'s `demanded`, which the owner polls as a safety net.
-  // Only when capabilities().demand_push; otherwise (and by default) returns nullptr.
-  // `on_demand` runs as watch()'s `on_change` does: any thread, quickly, no calls back.
-  // Blocks: at most for one round trip.
-  virtual std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& owner_id,
-                                                     std::function<void()> on_demand) {
-    (void)mutex, (void)owner_id, (void)on_demand;
-    return nullptr;
-  }
-
   // What this backend can do. Never blocks; constant for the backend's life.
   virtual Capabilities capabilities() const = 0;
 
   // The optional interfaces this backend offers (null: not offered). Never block; constant
   // for the backend's life.
-  virtual Administration* administration() noexcept { return nullptr; }
+  virtual const Push* push() const noexcept { return nullptr; }
+  virtual const DemandSignal* demand_signal() const noexcept { return nullptr; }
+  virtual DemandPush* demand_push() noexcept { return nullptr; }
   virtual IdleMarks* idle_marks() noexcept { return nullptr; }
+  virtual Administration* administration() noexcept { return nullptr; }
+  virtual RawProbe* raw_probe() noexcept { return nullptr; }
 
   // The backend's description for messages: scheme, host, path; never a password.
   virtual std::string describe() const = 0;
@@ -225,7 +259,12 @@ class Backend {
 // Forwards every call to another backend, and offers the optional interfaces the target
 // offers. Derive from it and override what you want to change: that is how the
 // fault-injecting backend of the tests is written.
-class ForwardingBackend : public Backend, public Administration, public IdleMarks {
+class ForwardingBackend : public Backend,
+                          public Push,
+                          public DemandSignal,
+                          public DemandPush,
+                          public IdleMarks,
+                          public Administration {
  public:
   explicit ForwardingBackend(std::shared_ptr<Backend> target) : target_(std::move(target)) {}
 
@@ -241,16 +280,27 @@ class ForwardingBackend : public Backend, public Administration, public IdleMark
                                       std::function<void(WatchEvent)> on_change) override {
     return target_->watch(mutex, contender_id, std::move(on_change));
   }
-  std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& owner_id,
-                                             std::function<void()> on_demand) override {
-    return target_->watch_demand(mutex, owner_id, std::move(on_demand));
-  }
   Capabilities capabilities() const override { return target_->capabilities(); }
   std::string describe() const override { return target_->describe(); }
-  Administration* administration() noexcept override { return target_->administration() ? this : nullptr; }
+  const Push* push() const noexcept override { return target_->push() ? this : nullptr; }
+  const DemandSignal* demand_signal() const noexcept override { return target_->demand_signal() ? this : nullptr; }
+  DemandPush* demand_push() noexcept override { return target_->demand_push() ? this : nullptr; }
   IdleMarks* idle_marks() noexcept override { return target_->idle_marks() ? this : nullptr; }
+  Administration* administration() noexcept override { return target_->administration() ? this : nullptr; }
+  RawProbe* raw_probe() noexcept override { return target_->raw_probe(); }
 
-  // Administration and IdleMarks, offered only when the target offers them.
+  // The optional interfaces, offered only when the target offers them.
+  bool pushes_acquisitions() const noexcept override {
+    return target_->push() == nullptr || target_->push()->pushes_acquisitions();
+  }
+  bool waiters_hear_acquisitions() const noexcept override {
+    return target_->push() != nullptr && target_->push()->waiters_hear_acquisitions();
+  }
+  std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& owner_id,
+                                             std::function<void()> on_demand) override {
+    auto* pushes = target_->demand_push();
+    return pushes ? pushes->watch_demand(mutex, owner_id, std::move(on_demand)) : nullptr;
+  }
   bool evict(const std::string& mutex, const std::string& owner_id) override {
     return target_administration().evict(mutex, owner_id);
   }

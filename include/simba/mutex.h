@@ -38,14 +38,14 @@
 // remote lease (still renewed) for up to LockOptions::linger, so that taking the mutex again
 // in this process costs no backend call (lock() then takes no lock of its own either: an
 // atomic exchange and a clock check). The lease goes back at once when another process asks
-// for it (the backend's demand signal: Capabilities::demand), when `linger` passes unused,
+// for it (the backend's DemandSignal), when `linger` passes unused,
 // on Client::release_cached(), or when the entry is freed. While another process's demand is
 // pending, no further local handovers happen after the current hold. A cached hold keeps the
 // fencing token of the remote lease: the token orders processes; holds within one process are
 // ordered by the local queue. A process stalled past its lease never uses its cached lease
 // again (the clock check); it contends anew. The owner record shows a caching owner
 // (MutexOwner::caching()) and, while a cached lease is unused, MutexOwner::idle (marked at the
-// demand poll, Backend::mark_idle, where the engine keeps marks: Capabilities::idle_mark).
+// demand poll, IdleMarks::mark_idle, where the engine keeps marks: Backend::idle_marks()).
 //
 //   cached     owns the lease, renewing it    none          none     request -> held (no backend
 //                                                                    call); demand / linger /

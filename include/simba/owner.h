@@ -42,7 +42,7 @@ struct MutexOwner {
   static constexpr std::string_view kCachingSuffix = "+caching";
   bool caching() const noexcept { return owner_id.ends_with(kCachingSuffix); }
   // A caching owner keeps this lease cached and nobody in its process uses it right now, as
-  // the owner last marked it (Backend::mark_idle(): at most a demand poll, 100 ms, and a round
+  // the owner last marked it (IdleMarks::mark_idle(): at most a demand poll, 100 ms, and a round
   // trip behind). To another contender the mutex is as good as free: asking gets it within a
   // hand-back. Always false while the lease is in use, for a non-caching owner, and when free.
   bool idle = false;

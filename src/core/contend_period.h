@@ -31,8 +31,8 @@ struct RoundPolicy {
   bool observer = false;           // no contender: the service only watches
   bool ours = false;               // the round left this contender owning the mutex
   bool again = false;              // a claim came back after its lease ran out: retry at once
-  bool push = false;               // the backend pushes releases (Capabilities::push)
-  bool push_acquisitions = false;  // ... and acquisitions (Capabilities::push_acquisitions)
+  bool push = false;               // the backend pushes releases (Backend::push())
+  bool push_acquisitions = false;  // ... and acquisitions (Push::pushes_acquisitions)
   std::chrono::milliseconds ttl{0};
   std::chrono::milliseconds poll{0};  // the poll interval in force
 };

@@ -40,10 +40,9 @@ ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever, std::shared_
       runtime_(std::move(runtime)),
       options_(options),
       hooks_(std::move(hooks)),
-      push_(backend_->capabilities().push),
-      push_acquisitions_(backend_->capabilities().push_acquisitions),
-      waiters_hear_acquisitions_(backend_->capabilities().waiters_hear_acquisitions),
-      watch_(push_ || backend_->capabilities().watch_loss),
+      push_(backend_->push() != nullptr),
+      push_acquisitions_(push_ && backend_->push()->pushes_acquisitions()),
+      waiters_hear_acquisitions_(push_ && backend_->push()->waiters_hear_acquisitions()),
       poll_(poll_of(*backend_, options_)),
       strand_(runtime_->make_strand()) {
   options_.validate();
@@ -86,7 +85,7 @@ void ServiceCore::start(bool first_round_inline) {
     });
   }
   std::unique_ptr<Subscription> subscription;
-  if (watch_) {
+  {  // a push channel, or a watch that only reports the server's loss, or none (nullptr)
     try {
       std::weak_ptr<ServiceCore> weak = shared_from_this();
       subscription = backend_->watch(mutex(), contender_id(), [weak, generation](WatchEvent event) {
@@ -138,9 +137,9 @@ std::uint64_t ServiceCore::fencing_token() const {
 }
 
 std::chrono::milliseconds ServiceCore::handback_bound() const {
-  const auto caps = backend_->capabilities();
-  if (!caps.demand) return std::chrono::milliseconds(0);
-  return std::chrono::milliseconds(250) + (caps.demand_push && push_ ? std::chrono::milliseconds(0) : 2 * poll_);
+  if (backend_->demand_signal() == nullptr) return std::chrono::milliseconds(0);
+  const bool pushed = backend_->demand_push() != nullptr && push_;
+  return std::chrono::milliseconds(250) + (pushed ? std::chrono::milliseconds(0) : 2 * poll_);
 }
 
 std::chrono::milliseconds ServiceCore::attempt_bound() const {
@@ -149,7 +148,7 @@ std::chrono::milliseconds ServiceCore::attempt_bound() const {
 
 bool ServiceCore::met_caching_owner() const {
   internal::MutexLock lock(mutex_);
-  return last_owner_id_.ends_with(MutexOwner::kCachingSuffix) && backend_->capabilities().demand;
+  return last_owner_id_.ends_with(MutexOwner::kCachingSuffix) && backend_->demand_signal() != nullptr;
 }
 
 ServiceCore::Clock::time_point ServiceCore::lease_deadline() const {

@@ -118,7 +118,6 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   const bool push_;
   const bool push_acquisitions_;
   const bool waiters_hear_acquisitions_;
-  const bool watch_;  // subscribe at start: push, or loss reports
   const std::chrono::milliseconds poll_;
   const Strand strand_;
 

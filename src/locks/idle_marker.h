@@ -1,4 +1,4 @@
-// The idle mark on the owner record (Backend::mark_idle): brought in line with the entry by one
+// The idle mark on the owner record (IdleMarks::mark_idle): brought in line with the entry by one
 // thread at a time. Internal, part of a LockEntry's lease cache.
 //
 // sync() may be called from any thread at any time. One caller marks; a caller that finds a
@@ -44,7 +44,7 @@ class IdleMarker {
 
   // `wanted()`: what the record should say: nullopt if this process no longer owns the lease
   // (a mark went with it), 0 for in use, else the fencing token of the cached, unused lease.
-  // `write(idle)`: Backend::mark_idle for our lease; true if the engine kept the mark; throws
+  // `write(idle)`: IdleMarks::mark_idle for our lease; true if the engine kept the mark; throws
   // on failure.
   template <class Wanted, class Write>
   void sync(Wanted&& wanted, Write&& write) noexcept {

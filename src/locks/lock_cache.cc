@@ -47,7 +47,7 @@ void LockEntry::enter_cache_locked(const Terms& terms) {
   // came (Redis: JVM Simba waiters only join the queue), and the only way on SQL engines,
   // where the first read comes at once (a waiter that asked during the hold is served now),
   // unless one was made within the poll interval.
-  const bool push = backend_->capabilities().demand_push;
+  const bool push = backend_->demand_push() != nullptr;
   const auto now = Clock::now();
   const auto first_poll = push || now - last_poll_ < demand_poll() ? demand_poll() : std::chrono::milliseconds(0);
   poll_timer_ = after_on_io(first_poll, [epoch](LockEntry& entry) { entry.poll_demand(epoch); });
@@ -175,12 +175,12 @@ void LockEntry::poll_demand(std::uint64_t epoch) {
 // before the watch began.
 void LockEntry::watch_demand() {
   std::unique_ptr<Subscription> watch;
-  if (backend_->capabilities().demand_push) {
+  if (auto* pushes = backend_->demand_push()) {
     try {
       auto runtime = runtime_;
       std::weak_ptr<LockEntry> weak = shared_from_this();
       // Runs on the backend's thread: only a post (the entry is never released there).
-      watch = backend_->watch_demand(name(), core().contender_id(), [runtime, weak] {
+      watch = pushes->watch_demand(name(), core().contender_id(), [runtime, weak] {
         runtime->post_io([weak] {
           if (auto entry = weak.lock()) entry->demand_arrived();
         });

@@ -45,7 +45,7 @@ LockEntry::LockEntry(std::shared_ptr<LockTable> table, std::string key, std::str
       key_(std::move(key)),
       runtime_(table_->context().runtime),
       backend_(table_->context().backend),
-      demand_(backend_->capabilities().demand),
+      demand_(backend_->demand_signal() != nullptr),
       idle_marks_(backend_->idle_marks()),
       poll_failures_("mutex '" + this->name() + "'"),
       idle_marker_("mutex '" + this->name() + "'") {}

@@ -8,7 +8,7 @@ namespace simba::internal {
 
 RemoteContender::RemoteContender(std::string name, const LockContext& context)
     : name_(std::move(name)),
-      push_(context.backend->capabilities().push),
+      push_(context.backend->push() != nullptr),
       poll_(context.options.poll_interval.count() > 0 ? context.options.poll_interval
                                                       : context.backend->capabilities().poll_interval) {}
 

@@ -2,7 +2,6 @@
 #include "simba/memory_backend.h"
 #include "base/thread_annotations.h"
 
-#include "backends/common/raw_probe.h"
 #include "backends/common/watcher.h"
 #include "backends/memory/memory_store.h"
 
@@ -19,10 +18,20 @@ namespace {
 using internal::Watcher;
 using internal::WatchHandle;
 
-class MemoryBackend final : public Backend, public Administration, public IdleMarks, public internal::RawProbe {
+class MemoryBackend final : public Backend,
+                            public Push,
+                            public DemandSignal,
+                            public DemandPush,
+                            public IdleMarks,
+                            public Administration,
+                            public RawProbe {
  public:
-  Administration* administration() noexcept override { return this; }
+  const Push* push() const noexcept override { return this; }
+  const DemandSignal* demand_signal() const noexcept override { return this; }
+  DemandPush* demand_push() noexcept override { return this; }
   IdleMarks* idle_marks() noexcept override { return this; }
+  Administration* administration() noexcept override { return this; }
+  RawProbe* raw_probe() noexcept override { return this; }
   MemoryBackend(std::shared_ptr<const Clock> clock, std::shared_ptr<std::atomic<std::uint64_t>> tokens)
       : clock_(std::move(clock)), tokens_(std::move(tokens)) {}
 
@@ -175,8 +184,6 @@ class MemoryBackend final : public Backend, public Administration, public IdleMa
   Capabilities capabilities() const override {
     Capabilities caps;
     caps.engine = "memory";
-    caps.push = true;
-    caps.demand = caps.demand_push = true;
     caps.poll_interval = std::chrono::milliseconds(100);
     return caps;
   }

@@ -12,7 +12,6 @@
 
 #include "backends/common/lease_row.h"
 #include "backends/common/pool.h"
-#include "backends/common/raw_probe.h"
 #include "backends/common/server.h"
 #include "backends/common/sweep.h"
 #include "backends/mysql/connection.h"
@@ -153,10 +152,16 @@ constexpr const char* kSweep =
     " - ? "
     "AND fencing_token < " SIMBA_MY_NOW " * 1000 AND fencing_token >= 1000000000000000 LIMIT ?";
 
-class MysqlBackend final : public Backend, public Administration, public IdleMarks, public internal::RawProbe {
+class MysqlBackend final : public Backend,
+                           public DemandSignal,
+                           public IdleMarks,
+                           public Administration,
+                           public RawProbe {
  public:
-  Administration* administration() noexcept override { return this; }
+  const DemandSignal* demand_signal() const noexcept override { return this; }
   IdleMarks* idle_marks() noexcept override { return this; }
+  Administration* administration() noexcept override { return this; }
+  RawProbe* raw_probe() noexcept override { return this; }
   MysqlBackend(const MysqlOptions& options, std::string where)
       : options_(options),
         where_(std::move(where)),
@@ -305,16 +310,14 @@ class MysqlBackend final : public Backend, public Administration, public IdleMar
     return monitor_->watch({}, std::move(on_change));
   }
 
+  // No Push (waiters poll cheaply), but watch() reports the server's loss: owners hear it at once.
   Capabilities capabilities() const override {
     Capabilities caps;
     caps.engine = "mysql";
-    caps.push = false;       // no push channel: waiters poll cheaply
-    caps.watch_loss = true;  // but owners hear at once when the server goes
     caps.poll_interval = options_.poll_interval;
     caps.multi_process = true;
     caps.multi_host = true;
     caps.max_mutex_bytes = 66;  // Simba's varchar(66)
-    caps.demand = true;         // read at the poll interval by a caching owner
     return caps;
   }
 

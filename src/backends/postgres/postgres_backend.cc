@@ -10,7 +10,6 @@
 
 #include "backends/common/lease_row.h"
 #include "backends/common/pool.h"
-#include "backends/common/raw_probe.h"
 #include "backends/common/server.h"
 #include "backends/common/sweep.h"
 #include "backends/postgres/connection.h"
@@ -169,10 +168,21 @@ OwnerSnapshot snapshot_of(const PGresult* result, int i = 0) {
   return internal::snapshot_of_row(std::move(row), integer(result, 5, i));
 }
 
-class PostgresBackend final : public Backend, public Administration, public IdleMarks, public internal::RawProbe {
+class PostgresBackend final : public Backend,
+                              public Push,
+                              public DemandSignal,
+                              public DemandPush,
+                              public IdleMarks,
+                              public Administration,
+                              public RawProbe {
  public:
-  Administration* administration() noexcept override { return this; }
+  const Push* push() const noexcept override { return this; }
+  const DemandSignal* demand_signal() const noexcept override { return this; }
+  DemandPush* demand_push() noexcept override { return this; }
   IdleMarks* idle_marks() noexcept override { return this; }
+  Administration* administration() noexcept override { return this; }
+  RawProbe* raw_probe() noexcept override { return this; }
+  bool pushes_acquisitions() const noexcept override { return false; }  // observers poll for them
   PostgresBackend(const PostgresOptions& options, std::string where)
       : options_(options),
         where_(std::move(where)),
@@ -280,9 +290,6 @@ class PostgresBackend final : public Backend, public Administration, public Idle
   Capabilities capabilities() const override {
     Capabilities caps;
     caps.engine = "postgresql";
-    caps.push = true;                // releases are notified
-    caps.push_acquisitions = false;  // acquisitions are not: observers poll
-    caps.demand = caps.demand_push = true;
     caps.poll_interval = std::chrono::milliseconds(250);
     caps.multi_process = true;
     caps.multi_host = true;

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "backends/common/pool.h"
-#include "backends/common/raw_probe.h"
 #include "backends/common/sweep.h"
 #include "backends/redis/connection.h"
 #include "backends/redis/reply.h"
@@ -173,10 +172,22 @@ struct Script {
   std::string sha GUARDED_BY(mutex);  // from SCRIPT LOAD
 };
 
-class RedisBackend final : public Backend, public Administration, public IdleMarks, public internal::RawProbe {
+class RedisBackend final : public Backend,
+                           public Push,
+                           public DemandSignal,
+                           public DemandPush,
+                           public IdleMarks,
+                           public Administration,
+                           public RawProbe {
  public:
-  Administration* administration() noexcept override { return this; }
+  const Push* push() const noexcept override { return this; }
+  const DemandSignal* demand_signal() const noexcept override { return this; }
+  DemandPush* demand_push() noexcept override { return this; }
   IdleMarks* idle_marks() noexcept override { return this; }
+  Administration* administration() noexcept override { return this; }
+  RawProbe* raw_probe() noexcept override { return this; }
+  // Waiters hear acquisitions and look again at each: that keeps Simba's wait queue free of owners.
+  bool waiters_hear_acquisitions() const noexcept override { return true; }
   RedisBackend(const RedisOptions& options, std::string where)
       : options_(options),
         where_(std::move(where)),
@@ -265,9 +276,6 @@ class RedisBackend final : public Backend, public Administration, public IdleMar
   Capabilities capabilities() const override {
     Capabilities caps;
     caps.engine = "redis";
-    caps.push = true;
-    caps.demand = caps.demand_push = true;
-    caps.waiters_hear_acquisitions = true;
     caps.poll_interval = std::chrono::milliseconds(100);
     caps.multi_process = true;
     caps.multi_host = true;

@@ -11,7 +11,6 @@
 #include <thread>
 
 #include "backends/common/lease_row.h"
-#include "backends/common/raw_probe.h"
 #include "backends/common/sweep.h"
 #include "simba/error.h"
 
@@ -115,10 +114,16 @@ class Use {
   sqlite3_stmt* stmt_;
 };
 
-class SqliteBackend final : public Backend, public Administration, public IdleMarks, public internal::RawProbe {
+class SqliteBackend final : public Backend,
+                            public DemandSignal,
+                            public IdleMarks,
+                            public Administration,
+                            public RawProbe {
  public:
-  Administration* administration() noexcept override { return this; }
+  const DemandSignal* demand_signal() const noexcept override { return this; }
   IdleMarks* idle_marks() noexcept override { return this; }
+  Administration* administration() noexcept override { return this; }
+  RawProbe* raw_probe() noexcept override { return this; }
   explicit SqliteBackend(const SqliteOptions& options) : options_(options), sweeps_(options.sweep_idle) {
     int rc = sqlite3_open_v2(options.path.c_str(), &connection_.db,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -268,10 +273,8 @@ class SqliteBackend final : public Backend, public Administration, public IdleMa
   Capabilities capabilities() const override {
     Capabilities caps;
     caps.engine = "sqlite";
-    caps.push = false;
     caps.poll_interval = options_.poll_interval;
     caps.multi_process = true;
-    caps.demand = true;  // read at the poll interval by a caching owner
     return caps;
   }
 

@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "backends/common/raw_probe.h"
 #include "backends/common/sweep.h"
 #include "backends/zookeeper/latch_book.h"
 #include "backends/zookeeper/lease_judge.h"
@@ -16,10 +15,20 @@
 
 namespace simba::zookeeper {
 
-class LatchBackend final : public Backend, public Administration, public IdleMarks, public internal::RawProbe {
+class LatchBackend final : public Backend,
+                           public Push,
+                           public DemandSignal,
+                           public DemandPush,
+                           public IdleMarks,
+                           public Administration,
+                           public RawProbe {
  public:
-  Administration* administration() noexcept override { return this; }
+  const Push* push() const noexcept override { return this; }
+  const DemandSignal* demand_signal() const noexcept override { return this; }
+  DemandPush* demand_push() noexcept override { return this; }
   IdleMarks* idle_marks() noexcept override { return this; }
+  Administration* administration() noexcept override { return this; }
+  RawProbe* raw_probe() noexcept override { return this; }
   explicit LatchBackend(const ZookeeperOptions& options);
 
   OwnerSnapshot acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,

@@ -150,10 +150,6 @@ std::unique_ptr<Subscription> LatchBackend::watch_demand(const std::string& mute
 Capabilities LatchBackend::capabilities() const {
   Capabilities caps;
   caps.engine = "zookeeper";
-  caps.push = true;
-  caps.push_acquisitions = true;
-  caps.watch_loss = true;
-  caps.demand = caps.demand_push = true;
   caps.poll_interval = std::chrono::milliseconds(1000);
   caps.multi_process = true;
   caps.multi_host = true;

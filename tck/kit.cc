@@ -40,33 +40,6 @@ std::shared_ptr<Backend> make_backend() {
   return open_backend(under_test().uri);
 }
 
-int run_kit(int argc, char** argv) {
-  std::vector<char*> rest;
-  std::string uri = under_test().factory ? "" : backend_uri();
-  for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {
-      uri = argv[++i];
-    } else if (std::strncmp(argv[i], "--backend=", 10) == 0) {
-      uri = argv[i] + 10;
-    } else {
-      rest.push_back(argv[i]);
-    }
-  }
-  int rest_argc = static_cast<int>(rest.size());
-  rest.push_back(nullptr);  // argv[argc] must be null: GoogleTest reads it when it drops its flags
-  ::testing::InitGoogleTest(&rest_argc, rest.data());
-  if (!uri.empty()) set_backend_uri(uri);
-  std::string what;
-  try {
-    what = make_backend()->describe();
-  } catch (const std::exception& e) {
-    std::cerr << "simba-tck: " << e.what() << "\n";
-    return 2;
-  }
-  std::cout << "simba-tck: backend " << what << "\n";
-  return RUN_ALL_TESTS();
-}
-
 ContendOptions fast_options() {
   ContendOptions options;
   options.ttl = std::chrono::milliseconds(400);

@@ -38,10 +38,18 @@ std::shared_ptr<Backend> make_backend();
 const std::string& backend_uri();
 void set_backend_uri(std::string uri);
 
-// Runs every case of the kit (linked in from simba_tck_cases) on the backend under test:
-// parses GoogleTest's flags and --backend URI from the command line unless a factory is set.
-// Returns the exit code. simba-tck's main() is this; a user's test binary can call it too.
+// Runs every case of the kit on the backend under test: parses GoogleTest's flags and
+// --backend URI from the command line unless a factory is set. Returns the exit code.
+// simba-tck's main() is this. An engine of one's own proves itself with the installed kit
+// (find_package(simba COMPONENTS tck), target simba::tck, #include <simba/tck/kit.h>):
+//
+//   int main(int argc, char** argv) {
+//     return simba::tck::run_kit(argc, argv, [] { return std::make_shared<MyBackend>(...); });
+//   }
+//
+// (tck/own_backend_main.cc runs the lease groups so, on a Backend written there.)
 int run_kit(int argc, char** argv);
+int run_kit(int argc, char** argv, BackendFactory factory);
 
 // Timing the kit runs with: short, so the suite stays fast.
 ContendOptions fast_options();

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kit.h"
+#include "kit.h"  // installed: <simba/tck/kit.h>
 
 namespace {
 
@@ -89,7 +89,6 @@ class SmallBackend final : public simba::Backend {
 int main(int argc, char** argv) {
   // One store for every client of a case, as a server would be.
   auto store = std::make_shared<SmallBackend>();
-  simba::tck::set_backend_factory([store] { return store; });
   // The lease groups: everything but what needs an optional interface (lock caching needs a
   // demand signal, the records cases administration) or a URI (connecting, other processes).
   std::vector<char*> args(argv, argv + argc);
@@ -98,5 +97,5 @@ int main(int argc, char** argv) {
   bool filtered = false;
   for (int i = 1; i < argc; ++i) filtered = filtered || std::strncmp(argv[i], "--gtest_filter", 14) == 0;
   if (!filtered) args.push_back(filter.data());
-  return simba::tck::run_kit(static_cast<int>(args.size()), args.data());
+  return simba::tck::run_kit(static_cast<int>(args.size()), args.data(), [store] { return store; });
 }

@@ -4,7 +4,8 @@
 #     tools and the examples; the tests are built by the main tree): versioned SONAMEs,
 #     `simba --version`, an install, a .deb with its Debian dependencies;
 #   - the static main build installed too; tests/consumer built against both installs with
-#     find_package(simba 0.2) and with pkg-config, and run;
+#     find_package(simba 0.2) and with pkg-config, and run; its own Backend proven with the
+#     installed conformance kit (find_package(simba COMPONENTS tck), simba::tck);
 #   - a build with only the SQLite engine: no other client library linked, and a Redis URI
 #     answered with the CMake option that adds Redis (exit 78).
 # (The clang -Werror build is ./scripts/test's asan tree.)
@@ -73,6 +74,9 @@ deb=$(ls "$shared"/simba_*.deb 2>/dev/null | head -n 1)
 check "the .deb holds the CLI, the libraries, the headers and the CMake package" \
   bash -c "dpkg-deb -c '$deb' | grep -q './usr/bin/simba\$' && dpkg-deb -c '$deb' | grep -q 'libsimba_core.so.$version' &&
            dpkg-deb -c '$deb' | grep -q 'include/simba/simba.h' && dpkg-deb -c '$deb' | grep -q 'cmake/simba/simbaConfig.cmake'"
+check "the .deb holds the conformance kit (simba-tck, <simba/tck/kit.h>, its CMake targets)" \
+  bash -c "dpkg-deb -c '$deb' | grep -q './usr/bin/simba-tck\$' && dpkg-deb -c '$deb' | grep -q 'include/simba/tck/kit.h' &&
+           dpkg-deb -c '$deb' | grep -q 'cmake/simba/simbaTckTargets.cmake'"
 check "the .deb depends on each engine's client library (dpkg-shlibdeps)" \
   bash -c "deps=\$(dpkg-deb -f '$deb' Depends); echo \"Depends: \$deps\";
            for lib in libhiredis libpq5 libmariadb3 libzookeeper-mt libsqlite3 libspdlog; do
@@ -86,6 +90,12 @@ for kind in static shared; do
   check "find_package(simba 0.2) against the $kind install: build and run" \
     bash -c "$(declare -f configure); configure -S '$src/tests/consumer' -B '$work/consumer-$kind' -DCMAKE_PREFIX_PATH='$prefix' &&
              cmake --build '$work/consumer-$kind' && '$work/consumer-$kind/consumer' 'sqlite://$work/$kind.db'"
+  check "find_package(simba COMPONENTS tck) against the $kind install: the kit is installed" \
+    test -x "$work/consumer-$kind/consumer_kit"
+  if [ "$kind" = static ]; then  # once is enough: the same cases as tck.own_backend
+    check "... and proves the consumer's own Backend (the kit's lease groups)" \
+      bash -c "'$work/consumer-$kind/consumer_kit' > '$work/consumer-kit.log' 2>&1 || { tail -n 30 '$work/consumer-kit.log'; exit 1; }"
+  fi
   pc="PKG_CONFIG_PATH=$(dirname "$(find "$prefix" -name simba.pc)")"
   flags="--cflags --libs"
   check "pkg-config simba against the $kind install: build and run" \

@@ -6,7 +6,11 @@
 #include <mutex>
 #include <set>
 
+#include <atomic>
+#include <memory>
+#include <system_error>
 #include "cases.h"
+
 #include "kit.h"
 
 namespace simba::tck {
@@ -127,6 +131,40 @@ class ContenderCounter : public ForwardingBackend {
   mutable std::mutex mutex_;
   std::set<std::string> ids_;  // guarded by mutex_
 };
+
+// close() from another thread while an acquire waits (simba lock and leader on SIGTERM): the
+// acquire is interrupted, and close() returns only once its contender stopped, so the process
+// may exit at once: no round that ends later can take the mutex and leave a lease behind.
+TEST(LockerTest, CloseFromAnotherThreadInterruptsAWaitingAcquireAndLeavesNoLease) {
+  auto client = make_client();
+  auto holders = other_process(client);
+  const auto mutex = unique_mutex();
+  Locker holder(mutex, holders);
+  holder.acquire(kSoon);
+  auto waiter = std::make_unique<Locker>(mutex, client);
+  std::atomic<int> outcome{0};  // 1: interrupted, 2: acquired, 3: another error
+  std::jthread waiting([&] {
+    try {
+      waiter->acquire();
+      outcome = 2;
+    } catch (const std::system_error& e) {
+      outcome = e.code() == std::errc::operation_canceled ? 1 : 3;
+    }
+  });
+  // The waiter's contender has asked the backend (its losing attempt left a demand).
+  if (client.backend()->demand_signal()) {
+    ASSERT_TRUE(wait_until([&] { return client.backend()->read(mutex).demanded; }, kSoon)) << "the waiter never asked";
+  } else {
+    std::this_thread::sleep_for(first_round_bound(client));
+  }
+  waiter->close();
+  EXPECT_TRUE(wait_until([&] { return outcome.load() != 0; }, kSoon)) << "close() left the acquire waiting";
+  holder.close();  // (frees a waiter left waiting, so that a broken close() fails instead of hanging)
+  waiting.join();
+  EXPECT_EQ(outcome.load(), 1) << "the waiting acquire was not interrupted by close()";
+  waiter.reset();
+  expect_left_nothing(client, mutex);  // the interrupted waiter's contender takes nothing later
+}
 
 TEST(LockerTest, ALockerAndAMutexOfOneNameShareOneRemoteContender) {
   // Two Lockers and a Mutex handle of one name, from one Client, all waiting or holding at

@@ -55,7 +55,11 @@ class Locker {
   // Blocks until owner or `timeout` passes (at least one attempt is always made); then throws
   // Error(errc::timeout) with a message naming the mutex, the contender and the timeout.
   void acquire(std::chrono::milliseconds timeout);
-  // Releases the lease and stops contending. Idempotent; never throws.
+  // Releases the lease and stops contending. Idempotent; never throws. From another thread
+  // while an acquire waits: interrupts it (the acquire throws Error(std::errc::
+  // operation_canceled), try_lock_for returns false) and returns once anything it won has gone
+  // back and its contender stopped, so a process may exit right after (simba lock and leader
+  // on SIGTERM).
   void close() noexcept;
 
   // TimedLockable.

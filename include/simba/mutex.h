@@ -200,7 +200,9 @@ class Mutex {
   bool lock_until(std::chrono::steady_clock::time_point deadline);
   // A Hold, or an empty one if `deadline` passed (after at least one remote attempt; a
   // request behind a local holder gives up at the deadline).
-  Hold hold_until(std::chrono::steady_clock::time_point deadline) const;
+  // `interrupt`: a stop ends the wait at once, the request taken out and the contender stopped
+  // (a lease it won given back) before it returns an empty Hold.
+  Hold hold_until(std::chrono::steady_clock::time_point deadline, std::stop_token interrupt = {}) const;
 
   std::shared_ptr<internal::LockEntry> entry_;
   std::chrono::milliseconds max_hold_;

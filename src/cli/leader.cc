@@ -48,34 +48,46 @@ int run_leader(const BackendChoice& backend, const CommandRun& run, const std::s
   Client client = backend.connect();
   client.owner(run.mutex);  // fails fast if the backend is unreachable
 
-  Locker locker(run.mutex, client);
+  // The signal thread, which outlives this function, holds it weakly: it is released here.
+  auto locker = std::make_shared<Locker>(run.mutex, client);
   auto shared = std::make_shared<Shared>();
-  // Standing by (no command): give back anything won and exit. Running: stop it, then exit.
-  handle_signals([shared, client, mutex = run.mutex, id = locker.contender_id()](int sig) {
-    internal::UniqueMutexLock lock(shared->mutex);
-    if (shared->stop_signal == 0) shared->stop_signal = sig;
-    if (shared->child) {
-      auto child = shared->child;
-      lock.unlock();
-      shared->changed.notify_all();
-      child->wake();
-      return;
-    }
-    give_back_and_exit(client, mutex, id, sig);
-  });
+  // Standing by (no command): interrupt the waiting acquire (close() returns once its contender
+  // stopped and a lease it won went back), give back anything won, exit. Running: stop the
+  // command, then exit.
+  handle_signals(
+      [shared, client, weak = std::weak_ptr<Locker>(locker), mutex = run.mutex, id = locker->contender_id()](int sig) {
+        internal::UniqueMutexLock lock(shared->mutex);
+        if (shared->stop_signal == 0) shared->stop_signal = sig;
+        if (shared->child) {
+          auto child = shared->child;
+          lock.unlock();
+          shared->changed.notify_all();
+          child->wake();
+          return;
+        }
+        // Under shared->mutex, held until the exit: no command starts meanwhile.
+        if (auto locker = weak.lock()) locker->close();
+        give_back_and_exit(client, mutex, id, sig);
+      });
 
   for (;;) {
     {
       std::atomic<bool> waiting{true};
       WaitingLine line(client, run.mutex, [&] { return waiting.load(); });
-      locker.acquire();
+      try {
+        locker->acquire();
+      } catch (const std::system_error& e) {
+        if (e.code() != std::errc::operation_canceled) throw;
+        internal::MutexLock lock(shared->mutex);  // the signal thread exits the process first
+        return 128 + shared->stop_signal;
+      }
       waiting = false;
     }
     {
       internal::MutexLock lock(shared->mutex);
       shared->lost = false;
     }
-    std::stop_callback on_lost(locker.lease_token(), [&] {
+    std::stop_callback on_lost(locker->lease_token(), [&] {
       std::shared_ptr<RunningChild> child;
       {
         internal::MutexLock lock(shared->mutex);
@@ -93,8 +105,8 @@ int run_leader(const BackendChoice& backend, const CommandRun& run, const std::s
         if (shared->stop_signal != 0) return 128 + shared->stop_signal;  // locker's destructor releases
         if (shared->lost) break;
         int error = 0;
-        child = RunningChild::start(run.command, command_env(run.mutex, locker.fencing_token(), locker.contender_id()),
-                                    error);
+        child = RunningChild::start(run.command,
+                                    command_env(run.mutex, locker->fencing_token(), locker->contender_id()), error);
         if (!child) return spawn_failure(run.command[0], error);
         shared->child = child;
       }
@@ -123,7 +135,7 @@ int run_leader(const BackendChoice& backend, const CommandRun& run, const std::s
                                [&]() REQUIRES(shared->mutex) { return shared->lost || shared->stop_signal != 0; });
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, kLongestBackoff);
     }
-    locker.unlock();  // lost: stand by again
+    locker->unlock();  // lost: stand by again
   }
 }
 

@@ -21,50 +21,60 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
   Client client = backend.connect();
   client.owner(run.mutex);  // fails fast if the backend is unreachable
 
-  Locker locker(run.mutex, client);
-  // Shared with the signal thread, which outlives this function.
+  // The signal thread, which outlives this function, holds it weakly: it is released here.
+  auto locker = std::make_shared<Locker>(run.mutex, client);
   struct Shared {
     internal::AnnotatedMutex mutex;
     std::shared_ptr<RunningChild> child GUARDED_BY(mutex);
+    int stop_signal GUARDED_BY(mutex) = 0;  // a signal while waiting: simba exits
   };
   auto shared = std::make_shared<Shared>();
   std::atomic<bool> lost{false};
 
-  // While waiting, a signal gives back anything won and exits; while the command runs, it is
-  // passed on to the command.
-  handle_signals([shared, client, mutex = run.mutex, id = locker.contender_id()](int sig) {
-    internal::MutexLock lock(shared->mutex);
-    if (shared->child) {
-      shared->child->signal(sig);
-      return;
-    }
-    give_back_and_exit(client, mutex, id, sig);
-  });
+  // While waiting, a signal gives back anything won and exits: the waiting acquire is
+  // interrupted (close() returns once its contender stopped and a lease it won went back), so
+  // no round that ends after the release can leave a lease behind. While the command runs, a
+  // signal is passed on to the command.
+  handle_signals(
+      [shared, client, weak = std::weak_ptr<Locker>(locker), mutex = run.mutex, id = locker->contender_id()](int sig) {
+        internal::MutexLock lock(shared->mutex);  // held until the exit: no command starts meanwhile
+        if (shared->child) {
+          shared->child->signal(sig);
+          return;
+        }
+        shared->stop_signal = sig;
+        if (auto locker = weak.lock()) locker->close();
+        give_back_and_exit(client, mutex, id, sig);
+      });
 
-  {
+  try {
     std::atomic<bool> waiting{true};
     WaitingLine line(client, run.mutex, [&] { return waiting.load(); });
     if (timeout) {
-      locker.acquire(*timeout);  // throws errc::timeout
+      locker->acquire(*timeout);  // throws errc::timeout
     } else {
-      locker.acquire();
+      locker->acquire();
     }
     waiting = false;
+  } catch (const std::system_error& e) {
+    if (e.code() != std::errc::operation_canceled) throw;
+    internal::MutexLock lock(shared->mutex);  // the signal thread exits the process first
+    return 128 + shared->stop_signal;
   }
 
   std::shared_ptr<RunningChild> running;
   {
     internal::MutexLock lock(shared->mutex);
-    if (locker.lease_token().stop_requested()) {
+    if (locker->lease_token().stop_requested()) {
       return fail(code::lease_lost, "lost the lease on mutex '" + run.mutex + "' before the command started");
     }
     int error = 0;
-    running =
-        RunningChild::start(run.command, command_env(run.mutex, locker.fencing_token(), locker.contender_id()), error);
+    running = RunningChild::start(run.command, command_env(run.mutex, locker->fencing_token(), locker->contender_id()),
+                                  error);
     if (!running) return spawn_failure(run.command[0], error);
     shared->child = running;
   }
-  std::stop_callback on_lost(locker.lease_token(), [&] {
+  std::stop_callback on_lost(locker->lease_token(), [&] {
     lost = true;
     running->wake();
   });
@@ -74,7 +84,7 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
     return code::lease_lost;
   }
   const int status = running->status();
-  locker.unlock();
+  locker->unlock();
   return status;
 }
 

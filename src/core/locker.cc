@@ -2,6 +2,7 @@
 #include "simba/locker.h"
 #include "base/thread_annotations.h"
 
+#include <condition_variable>
 #include <mutex>
 
 #include "locks/lock_entry.h"
@@ -19,6 +20,10 @@ struct LockerState {
   bool busy GUARDED_BY(mutex) = false;  // acquiring or holding
   Hold hold GUARDED_BY(mutex);
   std::stop_token lease GUARDED_BY(mutex);  // of the last hold
+  // An acquire in progress (on one thread), and how close() interrupts it.
+  bool acquiring GUARDED_BY(mutex) = false;
+  std::stop_source interrupt GUARDED_BY(mutex);
+  std::condition_variable acquired_or_not;  // acquiring went false
 };
 
 }  // namespace internal
@@ -53,11 +58,22 @@ std::stop_token Locker::lease_token() const {
   return state_->lease;
 }
 
-void Locker::acquire() { acquire_until(std::chrono::steady_clock::time_point::max()); }
+namespace {
+[[noreturn]] void throw_interrupted(const std::string& mutex) {
+  throw Error(std::make_error_code(std::errc::operation_canceled),
+              "acquiring mutex '" + mutex + "' was interrupted by close()");
+}
+}  // namespace
+
+void Locker::acquire() {
+  if (!acquire_until(std::chrono::steady_clock::time_point::max())) throw_interrupted(mutex());
+}
 
 void Locker::acquire(std::chrono::milliseconds timeout) {
   if (timeout.count() < 0) throw Error(errc::invalid_argument, "timeout must be >= 0, got " + format_duration(timeout));
-  if (acquire_until(std::chrono::steady_clock::now() + timeout)) return;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (acquire_until(deadline)) return;
+  if (std::chrono::steady_clock::now() < deadline) throw_interrupted(mutex());
   throw Error(errc::timeout, state_->handle.entry_->timeout_message(timeout, /*name_contender=*/true));
 }
 
@@ -65,6 +81,7 @@ bool Locker::try_lock() { return acquire_until(std::chrono::steady_clock::now())
 
 bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
   auto& state = *state_;
+  std::stop_token interrupt;
   {
     internal::MutexLock lock(state.mutex);
     if (state.busy) {
@@ -73,32 +90,57 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
                       "'); a Locker is not reentrant");
     }
     state.busy = true;
+    state.acquiring = true;
+    state.interrupt = std::stop_source();
+    interrupt = state.interrupt.get_token();
   }
+  // Whatever ends the acquire, a close() waiting for it learns so (after the hold is settled).
+  auto done = [&state]() {
+    {
+      internal::MutexLock lock(state.mutex);
+      state.acquiring = false;
+    }
+    state.acquired_or_not.notify_all();
+  };
   Hold hold;
   try {
-    hold = state.handle.hold_until(deadline);
+    hold = state.handle.hold_until(deadline, interrupt);
   } catch (...) {
-    internal::MutexLock lock(state.mutex);
-    state.busy = false;
+    {
+      internal::MutexLock lock(state.mutex);
+      state.busy = false;
+    }
+    done();
     throw;
   }
   internal::UniqueMutexLock lock(state.mutex);
-  if (!hold || !state.busy) {  // timed out, or closed meanwhile (from another thread)
+  if (!hold || !state.busy) {  // timed out, interrupted, or closed meanwhile (from another thread)
     state.busy = false;
     lock.unlock();
-    return false;  // a hold closed meanwhile ends here, outside the lock
+    hold.unlock();  // a hold closed meanwhile ends here, outside the lock, before close() returns
+    done();
+    return false;
   }
   state.lease = hold.lost();
   state.hold = std::move(hold);
+  state.acquiring = false;
+  lock.unlock();
+  state.acquired_or_not.notify_all();
   return true;
 }
 
 void Locker::close() noexcept {
   Hold hold;
   {
-    internal::MutexLock lock(state_->mutex);
+    internal::UniqueMutexLock lock(state_->mutex);
     state_->busy = false;
     hold = std::move(state_->hold);
+    if (state_->acquiring) {
+      // Another thread waits in acquire: interrupt it, and wait until what it won (if anything)
+      // went back and its contender stopped.
+      state_->interrupt.request_stop();
+      state_->acquired_or_not.wait(lock.native(), [this]() REQUIRES(state_->mutex) { return !state_->acquiring; });
+    }
   }
   hold.unlock();  // hands the lease to the next local request, or releases it; logs a failure
 }

@@ -146,7 +146,7 @@ struct Landing {
 
 }  // namespace
 
-Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline) const {
+Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, std::stop_token interrupt) const {
   auto landing = std::make_shared<Landing>();
   auto ticket = entry_->request(
       LockEntry::kNoTimeout, {max_hold_, linger_, max_local_handovers_},
@@ -160,16 +160,32 @@ Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline) const {
       },
       /*inline_round=*/!internal::on_runtime_thread());
   constexpr auto kForever = std::chrono::steady_clock::time_point::max();
+  std::stop_callback wake(interrupt, [landing] {
+    { internal::MutexLock lock(landing->mutex); }  // a waiter between its check and its wait sees it
+    landing->arrived.notify_all();
+  });
   for (;;) {
     {
       internal::UniqueMutexLock lock(landing->mutex);
-      const auto landed = [&]() REQUIRES(landing->mutex) { return landing->done; };
+      const auto landed = [&]() REQUIRES(landing->mutex) { return landing->done || interrupt.stop_requested(); };
       if (deadline == kForever) {
         landing->arrived.wait(lock.native(), landed);
       } else {
         landing->arrived.wait_until(lock.native(), deadline, landed);
       }
       if (landing->done) return std::move(landing->hold);
+    }
+    if (interrupt.stop_requested()) {
+      // Taken out here, on this thread: the contender stops (a round in flight ends, a lease it
+      // won goes back) before cancel() returns. Not taken out: it was granted meanwhile, and
+      // the Hold on its way is dropped (released) below.
+      if (entry_->cancel(ticket, std::make_error_code(std::errc::operation_canceled))) return Hold();
+      internal::UniqueMutexLock lock(landing->mutex);
+      landing->arrived.wait(lock.native(), [&]() REQUIRES(landing->mutex) { return landing->done; });
+      Hold granted = std::move(landing->hold);
+      lock.unlock();
+      granted.unlock();
+      return Hold();
     }
     // Not under the landing's lock: giving up may complete the request (its callback takes it).
     switch (entry_->give_up(ticket)) {

@@ -32,6 +32,23 @@ server_stop() {
   wait "$1" 2>/dev/null || true
 }
 
+# server_stop_matching PATTERN: stops the processes whose command line matches PATTERN (a
+# server a test started again, which is no child of the wrapper) and waits until they are
+# gone (SIGKILL after 10 s), so that their folder can be removed.
+server_stop_matching() {
+  pkill -f -- "$1" 2>/dev/null || return 0
+  local _
+  for _ in $(seq 200); do
+    pgrep -f -- "$1" >/dev/null 2>&1 || return 0
+    sleep 0.05
+  done
+  pkill -KILL -f -- "$1" 2>/dev/null || true
+  for _ in $(seq 100); do
+    pgrep -f -- "$1" >/dev/null 2>&1 || return 0
+    sleep 0.05
+  done
+}
+
 # server_exec URI_PLACEHOLDER URI PORT_PLACEHOLDER PORT COMMAND ARGS...: runs the command with
 # both placeholders (and the TLS ones, after server_make_tls) replaced in every argument.
 server_exec() {

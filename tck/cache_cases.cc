@@ -51,6 +51,40 @@ pid_t spawn_cache_worker(const std::string& mutex, const std::filesystem::path& 
                     {"SIMBA_TCK_CACHE_MUTEX=" + mutex, "SIMBA_TCK_CACHE_DIR=" + dir.string()});
 }
 
+// A child process of a case: whatever ends the case (a failed ASSERT, an exception), the child
+// is woken and killed, so that it cannot hold anything (an SQLite lock) for the cases after.
+class ChildGuard {
+ public:
+  explicit ChildGuard(pid_t pid) : pid_(pid) {}
+  ChildGuard(const ChildGuard&) = delete;
+  ChildGuard& operator=(const ChildGuard&) = delete;
+  ~ChildGuard() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGCONT);
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  void reaped() { pid_ = -1; }
+
+ private:
+  pid_t pid_;
+};
+
+// Whether writes to the backend under test are blocked right now: on SQLite, a process stopped
+// inside a write transaction keeps the database's write lock until it runs again (every
+// writer waits, whatever simba does). Server engines hold no lock for a client.
+bool writes_blocked() {
+  const std::string& uri = backend_uri();
+  if (uri.rfind("sqlite:", 0) != 0) return false;
+  auto probe = open_backend(uri + (uri.find('?') == std::string::npos ? "?" : "&") + "busy_timeout=100ms");
+  try {
+    probe->acquire(unique_mutex("write-probe"), "probe", std::chrono::milliseconds(100), std::chrono::milliseconds(0));
+    return false;
+  } catch (const Error&) {
+    return true;
+  }
+}
+
 bool multi_process_kit(const Client& client) {
   return client.backend()->capabilities().multi_process && !backend_uri().empty();
 }
@@ -360,8 +394,17 @@ TEST(LockCachingTest, AStalledProcessDoesNotUseItsCachedLeaseAfterWaking) {
   FencingRegister reg((dir / "register").string());
   const pid_t pid = spawn_cache_worker(mutex, dir);
   ASSERT_GT(pid, 0);
+  ChildGuard guard(pid);
   ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(dir / "cached"); }, 10s)) << "the worker never cached";
-  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  // Stopped outside a write transaction (on SQLite one would keep every writer out while it
+  // sleeps: a stall simba cannot see past), else woken and stopped again a little later.
+  for (int attempt = 0;; ++attempt) {
+    ASSERT_EQ(kill(pid, SIGSTOP), 0);
+    if (!writes_blocked()) break;
+    ASSERT_LT(attempt, 100) << "the worker was inside a write transaction at each of 100 stops";
+    kill(pid, SIGCONT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(3 + attempt % 7));
+  }
   std::ofstream(dir / "go") << "1";  // seen first thing after it wakes
   // Past its lease: the server frees the mutex; the worker's clock runs on, its timers do not.
   std::this_thread::sleep_for(fast_options().ttl + fast_options().transition + 300ms);
@@ -384,6 +427,7 @@ TEST(LockCachingTest, AStalledProcessDoesNotUseItsCachedLeaseAfterWaking) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
   }
+  guard.reaped();
   EXPECT_TRUE(done && WIFEXITED(status) && WEXITSTATUS(status) == 0) << "worker failed";
   auto summary = reg.summary();
   EXPECT_EQ(summary.overlaps, 0) << "the woken process used its cached lease while another held the mutex";

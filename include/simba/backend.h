@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "simba/owner.h"
@@ -254,6 +255,40 @@ class Backend {
 
   // The backend's description for messages: scheme, host, path; never a password.
   virtual std::string describe() const = 0;
+};
+
+// An engine's base: Backend and the optional interfaces it offers, whose accessors return the
+// engine itself; the others return null.
+//   class MyBackend final : public simba::BackendOffering<simba::Push, simba::Administration> {...};
+template <class... Offered>
+class BackendOffering : public Backend, public Offered... {
+ public:
+  const Push* push() const noexcept override { return offered<Push>(); }
+  const DemandSignal* demand_signal() const noexcept override { return offered<DemandSignal>(); }
+  DemandPush* demand_push() noexcept override { return offered<DemandPush>(); }
+  IdleMarks* idle_marks() noexcept override { return offered<IdleMarks>(); }
+  Administration* administration() noexcept override { return offered<Administration>(); }
+  RawProbe* raw_probe() noexcept override { return offered<RawProbe>(); }
+
+ private:
+  template <class Interface>
+  static constexpr bool kOffers = (std::is_same_v<Interface, Offered> || ...);
+  template <class Interface>
+  Interface* offered() noexcept {
+    if constexpr (kOffers<Interface>) {
+      return this;
+    } else {
+      return nullptr;
+    }
+  }
+  template <class Interface>
+  const Interface* offered() const noexcept {
+    if constexpr (kOffers<Interface>) {
+      return this;
+    } else {
+      return nullptr;
+    }
+  }
 };
 
 // Forwards every call to another backend, and offers the optional interfaces the target

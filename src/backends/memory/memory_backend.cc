@@ -18,20 +18,9 @@ namespace {
 using internal::Watcher;
 using internal::WatchHandle;
 
-class MemoryBackend final : public Backend,
-                            public Push,
-                            public DemandSignal,
-                            public DemandPush,
-                            public IdleMarks,
-                            public Administration,
-                            public RawProbe {
+class MemoryBackend final
+    : public BackendOffering<Push, DemandSignal, DemandPush, IdleMarks, Administration, RawProbe> {
  public:
-  const Push* push() const noexcept override { return this; }
-  const DemandSignal* demand_signal() const noexcept override { return this; }
-  DemandPush* demand_push() noexcept override { return this; }
-  IdleMarks* idle_marks() noexcept override { return this; }
-  Administration* administration() noexcept override { return this; }
-  RawProbe* raw_probe() noexcept override { return this; }
   MemoryBackend(std::shared_ptr<const Clock> clock, std::shared_ptr<std::atomic<std::uint64_t>> tokens)
       : clock_(std::move(clock)), tokens_(std::move(tokens)) {}
 

@@ -152,16 +152,8 @@ constexpr const char* kSweep =
     " - ? "
     "AND fencing_token < " SIMBA_MY_NOW " * 1000 AND fencing_token >= 1000000000000000 LIMIT ?";
 
-class MysqlBackend final : public Backend,
-                           public DemandSignal,
-                           public IdleMarks,
-                           public Administration,
-                           public RawProbe {
+class MysqlBackend final : public BackendOffering<DemandSignal, IdleMarks, Administration, RawProbe> {
  public:
-  const DemandSignal* demand_signal() const noexcept override { return this; }
-  IdleMarks* idle_marks() noexcept override { return this; }
-  Administration* administration() noexcept override { return this; }
-  RawProbe* raw_probe() noexcept override { return this; }
   MysqlBackend(const MysqlOptions& options, std::string where)
       : options_(options),
         where_(std::move(where)),

@@ -168,20 +168,9 @@ OwnerSnapshot snapshot_of(const PGresult* result, int i = 0) {
   return internal::snapshot_of_row(std::move(row), integer(result, 5, i));
 }
 
-class PostgresBackend final : public Backend,
-                              public Push,
-                              public DemandSignal,
-                              public DemandPush,
-                              public IdleMarks,
-                              public Administration,
-                              public RawProbe {
+class PostgresBackend final
+    : public BackendOffering<Push, DemandSignal, DemandPush, IdleMarks, Administration, RawProbe> {
  public:
-  const Push* push() const noexcept override { return this; }
-  const DemandSignal* demand_signal() const noexcept override { return this; }
-  DemandPush* demand_push() noexcept override { return this; }
-  IdleMarks* idle_marks() noexcept override { return this; }
-  Administration* administration() noexcept override { return this; }
-  RawProbe* raw_probe() noexcept override { return this; }
   bool pushes_acquisitions() const noexcept override { return false; }  // observers poll for them
   PostgresBackend(const PostgresOptions& options, std::string where)
       : options_(options),

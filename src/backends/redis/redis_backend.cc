@@ -172,20 +172,8 @@ struct Script {
   std::string sha GUARDED_BY(mutex);  // from SCRIPT LOAD
 };
 
-class RedisBackend final : public Backend,
-                           public Push,
-                           public DemandSignal,
-                           public DemandPush,
-                           public IdleMarks,
-                           public Administration,
-                           public RawProbe {
+class RedisBackend final : public BackendOffering<Push, DemandSignal, DemandPush, IdleMarks, Administration, RawProbe> {
  public:
-  const Push* push() const noexcept override { return this; }
-  const DemandSignal* demand_signal() const noexcept override { return this; }
-  DemandPush* demand_push() noexcept override { return this; }
-  IdleMarks* idle_marks() noexcept override { return this; }
-  Administration* administration() noexcept override { return this; }
-  RawProbe* raw_probe() noexcept override { return this; }
   // Waiters hear acquisitions and look again at each: that keeps Simba's wait queue free of owners.
   bool waiters_hear_acquisitions() const noexcept override { return true; }
   RedisBackend(const RedisOptions& options, std::string where)

@@ -114,16 +114,8 @@ class Use {
   sqlite3_stmt* stmt_;
 };
 
-class SqliteBackend final : public Backend,
-                            public DemandSignal,
-                            public IdleMarks,
-                            public Administration,
-                            public RawProbe {
+class SqliteBackend final : public BackendOffering<DemandSignal, IdleMarks, Administration, RawProbe> {
  public:
-  const DemandSignal* demand_signal() const noexcept override { return this; }
-  IdleMarks* idle_marks() noexcept override { return this; }
-  Administration* administration() noexcept override { return this; }
-  RawProbe* raw_probe() noexcept override { return this; }
   explicit SqliteBackend(const SqliteOptions& options) : options_(options), sweeps_(options.sweep_idle) {
     int rc = sqlite3_open_v2(options.path.c_str(), &connection_.db,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);

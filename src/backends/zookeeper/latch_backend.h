@@ -15,20 +15,8 @@
 
 namespace simba::zookeeper {
 
-class LatchBackend final : public Backend,
-                           public Push,
-                           public DemandSignal,
-                           public DemandPush,
-                           public IdleMarks,
-                           public Administration,
-                           public RawProbe {
+class LatchBackend final : public BackendOffering<Push, DemandSignal, DemandPush, IdleMarks, Administration, RawProbe> {
  public:
-  const Push* push() const noexcept override { return this; }
-  const DemandSignal* demand_signal() const noexcept override { return this; }
-  DemandPush* demand_push() noexcept override { return this; }
-  IdleMarks* idle_marks() noexcept override { return this; }
-  Administration* administration() noexcept override { return this; }
-  RawProbe* raw_probe() noexcept override { return this; }
   explicit LatchBackend(const ZookeeperOptions& options);
 
   OwnerSnapshot acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,

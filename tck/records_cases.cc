@@ -27,11 +27,7 @@ std::size_t sweep_names() {
 }
 
 // The optional interfaces these cases are about (every engine of this repository offers both).
-Administration& admin(Backend& backend) {
-  auto* administration = backend.administration();
-  if (!administration) throw std::runtime_error(backend.describe() + " offers no Backend::administration()");
-  return *administration;
-}
+Administration& admin(Backend& backend) { return administration_of(backend); }
 IdleMarks& marks(Backend& backend) {
   auto* idle_marks = backend.idle_marks();
   if (!idle_marks) throw std::runtime_error(backend.describe() + " offers no Backend::idle_marks()");

@@ -257,6 +257,10 @@ class Backend {
   virtual std::string describe() const = 0;
 };
 
+// The backend's administration; throws Error(errc::unsupported), naming the backend, when it
+// offers none (simba list, simba release --force, ForwardingBackend's list/sweep/evict).
+Administration& administration_of(Backend& backend);
+
 // An engine's base: Backend and the optional interfaces it offers, whose accessors return the
 // engine itself; the others return null.
 //   class MyBackend final : public simba::BackendOffering<simba::Push, simba::Administration> {...};
@@ -337,13 +341,13 @@ class ForwardingBackend : public Backend,
     return pushes ? pushes->watch_demand(mutex, owner_id, std::move(on_demand)) : nullptr;
   }
   bool evict(const std::string& mutex, const std::string& owner_id) override {
-    return target_administration().evict(mutex, owner_id);
+    return administration_of(*target_).evict(mutex, owner_id);
   }
   MutexListing list(const std::string& prefix, std::size_t limit) override {
-    return target_administration().list(prefix, limit);
+    return administration_of(*target_).list(prefix, limit);
   }
   std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {
-    return target_administration().sweep(idle_for, limit);
+    return administration_of(*target_).sweep(idle_for, limit);
   }
   bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) override {
     auto* marks = target_->idle_marks();
@@ -353,9 +357,6 @@ class ForwardingBackend : public Backend,
   const std::shared_ptr<Backend>& target() const { return target_; }
 
  private:
-  // Throws Error(errc::unsupported) when the target offers no administration.
-  Administration& target_administration() const;
-
   std::shared_ptr<Backend> target_;
 };
 

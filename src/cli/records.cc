@@ -90,22 +90,9 @@ int run_watch(const BackendChoice& backend, const std::string& mutex, bool json)
   return 0;
 }
 
-namespace {
-
-// The backend's administration (Backend::administration()): list and release --force need it.
-Administration& administration_of(const Client& client) {
-  auto* administration = client.backend()->administration();
-  if (administration == nullptr) {
-    throw Error(errc::unsupported, client.backend()->describe() + " offers no administration (list, release --force)");
-  }
-  return *administration;
-}
-
-}  // namespace
-
 int run_list(const BackendChoice& backend, const std::string& prefix, std::size_t limit, bool json) {
   Client client = backend.connect();
-  const MutexListing listing = administration_of(client).list(prefix, limit);
+  const MutexListing listing = administration_of(*client.backend()).list(prefix, limit);
   if (json) {
     for (const auto& record : listing.records)
       std::cout << record_json(record.mutex, record.owner, listing.now) << "\n";
@@ -137,7 +124,7 @@ int run_release(const BackendChoice& backend, const std::string& mutex, bool for
                                  "'; say so with --force (simba release --force MUTEX)");
   }
   Client client = backend.connect();
-  auto& administration = administration_of(client);
+  auto& administration = administration_of(*client.backend());
   for (int attempt = 0; attempt < 3; ++attempt) {
     const MutexOwner owner = client.owner(mutex);
     if (owner.empty()) {

@@ -5,10 +5,10 @@
 
 namespace simba {
 
-Administration& ForwardingBackend::target_administration() const {
-  auto* administration = target_->administration();
+Administration& administration_of(Backend& backend) {
+  auto* administration = backend.administration();
   if (administration == nullptr) {
-    throw Error(errc::unsupported, target_->describe() + " offers no administration (list, sweep, evict)");
+    throw Error(errc::unsupported, backend.describe() + " offers no administration (list, sweep, evict)");
   }
   return *administration;
 }

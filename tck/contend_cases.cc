@@ -325,8 +325,10 @@ TEST(ContendTest, PausedOwnerStopsBelievingBeforeAnyoneElseWins) {
   // The hook runs right after the event is recorded: wait for the hook's verdict itself.
   ASSERT_TRUE(wait_until([&] { return owner_believed_at_takeover.load() != -1; }, kSoon));
   EXPECT_EQ(owner_believed_at_takeover.load(), 0);
-  EXPECT_EQ(scene.a->released_count(), 1);
-  EXPECT_LE(scene.a->events().back().at, scene.b->events()[0].at);
+  // The promise is is_owner() (checked above). on_released is posted by the owner's deadline
+  // timer, which runs out at most a one-way trip before the rival may win: under load the two
+  // callbacks can be delivered in either order, so only its delivery is checked, not its time.
+  EXPECT_TRUE(wait_until([&] { return scene.a->released_count() == 1; }, kSoon));
   scene.faulty->set_delay(0ms);
 }
 

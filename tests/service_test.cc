@@ -1,7 +1,9 @@
 // Unit tests of the contention service: lifecycle, generations, ordering, revocation, threads.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "core/service_core.h"
@@ -197,6 +199,85 @@ TEST(ServiceTest, ARestartOnARuntimeThreadWhileARoundRunsContendsAfterIt) {
     EXPECT_EQ(gated->most_running(), 1) << "a round ran beside the stale one";
     core->close();
   }
+}
+
+// Holds the answer of every acquire from the `hold_from`th on (after the engine gave it) until
+// the test lets it go, and lets the test report the loss of the push channel.
+class HeldAnswers : public ForwardingBackend {
+ public:
+  HeldAnswers(std::shared_ptr<Backend> target, int hold_from)
+      : ForwardingBackend(std::move(target)), hold_from_(hold_from) {}
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
+    auto snapshot = ForwardingBackend::acquire(mutex, id, ttl, transition);
+    std::unique_lock lock(mutex_);
+    const int call = ++calls_;
+    if (call >= hold_from_) {
+      answered_ = call;
+      changed_.notify_all();
+      changed_.wait(lock, [&] { return let_go_ >= call; });
+    }
+    return snapshot;
+  }
+  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
+                                      std::function<void(WatchEvent)> on_change) override {
+    {
+      std::lock_guard lock(mutex_);
+      on_change_ = on_change;
+    }
+    return ForwardingBackend::watch(mutex, contender_id, std::move(on_change));
+  }
+  // Whether the `call`th acquire has its answer and waits for let_go(call).
+  bool answered(int call) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, kSoon, [&] { return answered_ >= call; });
+  }
+  void let_go(int call) {
+    std::lock_guard lock(mutex_);
+    let_go_ = call;
+    changed_.notify_all();
+  }
+  void lose_channel() {
+    std::function<void(WatchEvent)> on_change;
+    {
+      std::lock_guard lock(mutex_);
+      on_change = on_change_;
+    }
+    on_change(WatchEvent::lost);
+  }
+  void let_all_go() { let_go(1 << 30); }
+
+ private:
+  const int hold_from_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int calls_ = 0;                              // guarded by mutex_
+  int answered_ = 0;                           // guarded by mutex_
+  int let_go_ = 0;                             // guarded by mutex_
+  std::function<void(WatchEvent)> on_change_;  // guarded by mutex_
+};
+
+TEST(ServiceTest, ARenewalSentBeforeThePushChannelWasLostRestoresNoOwnership) {
+  // The channel drops (the server may have restarted and forgotten every lease) while a
+  // renewal is on its way back: its answer came from the old server and proves nothing. Only
+  // the round sent after the loss may make the owner an owner again.
+  auto runtime = std::make_shared<Runtime>();
+  auto me = std::make_shared<Recorder>("renewal-across-loss", "me");
+  auto held = std::make_shared<HeldAnswers>(make_memory_backend(), 2);  // the first renewal on
+  ASSERT_NE(held->push(), nullptr) << "the memory engine pushes";
+  auto core = std::make_shared<internal::ServiceCore>(me, me, held, runtime, fast());
+  core->start();
+  ASSERT_TRUE(wait_until([&] { return core->is_owner(); }, kSoon));
+  ASSERT_TRUE(held->answered(2)) << "no renewal";  // renewed by the engine, not yet told
+  held->lose_channel();
+  EXPECT_FALSE(core->is_owner());
+  held->let_go(2);
+  // The round the loss asked for comes next, after the renewal's answer was taken in.
+  ASSERT_TRUE(held->answered(3)) << "no round after the loss";
+  EXPECT_FALSE(core->is_owner()) << "the renewal sent before the loss made it owner again";
+  held->let_all_go();
+  EXPECT_TRUE(wait_until([&] { return core->is_owner(); }, kSoon)) << "the round after the loss did not";
+  core->close();
 }
 
 TEST(ServiceTest, DuplicateAcquisitionIsReportedOnce) {

@@ -189,6 +189,7 @@ void ServiceCore::on_watch(std::uint64_t generation, WatchEvent event) {
     {
       internal::MutexLock lock(mutex_);
       if (!current_locked(generation)) return;
+      channel_lost_at_ = Clock::now();
       if (owned_) {
         log_warn("mutex '" + mutex() + "': lost the backend's push channel; no longer owner until renewed");
         revoke_locked(generation);
@@ -286,7 +287,10 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     const auto granted = std::chrono::milliseconds(snapshot.owner.transition_at - snapshot.now);
     auto lease_deadline = sent + std::min(options_.ttl + options_.transition, granted);
     // A dormant core (a lock entry's that lost its lease) never claims again until stop().
-    bool ours = claims && !dormant_ && Clock::now() < lease_deadline;
+    // A round sent before the push channel was lost may have been answered by a server that
+    // then forgot the lease (a restart): only a round sent after the loss proves ownership.
+    const bool before_loss = sent <= channel_lost_at_;
+    bool ours = claims && !dormant_ && !before_loss && Clock::now() < lease_deadline;
     if (ours && owned_ && snapshot.owner.fencing_token != token_) {
       // A new token: our lease ended between renewals (released by force, or expired by the
       // backend's clock) and this renewal took it anew: a loss, then perhaps a new ownership.
@@ -308,8 +312,9 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       post_apply(generation, snapshot.owner);
       demanded = snapshot.demanded;
     } else if (claims) {
-      // The answer came back after the lease it granted had run out by our clock: not ours
-      // to act on. Treat it as a lost lease and try again.
+      // The answer came back after the lease it granted had run out by our clock, or was sent
+      // before the push channel was lost: not ours to act on. Treat it as a lost lease and
+      // try again (after a loss the owner was already revoked).
       if (owned_) {
         log_warn("mutex '" + mutex() + "': the renewal of " + contender_id() +
                  " came back after its lease had run out; no longer owner");

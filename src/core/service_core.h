@@ -137,6 +137,9 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   int failures_ GUARDED_BY(mutex_) = 0;
   bool owned_ GUARDED_BY(mutex_) = false;
   Clock::time_point lease_deadline_ GUARDED_BY(mutex_){};
+  // When the push channel was last lost: the server may have forgotten every lease, so an
+  // answer to a round sent before then proves nothing and restores no ownership.
+  Clock::time_point channel_lost_at_ GUARDED_BY(mutex_){};
   Clock::time_point ttl_deadline_ GUARDED_BY(mutex_){};
   std::uint64_t token_ GUARDED_BY(mutex_) = 0;
   std::string last_owner_id_ GUARDED_BY(mutex_);

@@ -218,6 +218,10 @@ void ServiceCore::trigger(std::uint64_t generation, bool from_timer) {
     timer_.reset();
     in_flight_ = true;
     renewal = owned_;
+    // A renewal that does not come back in time must still end the ownership at the lease's
+    // deadline. Armed here, not at the win: a hold shorter than its first renewal (most) never
+    // sets this timer.
+    if (renewal && !deadline_timer_) arm_deadline_locked(generation);
   }
   runtime_->post_io([self = shared_from_this(), generation] { self->run_round(generation); },
                     renewal ? Runtime::Priority::urgent : Runtime::Priority::normal);
@@ -290,7 +294,8 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     // A round sent before the push channel was lost may have been answered by a server that
     // then forgot the lease (a restart): only a round sent after the loss proves ownership.
     const bool before_loss = sent <= channel_lost_at_;
-    bool ours = claims && !dormant_ && !before_loss && Clock::now() < lease_deadline;
+    const auto now = Clock::now();
+    bool ours = claims && !dormant_ && !before_loss && now < lease_deadline;
     if (ours && owned_ && snapshot.owner.fencing_token != token_) {
       // A new token: our lease ended between renewals (released by force, or expired by the
       // backend's clock) and this renewal took it anew: a loss, then perhaps a new ownership.
@@ -304,11 +309,9 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       lease_deadline_ = lease_deadline;
       ttl_deadline_ = sent + std::min(options_.ttl, granted_ttl);
       token_ = snapshot.owner.fencing_token;
+      // Renewed: the next renewal arms the deadline again (trigger()).
       if (deadline_timer_) runtime_->cancel(*deadline_timer_);
-      std::weak_ptr<ServiceCore> weak = shared_from_this();
-      deadline_timer_ = runtime_->schedule_after(lease_deadline - Clock::now(), [weak, generation] {
-        if (auto self = weak.lock()) self->on_lease_deadline(generation);
-      });
+      deadline_timer_.reset();
       post_apply(generation, snapshot.owner);
       demanded = snapshot.demanded;
     } else if (claims) {
@@ -345,6 +348,9 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
                                         contender_ ? contender_->contender_id() : std::string_view(), policy, rng());
     again_ = false;
     if (!dormant_) arm_timer_locked(generation, delay);
+    // A renewal due no sooner than the deadline (no transition, a lease the backend cut
+    // short) would arm it too late: arm it now.
+    if (ours && now + delay >= lease_deadline_) arm_deadline_locked(generation);
   }
   if (demanded && hooks_.on_demand) hooks_.on_demand();
   if (hooks_.on_round) hooks_.on_round();
@@ -384,6 +390,13 @@ std::optional<std::uint64_t> ServiceCore::settle_stale_locked() {
   // flight): nothing else will start it.
   again_ = false;
   return generation_;
+}
+
+void ServiceCore::arm_deadline_locked(std::uint64_t generation) {
+  std::weak_ptr<ServiceCore> weak = shared_from_this();
+  deadline_timer_ = runtime_->schedule_after(lease_deadline_ - Clock::now(), [weak, generation] {
+    if (auto self = weak.lock()) self->on_lease_deadline(generation);
+  });
 }
 
 void ServiceCore::on_lease_deadline(std::uint64_t generation) {

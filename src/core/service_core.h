@@ -97,6 +97,8 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void run_round(std::uint64_t generation);
   void finish_round(std::uint64_t generation, Clock::time_point sent, const OwnerSnapshot& snapshot);
   void fail_round(std::uint64_t generation, const std::string& what);
+  // The timer that revokes at lease_deadline_ unless a renewal came back first.
+  void arm_deadline_locked(std::uint64_t generation) REQUIRES(mutex_);
   void on_lease_deadline(std::uint64_t generation);
   void arm_timer_locked(std::uint64_t generation, std::chrono::milliseconds delay) REQUIRES(mutex_);
   void revoke_locked(std::uint64_t generation) REQUIRES(mutex_);

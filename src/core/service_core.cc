@@ -156,6 +156,17 @@ ServiceCore::Clock::time_point ServiceCore::lease_deadline() const {
   return owned_ ? lease_deadline_ : Clock::time_point{};
 }
 
+ServiceCore::Lease ServiceCore::lease(Clock::time_point now) const {
+  internal::MutexLock lock(mutex_);
+  Lease lease;
+  lease.owner = owned_ && now < lease_deadline_;
+  lease.token = lease.owner ? token_ : 0;
+  lease.generation = generation_;
+  lease.deadline = owned_ ? lease_deadline_ : Clock::time_point{};
+  lease.rival_seen = !last_owner_id_.empty() && last_owner_id_ != contender_id();
+  return lease;
+}
+
 std::string ServiceCore::last_owner_id() const {
   internal::MutexLock lock(mutex_);
   return last_owner_id_;

@@ -78,6 +78,16 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   bool met_caching_owner() const;
   // Until when this contender's lease lasts by this host's clock (the epoch if not owner).
   Clock::time_point lease_deadline() const;
+  // One consistent look at this contender's lease as of `now`, under one lock: for a caller
+  // that needs several of is_owner(), fencing_token(), generation() and lease_deadline().
+  struct Lease {
+    bool owner = false;            // is_owner()
+    std::uint64_t token = 0;       // fencing_token()
+    std::uint64_t generation = 0;  // generation()
+    Clock::time_point deadline{};  // lease_deadline()
+    bool rival_seen = false;       // the last round saw another contender own the mutex
+  };
+  Lease lease(Clock::time_point now) const;
   // The owner id the last round saw (empty before the first, or after an error).
   std::string last_owner_id() const;
   // The error of the last round if it failed, else empty.

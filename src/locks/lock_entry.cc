@@ -81,8 +81,8 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
     // it; or the lease ran out by our clock: contend anew).
     if (cached_ && !settle_cache_locked()) {
       leave_cache_locked();
-      if (core().is_owner()) {
-        grant_front_locked(outcomes);
+      if (const auto lease = core().lease(Clock::now()); lease.owner) {
+        grant_front_locked(outcomes, lease);
       } else {
         want_release();
       }
@@ -183,27 +183,28 @@ void LockEntry::on_round() {
   {
     internal::MutexLock lock(mutex_);
     count_round();
-    auto owner = core().last_owner_id();
-    if (!owner.empty() && owner != core().contender_id()) {
-      window().rival_seen(Clock::now());
+    const auto now = Clock::now();
+    const auto lease = core().lease(now);
+    if (lease.rival_seen) {
+      window().rival_seen(now);
       if (!requests_.empty() && !requests_.front().met_owner_at) requests_.front().met_owner_at = window().last_rival();
       // Contended: leases are not cached (may_cache_locked), so the demand watch only costs
       // (ZooKeeper: a listing at every change of the latch). Watched again once quiet.
       unwatched = std::move(demand_watch_);
       demand_watched_ = false;
     }
-    if (!holder_ && !release_wanted() && !requests_.empty() && core().is_owner()) {
+    if (!holder_ && !release_wanted() && !requests_.empty() && lease.owner) {
       handovers_.reset();  // a fresh remote lease
       demanded_ = false;
-      window().won(Clock::now());
-      const bool caching = demand_ && requests_.front().terms.linger.count() > 0 && !window().contended(Clock::now());
-      grant_front_locked(outcomes);
+      window().won(now);
+      const bool caching = demand_ && requests_.front().terms.linger.count() > 0 && !window().contended(now);
+      grant_front_locked(outcomes, lease);
       if (caching && !demand_watched_) {  // kept across leases while uncontended
         demand_watched_ = true;
         on_io([](LockEntry& entry) { entry.watch_demand(); });
       }
     }
-    if (cached_) fast_.extend(core().lease_deadline());  // a renewal: the lease lasts longer
+    if (cached_) fast_.extend(lease.deadline);  // a renewal: the lease lasts longer
   }
   unwatched.reset();
   run(outcomes);
@@ -252,9 +253,11 @@ void LockEntry::end_hold(std::uint64_t hold_id) noexcept {
     // A pending demand from another process ends local handovers, as the limit (the ending
     // hold's handle's) does.
     const bool may_hand_over = handovers_.may_hand_over(terms, demanded_);
-    if (!requests_.empty() && may_hand_over && !release_wanted() && core().is_owner()) {
+    const bool hand_over = !requests_.empty() && may_hand_over && !release_wanted();
+    const auto lease = hand_over ? core().lease(Clock::now()) : ServiceCore::Lease{};
+    if (hand_over && lease.owner) {
       handovers_.handed_over();
-      grant_front_locked(outcomes);
+      grant_front_locked(outcomes, lease);
     } else if (may_cache_locked(terms)) {
       enter_cache_locked(terms);
     } else {
@@ -278,11 +281,10 @@ void LockEntry::end_holder_locked(std::stop_source* to_stop) {
   holder_.reset();
 }
 
-void LockEntry::grant_front_locked(Outcomes& outcomes) {
+void LockEntry::grant_front_locked(Outcomes& outcomes, const ServiceCore::Lease& lease) {
   Request request = requests_.pop_front();
   if (request.deadline) runtime_->cancel(*request.deadline);
-  Holder holder{++next_id_,         core().fencing_token(), core().generation(),
-                std::stop_source(), std::nullopt,           request.terms};
+  Holder holder{++next_id_, lease.token, lease.generation, std::stop_source(), std::nullopt, request.terms};
   if (request.terms.max_hold.count() > 0) {
     // Releasing takes a round trip: off the timer's short path.
     holder.max_hold_timer = after_on_io(request.terms.max_hold, [id = holder.id](LockEntry& entry) {

@@ -126,7 +126,7 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   void on_lost(std::uint64_t generation);
   void expire(std::uint64_t ticket);
   void revoke(std::uint64_t hold_id, const char* why);
-  void grant_front_locked(Outcomes& outcomes) REQUIRES(mutex_);
+  void grant_front_locked(Outcomes& outcomes, const ServiceCore::Lease& lease) REQUIRES(mutex_);
   void end_holder_locked(std::stop_source* to_stop) REQUIRES(mutex_);
   static void run(Outcomes& outcomes) noexcept;
   // Caching (lock_cache.cc).

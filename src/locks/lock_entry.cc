@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "locks/lock_table.h"
+#include "locks/on_io.h"
 #include "simba/duration.h"
 #include "simba/error.h"
 
@@ -31,7 +32,7 @@ std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, s
   // An entry whose holds may cache says so in its id (MutexOwner::caching()): another process's
   // single attempt then waits for the hand-back its demand brings (give_up()).
   std::string id = given_id.empty() ? contender_id::host() : std::move(given_id);
-  if (entry->demand_ && caches) id += MutexOwner::kCachingSuffix;
+  if (entry->may_ever_cache() && caches) id += MutexOwner::kCachingSuffix;
   entry->contend_as(std::move(id), entry->table_->context(), std::move(hooks));
   // Made: from now on its end takes it out of the table. An entry that failed here (a name the
   // backend cannot hold) ends under the table's lock, which takes its slot out itself.
@@ -40,15 +41,7 @@ std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, s
 }
 
 LockEntry::LockEntry(std::shared_ptr<LockTable> table, std::string key, std::string name)
-    : RemoteContender(std::move(name), table->context()),
-      table_(std::move(table)),
-      key_(std::move(key)),
-      runtime_(table_->context().runtime),
-      backend_(table_->context().backend),
-      demand_(backend_->demand_signal() != nullptr),
-      idle_marks_(backend_->idle_marks()),
-      poll_failures_("mutex '" + this->name() + "'"),
-      idle_marker_("mutex '" + this->name() + "'") {}
+    : LeaseCache(std::move(name), table->context()), table_(std::move(table)), key_(std::move(key)) {}
 
 LockEntry::~LockEntry() {
   // The contender stops before the slot goes: a new entry of the name never contends beside it.
@@ -79,8 +72,7 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
     requests_.push(std::move(request));
     // A cached lease is taken with no backend call (unless a fast hold has it: wait behind
     // it; or the lease ran out by our clock: contend anew).
-    if (cached_ && !settle_cache_locked()) {
-      leave_cache_locked();
+    if (uncache_locked()) {
       if (const auto lease = core().lease(Clock::now()); lease.owner) {
         grant_front_locked(outcomes, lease);
       } else {
@@ -188,23 +180,17 @@ void LockEntry::on_round() {
     if (lease.rival_seen) {
       window().rival_seen(now);
       if (!requests_.empty() && !requests_.front().met_owner_at) requests_.front().met_owner_at = window().last_rival();
-      // Contended: leases are not cached (may_cache_locked), so the demand watch only costs
-      // (ZooKeeper: a listing at every change of the latch). Watched again once quiet.
-      unwatched = std::move(demand_watch_);
-      demand_watched_ = false;
+      // The demand watch only costs while contended (ZooKeeper: a listing at every change of
+      // the latch). Watched again once quiet.
+      unwatched = rival_seen_locked();
     }
     if (!holder_ && !release_wanted() && !requests_.empty() && lease.owner) {
       handovers_.reset();  // a fresh remote lease
-      demanded_ = false;
       window().won(now);
-      const bool caching = demand_ && requests_.front().terms.linger.count() > 0 && !window().contended(now);
+      lease_won_locked(requests_.front().terms.linger.count() > 0 && !window().contended(now));
       grant_front_locked(outcomes, lease);
-      if (caching && !demand_watched_) {  // kept across leases while uncontended
-        demand_watched_ = true;
-        on_io([](LockEntry& entry) { entry.watch_demand(); });
-      }
     }
-    if (cached_) fast_.extend(lease.deadline);  // a renewal: the lease lasts longer
+    lease_renewed_locked(lease.deadline);
   }
   unwatched.reset();
   run(outcomes);
@@ -216,7 +202,7 @@ void LockEntry::on_lost(std::uint64_t generation) {
   std::uint64_t hold_id = 0;
   {
     internal::MutexLock lock(mutex_);
-    if (cached_ && !settle_cache_locked()) leave_cache_locked();
+    uncache_locked();  // a cached lease is gone with the remote one; a fast hold is revoked below
     if (holder_ && holder_->generation == generation) {
       hold_id = holder_->id;
     } else if (running()) {
@@ -252,13 +238,14 @@ void LockEntry::end_hold(std::uint64_t hold_id) noexcept {
     end_holder_locked(nullptr);
     // A pending demand from another process ends local handovers, as the limit (the ending
     // hold's handle's) does.
-    const bool may_hand_over = handovers_.may_hand_over(terms, demanded_);
+    const bool may_hand_over = handovers_.may_hand_over(terms, demanded());
     const bool hand_over = !requests_.empty() && may_hand_over && !release_wanted();
     const auto lease = hand_over ? core().lease(Clock::now()) : ServiceCore::Lease{};
     if (hand_over && lease.owner) {
       handovers_.handed_over();
       grant_front_locked(outcomes, lease);
-    } else if (may_cache_locked(terms)) {
+    } else if (may_cache_locked(terms, !requests_.empty())) {
+      handovers_.reset();
       enter_cache_locked(terms);
     } else {
       want_release();
@@ -311,11 +298,41 @@ void LockEntry::run(Outcomes& outcomes) noexcept {
 }
 
 EntryFacts LockEntry::local_facts() const {
-  return {.holder = holder_.has_value(), .requests = !requests_.empty(), .cached = cached_};
+  return {.holder = holder_.has_value(), .requests = !requests_.empty(), .cached = cached()};
 }
 
 void LockEntry::drive_after(std::chrono::milliseconds delay) {
   after_on_io(delay, [](LockEntry& entry) { entry.yield_ended(); });
+}
+
+void LockEntry::adopt_fast_hold_locked(std::uint64_t token, std::uint64_t generation, std::stop_source lost,
+                                       const Terms& terms) {
+  Holder holder{++next_id_, token, generation, std::move(lost), std::nullopt, terms};
+  fast_hold_id_ = holder.id;
+  holder_ = std::move(holder);
+}
+
+std::weak_ptr<LeaseCache> LockEntry::weak_cache() {
+  return std::shared_ptr<LeaseCache>(shared_from_this(), static_cast<LeaseCache*>(this));
+}
+
+// The slow path took over a fast hold (settle_cache_locked made it holder_): end it there.
+void LockEntry::end_fast_hold() noexcept {
+  std::uint64_t id;
+  {
+    internal::MutexLock lock(mutex_);
+    fast_path().closed();
+    id = fast_hold_id_;
+  }
+  if (id != 0) end_hold(id);  // 0: it was revoked meanwhile
+}
+
+Runtime::TimerId LockEntry::after_on_io(std::chrono::milliseconds delay, std::function<void(LockEntry&)> work) {
+  return internal::after_on_io(*runtime_, delay, weak_from_this(), std::move(work));
+}
+
+void LockEntry::on_io(std::function<void(LockEntry&)> work) {
+  internal::on_io(*runtime_, weak_from_this(), std::move(work));
 }
 
 bool LockEntry::hold_is_owner(std::uint64_t hold_id) const {

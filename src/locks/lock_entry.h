@@ -1,21 +1,16 @@
 // One mutex of the lock manager in this process, made of parts with one job each:
 //   RequestQueue  (request_queue.h)  the local FIFO of requests; Handovers, their limit
 //   ThreadHolds   (thread_holds.h)   per-thread reentrancy of the Lockable interface
-//   FastPath      (fast_path.h)      the lock-free take of a cached lease
-//   IdleMarker    (idle_marker.h)    the owner record's idle mark
+//   LeaseCache    (lease_cache.h)    a lease kept after the last hold: its FastPath
+//                 (fast_path.h), demand, linger, and IdleMarker (idle_marker.h)
 //   RemoteContender (remote_contender.h) the one remote contender (a ServiceCore), started
 //                 and stopped as the entry's state says (entry_state.h); it stays away for a
 //                 YieldWindow (yield_window.h) after giving a busy lease back
-// The entry itself grants, hands over, revokes and caches: it ties the parts together.
+// The entry itself grants, hands over and revokes: it ties the parts together.
 //
 // `mutex_` (RemoteContender's) guards the queue, the holder, the cache and the contender's
 // state. Completions (futures, callbacks, Asio posts) run outside `mutex_`. Lock order: mutex_
 // before the core's own lock; ThreadHolds' lock is never held with mutex_.
-//
-// Caching (lock_cache.cc): a `cached_` entry keeps its lease with no holder and no request,
-// and opens the fast path. Whatever else wants the entry under `mutex_` first settles it
-// (settle_cache_locked): closes the fast path, and turns a fast hold it finds into the
-// ordinary holder_, whose end then comes through end_hold().
 #pragma once
 
 #include <chrono>
@@ -31,7 +26,7 @@
 #include "core/service_core.h"
 #include "locks/entry_state.h"
 #include "locks/fast_path.h"
-#include "locks/idle_marker.h"
+#include "locks/lease_cache.h"
 #include "locks/remote_contender.h"
 #include "locks/request_queue.h"
 #include "locks/thread_holds.h"
@@ -41,7 +36,7 @@ namespace simba::internal {
 
 class LockTable;
 
-class LockEntry final : public std::enable_shared_from_this<LockEntry>, private RemoteContender {
+class LockEntry final : public std::enable_shared_from_this<LockEntry>, private LeaseCache {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr auto kNoTimeout = std::chrono::milliseconds::max();
@@ -81,22 +76,21 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   // The fast path of Mutex's Lockable interface over a cached lease (fast_path.h); a hold the
   // slow path took over meanwhile is ended here (its lock() then says none).
   FastPath::Lock fast_lock(bool may_acquire) noexcept {
-    const auto result = fast_.lock(may_acquire);
+    const auto result = fast_path().lock(may_acquire);
     if (result != FastPath::Lock::settled) return result;
     end_fast_hold();
     return FastPath::Lock::none;
   }
   // true if this thread held the mutex fast (and now one count less).
   bool fast_unlock() noexcept {
-    switch (fast_.unlock()) {
+    switch (fast_path().unlock()) {
       case FastPath::Unlock::not_held: return false;
       case FastPath::Unlock::settled: end_fast_hold(); return true;
       default: return true;
     }
   }
-  const FastPath& fast() const noexcept { return fast_; }
-  // Gives the lease back now if it is cached (Client::release_cached()); true if it was.
-  bool release_cached() noexcept;
+  const FastPath& fast() const noexcept { return fast_path(); }
+  using LeaseCache::release_cached;
 
  private:
   struct Holder {
@@ -129,32 +123,18 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   void grant_front_locked(Outcomes& outcomes, const ServiceCore::Lease& lease) REQUIRES(mutex_);
   void end_holder_locked(std::stop_source* to_stop) REQUIRES(mutex_);
   static void run(Outcomes& outcomes) noexcept;
-  // Caching (lock_cache.cc).
-  bool may_cache_locked(const Terms& terms) const REQUIRES(mutex_);
-  std::chrono::milliseconds demand_poll() const;
-  void enter_cache_locked(const Terms& terms) REQUIRES(mutex_);
-  bool settle_cache_locked() REQUIRES(mutex_);
-  void leave_cache_locked() REQUIRES(mutex_);
-  void demand_arrived();
-  void on_demand();
-  void watch_demand();
-  void poll_demand(std::uint64_t epoch);
-  bool read_demand();
-  void sync_idle_mark() noexcept;
+  // LeaseCache's questions.
+  void adopt_fast_hold_locked(std::uint64_t token, std::uint64_t generation, std::stop_source lost,
+                              const Terms& terms) override REQUIRES(mutex_);
+  std::weak_ptr<LeaseCache> weak_cache() override;
   Runtime::TimerId after_on_io(std::chrono::milliseconds delay, std::function<void(LockEntry&)> work);
-  // Runs `work` on an I/O thread soon, if the entry still lives then.
   void on_io(std::function<void(LockEntry&)> work);
-  void linger_passed(std::uint64_t epoch, std::uint64_t uses);
+  // The slow path took over a fast hold (settle_cache_locked made it holder_): ends it there.
   void end_fast_hold() noexcept;
 
   const std::shared_ptr<LockTable> table_;
   const std::string key_;  // in table_
   bool in_table_ = false;  // set once by create(): only a made entry leaves the table
-  const std::shared_ptr<Runtime> runtime_;
-  const std::shared_ptr<Backend> backend_;
-  const bool demand_;            // the backend has a demand signal: caching allowed
-  IdleMarks* const idle_marks_;  // the backend's idle mark on the owner record, if it keeps one
-
   // Under mutex_ (RemoteContender's).
   RequestQueue requests_ GUARDED_BY(mutex_);
   std::optional<Holder> holder_ GUARDED_BY(mutex_);
@@ -162,23 +142,7 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   std::uint64_t next_id_ GUARDED_BY(mutex_) = 0;
   std::optional<Strand> strand_ GUARDED_BY(mutex_);
 
-  // Caching (lock_cache.cc), under mutex_; the fast path reads its own atomics unlocked.
-  FastPath fast_;
-  bool cached_ GUARDED_BY(mutex_) = false;
-  bool demanded_ GUARDED_BY(mutex_) = false;          // another process asked since this remote lease began
-  std::uint64_t cache_epoch_ GUARDED_BY(mutex_) = 0;  // one per entry into the cached state
-  bool demand_watched_ GUARDED_BY(mutex_) = false;    // watch_demand() was started (once per entry)
-  std::unique_ptr<Subscription> demand_watch_ GUARDED_BY(mutex_);
-  Clock::time_point last_poll_ GUARDED_BY(mutex_){};  // when the demand was last read
-  std::optional<Runtime::TimerId> linger_timer_ GUARDED_BY(mutex_);
-  std::optional<Runtime::TimerId> poll_timer_ GUARDED_BY(mutex_);
-  Terms cache_terms_ GUARDED_BY(mutex_){};  // of the hold whose end cached the lease
-  std::uint64_t cache_generation_ GUARDED_BY(mutex_) = 0;
   std::uint64_t fast_hold_id_ GUARDED_BY(mutex_) = 0;  // the holder_ a settled fast hold became
-  bool idle_seen_ GUARDED_BY(mutex_) = false;          // the last poll found the cached lease unused
-  std::uint64_t polled_uses_ GUARDED_BY(mutex_) = 0;   // fast uses at the last poll
-  FailureNotice poll_failures_;                        // reading the demand
-  IdleMarker idle_marker_;                             // the owner record's idle mark
 
   ThreadHolds threads_;
 };

@@ -21,8 +21,10 @@ configure_package_config_file(cmake/simbaConfig.cmake.in ${PROJECT_BINARY_DIR}/s
   INSTALL_DESTINATION ${config_dir})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/simbaConfigVersion.cmake
   COMPATIBILITY SameMajorVersion)
+# The engines' own Find modules (simbaConfig.cmake's CONFIG_FIND lines may use them).
+file(GLOB engine_find_modules ${SIMBA_ENGINES_DIR}/*/Find*.cmake)
 install(FILES ${PROJECT_BINARY_DIR}/simbaConfig.cmake ${PROJECT_BINARY_DIR}/simbaConfigVersion.cmake
-              cmake/FindZooKeeper.cmake
+              ${engine_find_modules}
         DESTINATION ${config_dir})
 
 # simba.pc: every library of the build and the engines' client libraries. With static
@@ -66,13 +68,10 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 # dpkg-shlibdeps finds this package's own shared libraries in the build tree.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_LIBRARY_OUTPUT_DIRECTORY})
 set(dev_depends libspdlog-dev)
-foreach(pair "sqlite;libsqlite3-dev" "redis;libhiredis-dev" "postgres;libpq-dev" "mysql;libmariadb-dev"
-             "zookeeper;libzookeeper-mt-dev")
-  list(GET pair 0 engine)
-  list(GET pair 1 package)
-  if(engine IN_LIST SIMBA_ENGINES)
-    list(APPEND dev_depends ${package})
-  endif()
+foreach(engine ${SIMBA_ENGINES})  # the engines built: their manifests' build packages
+  simba_engine_value(packages ${engine} ENGINE_BUILD_PACKAGES)
+  separate_arguments(packages UNIX_COMMAND "${packages}")
+  list(APPEND dev_depends ${packages})
 endforeach()
 list(JOIN dev_depends ", " CPACK_DEBIAN_PACKAGE_RECOMMENDS)
 include(CPack)

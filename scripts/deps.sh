@@ -1,18 +1,36 @@
 # Sourced by scripts/demo and scripts/test: installs the Debian packages simba builds with.
 # Runs apt-get only when something is missing, so a second run costs nothing.
 
+simba_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# simba_engine_values KEY: the values of KEY in every engine's manifest
+# (src/backends/<name>/engine.env), space-separated.
+simba_engine_values() {
+  local manifest
+  for manifest in "$simba_root"/src/backends/*/engine.env; do
+    (source "$manifest" && printf '%s ' "${!1:-}")
+  done
+}
+# simba_engine_names: every engine folder with a manifest; simba_engine_value NAME KEY: one value.
+simba_engine_names() {
+  local manifest
+  for manifest in "$simba_root"/src/backends/*/engine.env; do basename "$(dirname "$manifest")"; done
+}
+simba_engine_value() { (source "$simba_root/src/backends/$1/engine.env" && printf '%s' "${!2:-}"); }
+
 # The CLI on the embedded SQLite engine: what ./scripts/demo needs.
-simba_sqlite_packages=(cmake ninja-build g++ pkg-config libsqlite3-dev libspdlog-dev libfmt-dev
-                       libcli11-dev nlohmann-json3-dev)
-# Everything ./scripts/test needs on top: GoogleTest, standalone Asio (simba/asio.h), every engine's client library and server,
-# clang (the build is checked with it too), clang-format (the format stage), dpkg-dev (cpack's dpkg-shlibdeps), openssl (the TLS runs' throwaway CA)
-# and procps (the process tests' ps, pgrep, pkill).
+# (Unquoted $(...): a manifest's value is a space-separated list of package names.)
+simba_sqlite_packages=(cmake ninja-build g++ pkg-config libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
+                       $(simba_engine_value sqlite ENGINE_BUILD_PACKAGES))
+# Everything ./scripts/test needs on top: GoogleTest, standalone Asio (simba/asio.h), every engine's client library
+# and server (their manifests' ENGINE_BUILD_PACKAGES and ENGINE_SERVER_PACKAGES), clang (the build is checked with it
+# too), clang-format (the format stage), dpkg-dev (cpack's dpkg-shlibdeps), openssl (the TLS runs' throwaway CA) and
+# procps (the process tests' ps, pgrep, pkill).
 # Split in two: what the main build needs, and what only the tests and the later trees need
-# (the servers, a JRE, clang, cpack's tools), which ./scripts/test installs while it builds.
-simba_build_packages=(libgtest-dev libgmock-dev libasio-dev libhiredis-dev libpq-dev libmariadb-dev
-                      libzookeeper-mt-dev help2man clang-format)
-simba_server_packages=(redis-server postgresql mariadb-server zookeeper default-jre-headless clang dpkg-dev file
-                       openssl procps)
+# (the servers, clang, cpack's tools), which ./scripts/test installs while it builds.
+simba_build_packages=(libgtest-dev libgmock-dev libasio-dev help2man clang-format
+                      $(simba_engine_values ENGINE_BUILD_PACKAGES))
+simba_server_packages=($(simba_engine_values ENGINE_SERVER_PACKAGES) clang dpkg-dev file openssl procps)
 simba_test_packages=("${simba_build_packages[@]}" "${simba_server_packages[@]}")
 
 # simba_install PACKAGE...: installs those that are missing.

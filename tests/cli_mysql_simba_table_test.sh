@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Run by with_mariadb.sh. A `simba_mutex` table made by Simba's own DDL (no fencing_token
+# Run by src/backends/mysql/test_server.sh. A `simba_mutex` table made by Simba's own DDL (no fencing_token
 # column, the server's default collation), then four `simba lock` processes starting at once:
 # each may find our column missing and add it; all must succeed, one holder at a time, and the
 # collation warning is said once on this host, not by every process.
 set -uo pipefail
 simba=${1:?usage: cli_mysql_simba_table_test.sh path/to/simba}
-uri=${SIMBA_TEST_MYSQL_URI:?run me through with_mariadb.sh}
+uri=${SIMBA_TEST_MYSQL_URI:?run me through src/backends/mysql/test_server.sh}
 sql() { mariadb --no-defaults -h 127.0.0.1 -P "$SIMBA_TEST_MYSQL_PORT" -u simba -psimba-pw simba -N -e "$1"; }
 source "$(dirname "$0")/cli_lib.sh"
 export XDG_STATE_HOME=$work/state  # where the once-per-host warning is remembered

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Run by with_mariadb.sh. A row written by a JVM Simba contender (Simba's own INSERT and
+# Run by src/backends/mysql/test_server.sh. A row written by a JVM Simba contender (Simba's own INSERT and
 # UPDATE shapes) blocks `simba lock` and shows in `simba status`; once its lease expires, simba
 # takes over and the row gets a fencing token.
 set -uo pipefail
 simba=${1:?usage: cli_mysql_test.sh path/to/simba}
-uri=${SIMBA_TEST_MYSQL_URI:?run me through with_mariadb.sh}
+uri=${SIMBA_TEST_MYSQL_URI:?run me through src/backends/mysql/test_server.sh}
 sql() { mariadb --no-defaults -h 127.0.0.1 -P "$SIMBA_TEST_MYSQL_PORT" -u simba -psimba-pw simba -N -e "$1"; }
 source "$(dirname "$0")/cli_lib.sh"
 

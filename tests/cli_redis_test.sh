@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Run by with_redis.sh. A JVM Simba holder (its plain SET NX PX on Simba's key) blocks
+# Run by src/backends/redis/test_server.sh. A JVM Simba holder (its plain SET NX PX on Simba's key) blocks
 # `simba lock` and shows in `simba status`; once its lease expires, simba takes over.
 set -uo pipefail
 simba=${1:?usage: cli_redis_test.sh path/to/simba}
-uri=${SIMBA_TEST_REDIS_URI:?run me through with_redis.sh}
+uri=${SIMBA_TEST_REDIS_URI:?run me through src/backends/redis/test_server.sh}
 port=${SIMBA_TEST_REDIS_PORT:?}
 source "$(dirname "$0")/cli_lib.sh"
 

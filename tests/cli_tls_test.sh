@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# TLS to a server that takes TLS only (with_postgres.sh / with_mariadb.sh under
+# TLS to a server that takes TLS only (src/backends/postgres/test_server.sh / src/backends/mysql/test_server.sh under
 # SIMBA_TEST_TLS=1): the right CA connects, another CA is refused naming the certificate
 # problem, and a connection without TLS is refused; each refusal is one line.
 #   cli_tls_test.sh SIMBA GOOD_URI WRONG_CA_URI PLAIN_URI

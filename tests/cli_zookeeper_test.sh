@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Run by with_zookeeper.sh. A `simba lock` holder is seen by name from another process
+# Run by src/backends/zookeeper/test_server.sh. A `simba lock` holder is seen by name from another process
 # (`simba status`, a blocked `simba lock`), and its release or death frees the mutex.
 set -uo pipefail
 simba=${1:?usage: cli_zookeeper_test.sh path/to/simba}
-uri="${SIMBA_TEST_ZK_URI:?run me through with_zookeeper.sh}?session_timeout=1s"
+uri="${SIMBA_TEST_ZK_URI:?run me through src/backends/zookeeper/test_server.sh}?session_timeout=1s"
 source "$(dirname "$0")/cli_lib.sh"
 mutex="cli/zk-$$-$RANDOM"
 

@@ -1,4 +1,4 @@
-// The MySQL/MariaDB backend against a server of its own (run through with_mariadb.sh): the UTC
+// The MySQL/MariaDB backend against a server of its own (run through src/backends/mysql/test_server.sh): the UTC
 // database clock whatever the server's zone, a restart mid-run. (The race to create one row
 // is a kit case.)
 #include <gtest/gtest.h>
@@ -63,7 +63,7 @@ class MysqlTest : public ::testing::Test {
  protected:
   void SetUp() override {
     uri_ = env("SIMBA_TEST_MYSQL_URI");
-    if (uri_.empty()) GTEST_FAIL() << "run through tests/with_mariadb.sh";
+    if (uri_.empty()) GTEST_FAIL() << "run through src/backends/mysql/test_server.sh";
   }
   std::string uri_;
 };

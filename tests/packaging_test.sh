@@ -15,6 +15,13 @@
 # and the checks then find them built).
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
+source "$src/scripts/deps.sh"  # the engine manifests (simba_engine_names)
+# Every engine that can be left out but SQLite, off: the SQLite-only build.
+not_sqlite=()
+for engine in $(simba_engine_names); do
+  [ -n "$(simba_engine_value "$engine" ENGINE_ALWAYS)" ] || [ "$engine" = sqlite ] ||
+    not_sqlite+=("-DSIMBA_WITH_${engine^^}=OFF")
+done
 static_build=$(cd "$1" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -50,8 +57,7 @@ build_shared() {
 }
 # Only the SQLite engine, Release.
 build_sqlite_only() {
-  configure -S "$src" -B "$sqlite_only" -DCMAKE_BUILD_TYPE=Release -DSIMBA_BUILD_TESTS=OFF -DSIMBA_WITH_REDIS=OFF \
-            -DSIMBA_WITH_POSTGRES=OFF -DSIMBA_WITH_MYSQL=OFF -DSIMBA_WITH_ZOOKEEPER=OFF &&
+  configure -S "$src" -B "$sqlite_only" -DCMAKE_BUILD_TYPE=Release -DSIMBA_BUILD_TESTS=OFF "${not_sqlite[@]}" &&
     cmake --build "$sqlite_only" --target simba_cli
 }
 if [ "${3:-}" = --build-only ]; then

@@ -1,4 +1,4 @@
-// The PostgreSQL backend against a server of its own (run through with_postgres.sh): the
+// The PostgreSQL backend against a server of its own (run through src/backends/postgres/test_server.sh): the
 // database clock, and a restart mid-run. (The race to create one row is a kit case.)
 #include <gtest/gtest.h>
 
@@ -20,7 +20,7 @@ class PostgresTest : public ::testing::Test {
  protected:
   void SetUp() override {
     uri_ = env("SIMBA_TEST_PG_URI");
-    if (uri_.empty()) GTEST_FAIL() << "run through tests/with_postgres.sh";
+    if (uri_.empty()) GTEST_FAIL() << "run through src/backends/postgres/test_server.sh";
   }
   // pg_ctl as the server's user (PostgreSQL refuses to run as root).
   static int pg_ctl(const std::string& args) {

@@ -1,4 +1,4 @@
-// Simba-JVM interop on Redis under a mixed contest (run through with_redis.sh): two contenders
+// Simba-JVM interop on Redis under a mixed contest (run through src/backends/redis/test_server.sh): two contenders
 // that speak Simba v3.1's wire protocol by hand (this file's own scripts, issuing the commands
 // Simba's acquire and release scripts issue: SET NX PX + PUBLISH acquired, else ZADD NX scored
 // by TIME seconds; release: DEL, pop the lowest queue entry, PUBLISH released to that one
@@ -133,7 +133,7 @@ void our_contender(const std::string& uri, const std::string& mutex, Contest& co
 TEST(RedisInteropTest, TwoJvmAndTwoOfOursShareOneMutexFairlyAndLeaveOnlyTheFencingHash) {
   const std::string uri = test::env("SIMBA_TEST_REDIS_URI");
   const int port = std::atoi(test::env("SIMBA_TEST_REDIS_PORT").c_str());
-  ASSERT_FALSE(uri.empty()) << "run through tests/with_redis.sh";
+  ASSERT_FALSE(uri.empty()) << "run through src/backends/redis/test_server.sh";
   const std::string mutex = tck::unique_mutex("mixed");
   Contest contest;
   std::vector<std::thread> actors;
@@ -167,7 +167,7 @@ TEST(RedisInteropTest, TwoJvmAndTwoOfOursShareOneMutexFairlyAndLeaveOnlyTheFenci
 TEST(RedisInteropTest, AJvmWaiterGetsALeaseOurLockManagerCaches) {
   const std::string uri = test::env("SIMBA_TEST_REDIS_URI");
   const int port = std::atoi(test::env("SIMBA_TEST_REDIS_PORT").c_str());
-  ASSERT_FALSE(uri.empty()) << "run through tests/with_redis.sh";
+  ASSERT_FALSE(uri.empty()) << "run through src/backends/redis/test_server.sh";
   const std::string mutex = tck::unique_mutex("jvm-waiter");
   ContendOptions options;
   options.ttl = 2s;

@@ -1,4 +1,4 @@
-// The ZooKeeper backend against a server of its own (tests/with_zookeeper.sh): path encoding,
+// The ZooKeeper backend against a server of its own (src/backends/zookeeper/test_server.sh): path encoding,
 // sessions (a server restart mid-run, a killed owner process, a stalled owner), digest ACLs,
 // chroots and fencing across sessions. The process cases run `simba lock` ($SIMBA_CLI).
 #include <gtest/gtest.h>

@@ -3,15 +3,15 @@
 # in a temporary directory, stopped afterwards whatever happens. A user `simba` (password
 # `simba-pw`) owns a database `simba`; the anonymous users mariadb-install-db creates are
 # dropped (they would shadow 'simba'@'%' from 127.0.0.1).
-#   with_mariadb.sh COMMAND ARGS...   (every "@MYSQL_URI@" and "@MYSQL_PORT@" in ARGS is replaced)
+#   src/backends/mysql/test_server.sh COMMAND ARGS...   (every "@MYSQL_URI@" and "@MYSQL_PORT@" in ARGS is replaced)
 # The command also finds the server in $SIMBA_TEST_MYSQL_URI, $SIMBA_TEST_MYSQL_PORT and
 # $SIMBA_TEST_MYSQL_START (a command line that starts the server again, for restart tests).
 # With SIMBA_TEST_TLS=1 the server has a certificate from a throwaway CA (server_make_tls) and
 # user `simba` must connect with TLS; "@TLS_CA@" and "@TLS_WRONG_CA@" in ARGS are replaced.
 set -euo pipefail
-source "$(dirname "$0")/server_lib.sh"
+source "$(dirname "$0")/../../../tests/server_lib.sh"
 mariadbd=$(command -v mariadbd || echo /usr/sbin/mariadbd)
-server_require with_mariadb.sh mariadb-server test -x "$mariadbd"
+server_require src/backends/mysql/test_server.sh mariadb-server test -x "$mariadbd"
 dir=$(mktemp -d)
 server=
 stop() {
@@ -46,7 +46,7 @@ for attempt in $(seq 20); do
   fi
   server_stop "$server"; server=
 done
-[ -n "$started" ] || { echo "with_mariadb.sh: MariaDB did not start"; cat "$dir/server.log"; exit 1; }
+[ -n "$started" ] || { echo "src/backends/mysql/test_server.sh: MariaDB did not start"; cat "$dir/server.log"; exit 1; }
 mariadb --no-defaults -S "$dir/mysqld.sock" -u root <<SQL
 DELETE FROM mysql.global_priv WHERE User = '';
 FLUSH PRIVILEGES;

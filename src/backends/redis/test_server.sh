@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Runs a command against a throwaway redis-server: loopback, a free port of its own, a
 # temporary folder, no persistence; stopped afterwards whatever happens.
-#   with_redis.sh COMMAND ARGS...   (every "@REDIS_URI@" and "@REDIS_PORT@" in ARGS is replaced)
+#   src/backends/redis/test_server.sh COMMAND ARGS...   (every "@REDIS_URI@" and "@REDIS_PORT@" in ARGS is replaced)
 # The command also finds the server in $SIMBA_TEST_REDIS_URI and $SIMBA_TEST_REDIS_PORT.
 set -euo pipefail
-source "$(dirname "$0")/server_lib.sh"
-server_require with_redis.sh redis-server command -v redis-server
+source "$(dirname "$0")/../../../tests/server_lib.sh"
+server_require src/backends/redis/test_server.sh redis-server command -v redis-server
 dir=$(mktemp -d)
 server=
 trap 'server_stop "$server"; rm -rf "$dir"' EXIT
@@ -18,6 +18,6 @@ for attempt in $(seq 20); do
   server_poll 100 "$server" redis-cli -p "$port" ping && break
   server_stop "$server"; server=
 done
-[ -n "$server" ] || { echo "with_redis.sh: redis-server did not start"; cat "$dir/redis.log"; exit 1; }
+[ -n "$server" ] || { echo "src/backends/redis/test_server.sh: redis-server did not start"; cat "$dir/redis.log"; exit 1; }
 export SIMBA_TEST_REDIS_URI="redis://127.0.0.1:$port" SIMBA_TEST_REDIS_PORT="$port"
 server_exec @REDIS_URI@ "$SIMBA_TEST_REDIS_URI" @REDIS_PORT@ "$port" "$@"

@@ -3,15 +3,15 @@
 # folder in a temporary directory, stopped afterwards whatever happens. PostgreSQL refuses to
 # run as root, so the server runs as the `postgres` user. A role `simba` (password `simba-pw`)
 # owns a database `simba`, reached with password authentication over TCP.
-#   with_postgres.sh COMMAND ARGS...   (every "@PG_URI@" and "@PG_PORT@" in ARGS is replaced)
+#   src/backends/postgres/test_server.sh COMMAND ARGS...   (every "@PG_URI@" and "@PG_PORT@" in ARGS is replaced)
 # The command also finds the server in $SIMBA_TEST_PG_URI, $SIMBA_TEST_PG_PORT, $SIMBA_TEST_PG_BIN
 # and $SIMBA_TEST_PG_DATA (for tests that restart it: see pg_ctl below).
 # With SIMBA_TEST_TLS=1 the server takes TLS connections only (a throwaway CA, see
 # server_make_tls; "@TLS_CA@" and "@TLS_WRONG_CA@" in ARGS are replaced by its files).
 set -euo pipefail
-source "$(dirname "$0")/server_lib.sh"
+source "$(dirname "$0")/../../../tests/server_lib.sh"
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-server_require with_postgres.sh PostgreSQL test -x "$bin/initdb"
+server_require src/backends/postgres/test_server.sh PostgreSQL test -x "$bin/initdb"
 as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 dir=$(mktemp -d)
 chmod 755 "$dir"
@@ -41,7 +41,7 @@ for attempt in $(seq 20); do
     break
   fi
 done
-[ -n "$started" ] || { echo "with_postgres.sh: PostgreSQL did not start"; cat "$dir/server.log"; exit 1; }
+[ -n "$started" ] || { echo "src/backends/postgres/test_server.sh: PostgreSQL did not start"; cat "$dir/server.log"; exit 1; }
 as_postgres "$bin/psql" -q -h "$dir" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 \
   -c "CREATE ROLE simba LOGIN PASSWORD 'simba-pw'" -c "CREATE DATABASE simba OWNER simba" >/dev/null
 export SIMBA_TEST_PG_URI="postgresql://simba:simba-pw@127.0.0.1:$port/simba" SIMBA_TEST_PG_PORT="$port" \

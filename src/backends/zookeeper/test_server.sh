@@ -3,14 +3,14 @@
 # loopback, a free port of its own, a temporary data folder, tickTime 100 ms so sessions may
 # be as short as 200 ms, and no fsync per write (as fsync=off for PostgreSQL: a test server
 # under a loaded CI disk must not stall renewals); stopped afterwards whatever happens.
-#   with_zookeeper.sh COMMAND ARGS...   (every "@ZK_URI@" and "@ZK_PORT@" in ARGS is replaced)
+#   src/backends/zookeeper/test_server.sh COMMAND ARGS...   (every "@ZK_URI@" and "@ZK_PORT@" in ARGS is replaced)
 # The command also finds the server in $SIMBA_TEST_ZK_URI and $SIMBA_TEST_ZK_PORT, and can
 # restart it (same port and data) with $SIMBA_TEST_ZK_START (a script that starts it and
 # waits until it serves; the server's pid goes to $SIMBA_TEST_ZK_PIDFILE).
 set -euo pipefail
-source "$(dirname "$0")/server_lib.sh"
-server_require with_zookeeper.sh zookeeper test -f /usr/share/java/zookeeper.jar
-server_require with_zookeeper.sh java command -v java
+source "$(dirname "$0")/../../../tests/server_lib.sh"
+server_require src/backends/zookeeper/test_server.sh zookeeper test -f /usr/share/java/zookeeper.jar
+server_require src/backends/zookeeper/test_server.sh java command -v java
 dir=$(mktemp -d)
 cleanup() {
   if [ -f "$dir/pid" ]; then
@@ -67,7 +67,7 @@ EOF
   kill "$(cat "$dir/pid")" 2>/dev/null || true
   rm -f "$dir/pid"
 done
-[ -n "$started" ] || { echo "with_zookeeper.sh: zookeeper did not start"; cat "$dir/server.log"; exit 1; }
+[ -n "$started" ] || { echo "src/backends/zookeeper/test_server.sh: zookeeper did not start"; cat "$dir/server.log"; exit 1; }
 export SIMBA_TEST_ZK_URI="zookeeper://127.0.0.1:$port" SIMBA_TEST_ZK_PORT="$port"
 export SIMBA_TEST_ZK_START="$dir/start" SIMBA_TEST_ZK_PIDFILE="$dir/pid"
 server_exec @ZK_URI@ "$SIMBA_TEST_ZK_URI" @ZK_PORT@ "$port" "$@"

@@ -10,10 +10,8 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "backends/common/lease_row.h"
-#include "backends/common/pool.h"
 #include "backends/common/server.h"
-#include "backends/common/sweep.h"
+#include "backends/common/sql_backend.h"
 #include "backends/mysql/connection.h"
 #include "backends/mysql/monitor.h"
 #include "base/log.h"
@@ -152,21 +150,31 @@ constexpr const char* kSweep =
     " - ? "
     "AND fencing_token < " SIMBA_MY_NOW " * 1000 AND fencing_token >= 1000000000000000 LIMIT ?";
 
-class MysqlBackend final : public BackendOffering<DemandSignal, IdleMarks, Administration, RawProbe> {
+// A row as the skeleton wants it (a demand: wanted until now or later).
+internal::SqlLeaseRow sql_row(mysql::LeaseRow row) {
+  internal::SqlLeaseRow out;
+  out.demanded = row.wanted_until >= row.now;
+  out.idle = row.idle;
+  out.owner = std::move(row.owner);
+  out.now = row.now;
+  out.mutex = std::move(row.mutex);
+  return out;
+}
+
+// No Push (waiters poll cheaply), but watch() reports the server's loss: owners hear it at once.
+class MysqlBackend final : public internal::SqlBackend<Connection> {
  public:
   MysqlBackend(const MysqlOptions& options, std::string where)
-      : options_(options),
-        where_(std::move(where)),
-        pool_(options.pool_size, [this] { return open(); }),
-        sweeps_(options.sweep_idle),
-        monitor_(mysql::make_monitor(options, where_)) {
-    auto connection = std::make_unique<Connection>(options_, where_, options_.command_timeout);
+      : SqlBackend("mysql", std::move(where), options.pool_size, options.sweep_idle, options.poll_interval),
+        options_(options),
+        monitor_(mysql::make_monitor(options, this->where())) {
+    auto connection = std::make_unique<Connection>(options_, this->where(), options_.command_timeout);
     const std::string server = connection->server_info();
     const bool mariadb = server.find("MariaDB") != std::string::npos;
     const unsigned long version = connection->server_version();
     if (mariadb ? version < 100200 : version < 80000) {
       throw Error(errc::unsupported,
-                  where_ + ": the server is '" + server +
+                  this->where() + ": the server is '" + server +
                       "'; this backend needs MariaDB 10.2+ or MySQL 8.0+ (exact, no-pad collations)");
     }
     returning_ = options_.returning && mariadb && version >= 100500;  // INSERT ... RETURNING
@@ -182,19 +190,19 @@ class MysqlBackend final : public BackendOffering<DemandSignal, IdleMarks, Admin
     if (connection->scalar(kMutexCollation) != 0) {
       internal::log_warn_once_per_host(
           "mysql-collation " + options_.host + ":" + std::to_string(options_.port) + "/" + options_.database,
-          where_ +
+          this->where() +
               ": table simba_mutex (made elsewhere) compares mutex names without case and trailing spaces; "
               "names that differ only so share one lease (said once on this host; again with SIMBA_LOG=info)");
     }
     prepare(*connection);
-    pool_.seed(std::move(connection));
+    pool().seed(std::move(connection));
   }
 
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
                         std::chrono::milliseconds transition) override {
     const std::string waiter = mutex + '\0' + contender_id;
     const std::int64_t lease = ttl.count() + transition.count();
-    return pool_.with([&](Connection& connection) {
+    return pool().with([&](Connection& connection) {
       // A contender that did not get it leaves a demand (a write at most once per half lease).
       auto want = [&](const mysql::LeaseRow& row, const OwnerSnapshot& seen) {
         if (row.wanted_until < row.now + lease / 2) connection.execute("want", {lease, mutex, seen.owner.owner_id});
@@ -220,7 +228,7 @@ class MysqlBackend final : public BackendOffering<DemandSignal, IdleMarks, Admin
             connection.execute("upsert", params);
             row = connection.query_lease("read", {mutex});
           }
-          if (!row) throw Error(errc::internal, where_ + ": acquire returned no row");
+          if (!row) throw Error(errc::internal, where() + ": acquire returned no row");
           auto result = internal::snapshot_of_row(row->owner, row->now);
           const bool lost = !result.owner.empty() && result.owner.owner_id != contender_id;
           set_waiting(waiter, result.owner.owner_id != contender_id);
@@ -237,64 +245,7 @@ class MysqlBackend final : public BackendOffering<DemandSignal, IdleMarks, Admin
 
   bool release(const std::string& mutex, const std::string& contender_id) override {
     set_waiting(mutex + '\0' + contender_id, false);
-    const bool released = pool_.with([&](Connection& connection) {
-      return connection.execute("release", {mutex, contender_id}) == 1;
-    });
-    sweeps_.maybe(where_, [&](std::chrono::milliseconds idle) { sweep(idle, internal::kSweepBatch); });
-    return released;
-  }
-
-  // Another process's lease ends the way its own release would end it.
-  bool evict(const std::string& mutex, const std::string& owner_id) override { return release(mutex, owner_id); }
-
-  MutexListing list(const std::string& prefix, std::size_t limit) override {
-    return pool_.with([&](Connection& connection) {
-      const auto asked = static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX - 1) + 1);
-      auto rows = connection.query_leases("list", {prefix, prefix, asked}, true);
-      MutexListing out;
-      for (auto& row : rows) {
-        if (out.records.size() == limit) {
-          out.truncated = true;
-          break;
-        }
-        out.now = row.now;
-        auto owner = internal::snapshot_of_row(std::move(row.owner), row.now).owner;
-        owner.idle = !owner.empty() && row.idle;
-        out.records.push_back({std::move(row.mutex), std::move(owner)});
-      }
-      if (out.now == 0) {
-        auto clock = connection.query_lease("read", {std::string()});
-        if (clock) out.now = clock->now;
-      }
-      return out;
-    });
-  }
-
-  std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {
-    return internal::sweep_in_batches(limit, [&](std::size_t batch) {
-      return pool_.with([&](Connection& connection) {
-        connection.run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED");  // the next statement only
-        return static_cast<std::size_t>(
-            connection.execute("sweep", {std::int64_t{idle_for.count()}, static_cast<std::int64_t>(batch)}));
-      });
-    });
-  }
-
-  OwnerSnapshot read(const std::string& mutex) override {
-    return pool_.with([&](Connection& connection) {
-      auto row = connection.query_lease("read", {mutex});
-      if (!row) throw Error(errc::internal, where_ + ": read returned no row");
-      auto snapshot = internal::snapshot_of_row(row->owner, row->now);
-      snapshot.demanded = !snapshot.owner.empty() && row->wanted_until >= row->now;
-      snapshot.owner.idle = !snapshot.owner.empty() && row->idle;
-      return snapshot;
-    });
-  }
-
-  bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) override {
-    return pool_.with([&](Connection& connection) {
-      return connection.execute("mark_idle", {std::int64_t{idle ? 1 : 0}, mutex, owner_id}) == 1;
-    });
+    return SqlBackend::release(mutex, contender_id);
   }
 
   std::unique_ptr<Subscription> watch(const std::string&, const std::string&,
@@ -302,40 +253,49 @@ class MysqlBackend final : public BackendOffering<DemandSignal, IdleMarks, Admin
     return monitor_->watch({}, std::move(on_change));
   }
 
-  // No Push (waiters poll cheaply), but watch() reports the server's loss: owners hear it at once.
-  Capabilities capabilities() const override {
-    Capabilities caps;
-    caps.engine = "mysql";
-    caps.poll_interval = options_.poll_interval;
-    caps.multi_process = true;
-    caps.multi_host = true;
-    caps.max_mutex_bytes = 66;  // Simba's varchar(66)
-    return caps;
-  }
-
-  std::string describe() const override { return where_; }
-
-  double raw_once() override {
-    return pool_.with([&](Connection& connection) {
-      std::call_once(raw_row_made_, [&] { connection.execute("raw_row", {std::string(kRawMutex)}); });
-      auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < 2; ++i) {
-        if (connection.execute("raw_update", {std::string(kRawMutex)}) != 1) {
-          throw Error(errc::internal, where_ + ": the raw UPDATE changed no row");
-        }
-      }
-      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-    });
-  }
-
  private:
-  static constexpr const char* kRawMutex = "simba-bench/raw";
-  std::once_flag raw_row_made_;  // the baseline's row, made by its first run
-
-  std::unique_ptr<Connection> open() {
-    auto connection = std::make_unique<Connection>(options_, where_, options_.command_timeout);
+  std::unique_ptr<Connection> open() override {
+    auto connection = std::make_unique<Connection>(options_, where(), options_.command_timeout);
     prepare(*connection);
     return connection;
+  }
+
+  internal::SqlLeaseRow read_row(Connection& connection, const std::string& mutex) override {
+    auto row = connection.query_lease("read", {mutex});
+    if (!row) throw Error(errc::internal, where() + ": read returned no row");
+    return sql_row(std::move(*row));
+  }
+
+  bool release_row(Connection& connection, const std::string& mutex, const std::string& contender_id) override {
+    return connection.execute("release", {mutex, contender_id}) == 1;
+  }
+
+  std::vector<internal::SqlLeaseRow> list_rows(Connection& connection, const std::string& prefix,
+                                               std::size_t asked) override {
+    std::vector<internal::SqlLeaseRow> rows;
+    for (auto& row : connection.query_leases("list", {prefix, prefix, static_cast<std::int64_t>(asked)}, true)) {
+      rows.push_back(sql_row(std::move(row)));
+    }
+    return rows;
+  }
+
+  std::size_t sweep_rows(Connection& connection, std::chrono::milliseconds idle_for, std::size_t batch) override {
+    connection.run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED");  // the next statement only
+    return static_cast<std::size_t>(
+        connection.execute("sweep", {std::int64_t{idle_for.count()}, static_cast<std::int64_t>(batch)}));
+  }
+
+  bool mark_idle_row(Connection& connection, const std::string& mutex, const std::string& owner_id,
+                     bool idle) override {
+    return connection.execute("mark_idle", {std::int64_t{idle ? 1 : 0}, mutex, owner_id}) == 1;
+  }
+
+  void make_raw_row(Connection& connection, const std::string& name) override { connection.execute("raw_row", {name}); }
+
+  void raw_update(Connection& connection, const std::string& name) override {
+    if (connection.execute("raw_update", {name}) != 1) {
+      throw Error(errc::internal, where() + ": the raw UPDATE changed no row");
+    }
   }
 
   void prepare(Connection& connection) const {
@@ -365,10 +325,7 @@ class MysqlBackend final : public BackendOffering<DemandSignal, IdleMarks, Admin
   }
 
   const MysqlOptions options_;
-  const std::string where_;
   bool returning_ = true;  // set once, before the pool opens a connection
-  internal::Pool<Connection> pool_;
-  internal::SweepSchedule sweeps_;
   std::unique_ptr<internal::PushChannel> monitor_;
   internal::AnnotatedMutex waiting_mutex_;
   std::unordered_set<std::string> waiting_

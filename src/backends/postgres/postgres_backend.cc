@@ -8,10 +8,8 @@
 #include <mutex>
 #include <string_view>
 
-#include "backends/common/lease_row.h"
-#include "backends/common/pool.h"
 #include "backends/common/server.h"
-#include "backends/common/sweep.h"
+#include "backends/common/sql_backend.h"
 #include "backends/postgres/connection.h"
 #include "backends/postgres/listener.h"
 #include "simba/error.h"
@@ -157,110 +155,54 @@ std::int64_t integer(const PGresult* result, int column, int row = 0) {
   return PQgetisnull(result, row, column) ? 0 : std::strtoll(PQgetvalue(result, row, column), nullptr, 10);
 }
 
-// Row `i` of a result with columns owner_id, acquired_at, ttl_at, transition_at, token, now.
-OwnerSnapshot snapshot_of(const PGresult* result, int i = 0) {
-  MutexOwner row;
-  if (!PQgetisnull(result, i, 0)) row.owner_id.assign(PQgetvalue(result, i, 0), PQgetlength(result, i, 0));
-  row.acquired_at = integer(result, 1, i);
-  row.ttl_at = integer(result, 2, i);
-  row.transition_at = integer(result, 3, i);
-  row.fencing_token = static_cast<std::uint64_t>(integer(result, 4, i));
-  return internal::snapshot_of_row(std::move(row), integer(result, 5, i));
+// Row `i` of a result with columns owner_id, acquired_at, ttl_at, transition_at, token, now
+// (and demanded, the name, idle where the statement has them: see read_row and list_rows).
+internal::SqlLeaseRow row_of(const PGresult* result, int i = 0) {
+  internal::SqlLeaseRow row;
+  if (!PQgetisnull(result, i, 0)) row.owner.owner_id.assign(PQgetvalue(result, i, 0), PQgetlength(result, i, 0));
+  row.owner.acquired_at = integer(result, 1, i);
+  row.owner.ttl_at = integer(result, 2, i);
+  row.owner.transition_at = integer(result, 3, i);
+  row.owner.fencing_token = static_cast<std::uint64_t>(integer(result, 4, i));
+  row.now = integer(result, 5, i);
+  return row;
 }
 
-class PostgresBackend final
-    : public BackendOffering<Push, DemandSignal, DemandPush, IdleMarks, Administration, RawProbe> {
+// "take" and "take_or_wait": the lease row, and (take) whether another contender asks.
+OwnerSnapshot taken_snapshot(const PGresult* result) {
+  auto row = row_of(result);
+  return internal::snapshot_of_row(std::move(row.owner), row.now);
+}
+
+class PostgresBackend final : public internal::SqlBackend<Connection, Push, DemandPush> {
  public:
   bool pushes_acquisitions() const noexcept override { return false; }  // observers poll for them
   PostgresBackend(const PostgresOptions& options, std::string where)
-      : options_(options),
-        where_(std::move(where)),
-        pool_(options.pool_size, [this] { return open(); }),
-        sweeps_(options.sweep_idle),
-        listener_(postgres::make_listener(options, where_)) {
-    auto connection = std::make_unique<Connection>(options_, where_);
+      : SqlBackend("postgresql", std::move(where), options.pool_size, options.sweep_idle,
+                   std::chrono::milliseconds(250)),
+        options_(options),
+        listener_(postgres::make_listener(options, this->where())) {
+    auto connection = std::make_unique<Connection>(options_, this->where());
     create_table(*connection);
     prepare(*connection);
-    pool_.seed(std::move(connection));
+    pool().seed(std::move(connection));
   }
 
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
                         std::chrono::milliseconds transition) override {
-    return pool_.with([&](Connection& connection) {
+    return pool().with([&](Connection& connection) {
       const std::vector<std::string> params = {mutex, contender_id, std::to_string(ttl.count()),
                                                std::to_string(transition.count())};
       auto taken = connection.execute("take", params);
       if (PQntuples(taken.get()) == 1) {
-        auto snapshot = snapshot_of(taken.get());
+        auto snapshot = taken_snapshot(taken.get());
         snapshot.demanded = demanded(taken.get());
         return snapshot;
       }
-      auto snapshot = snapshot_of(connection.execute("take_or_wait", params).get());
+      auto snapshot = taken_snapshot(connection.execute("take_or_wait", params).get());
       if (!snapshot.owner.empty() && snapshot.owner.owner_id != contender_id)
         connection.execute("notify_demand", {mutex});
       return snapshot;
-    });
-  }
-
-  bool release(const std::string& mutex, const std::string& contender_id) override {
-    const bool released = pool_.with([&](Connection& connection) {
-      auto released = connection.execute("release", {mutex, contender_id});
-      if (PQntuples(released.get()) != 1) return false;
-      if (std::string_view(PQgetvalue(released.get(), 0, 0)) == "t") connection.execute("notify", {mutex});
-      return true;
-    });
-    sweeps_.maybe(where_, [&](std::chrono::milliseconds idle) { sweep(idle, internal::kSweepBatch); });
-    return released;
-  }
-
-  // Another process's lease ends the way its own release would end it.
-  bool evict(const std::string& mutex, const std::string& owner_id) override { return release(mutex, owner_id); }
-
-  MutexListing list(const std::string& prefix, std::size_t limit) override {
-    return pool_.with([&](Connection& connection) {
-      const auto asked = std::min<std::size_t>(limit, INT64_MAX - 1) + 1;
-      auto rows = connection.execute("list", {prefix, std::to_string(asked)});
-      MutexListing out;
-      const int count = PQntuples(rows.get());
-      for (int i = 0; i < count; ++i) {
-        if (out.records.size() == limit) {
-          out.truncated = true;
-          break;
-        }
-        OwnerSnapshot row = snapshot_of(rows.get(), i);
-        row.owner.idle = !row.owner.empty() && flag(rows.get(), 7, i);
-        out.now = row.now;
-        out.records.push_back(
-            {std::string(PQgetvalue(rows.get(), i, 6), PQgetlength(rows.get(), i, 6)), std::move(row.owner)});
-      }
-      if (out.now == 0) out.now = snapshot_of(connection.execute("read", {std::string()}).get(), 0).now;
-      return out;
-    });
-  }
-
-  std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {
-    return internal::sweep_in_batches(limit, [&](std::size_t batch) {
-      return pool_.with([&](Connection& connection) {
-        auto deleted = connection.execute("sweep", {std::to_string(idle_for.count()), std::to_string(batch)});
-        return static_cast<std::size_t>(std::strtoull(PQcmdTuples(deleted.get()), nullptr, 10));
-      });
-    });
-  }
-
-  OwnerSnapshot read(const std::string& mutex) override {
-    return pool_.with([&](Connection& connection) {
-      auto row = connection.execute("read", {mutex});
-      auto snapshot = snapshot_of(row.get());
-      snapshot.demanded = !snapshot.owner.empty() && demanded(row.get());
-      snapshot.owner.idle = !snapshot.owner.empty() && flag(row.get(), 7);
-      return snapshot;
-    });
-  }
-
-  bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) override {
-    return pool_.with([&](Connection& connection) {
-      auto marked = connection.execute("mark_idle", {mutex, owner_id, idle ? "true" : "false"});
-      return std::string_view(PQcmdTuples(marked.get())) == "1";
     });
   }
 
@@ -276,39 +218,58 @@ class PostgresBackend final
                             [on_demand = std::move(on_demand)](WatchEvent) { on_demand(); });
   }
 
-  Capabilities capabilities() const override {
-    Capabilities caps;
-    caps.engine = "postgresql";
-    caps.poll_interval = std::chrono::milliseconds(250);
-    caps.multi_process = true;
-    caps.multi_host = true;
-    caps.max_mutex_bytes = 66;  // varchar(66), as Simba's table
-    return caps;
-  }
-
-  std::string describe() const override { return where_; }
-
-  double raw_once() override {
-    return pool_.with([&](Connection& connection) {
-      const std::vector<std::string> params = {kRawMutex};
-      std::call_once(raw_row_made_, [&] { connection.execute("raw_row", params); });
-      auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < 2; ++i) {
-        auto updated = connection.execute("raw_update", params);
-        if (std::string_view(PQcmdTuples(updated.get())) != "1") connection.fail("the raw UPDATE", updated.get());
-      }
-      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-    });
-  }
-
  private:
-  static constexpr const char* kRawMutex = "simba-bench/raw";
-  std::once_flag raw_row_made_;  // the baseline's row, made by its first run
-
-  std::unique_ptr<Connection> open() {
-    auto connection = std::make_unique<Connection>(options_, where_);
+  std::unique_ptr<Connection> open() override {
+    auto connection = std::make_unique<Connection>(options_, where());
     prepare(*connection);
     return connection;
+  }
+
+  internal::SqlLeaseRow read_row(Connection& connection, const std::string& mutex) override {
+    auto result = connection.execute("read", {mutex});
+    auto row = row_of(result.get());
+    row.demanded = demanded(result.get());
+    row.idle = flag(result.get(), 7);
+    return row;
+  }
+
+  bool release_row(Connection& connection, const std::string& mutex, const std::string& contender_id) override {
+    auto released = connection.execute("release", {mutex, contender_id});
+    if (PQntuples(released.get()) != 1) return false;
+    if (std::string_view(PQgetvalue(released.get(), 0, 0)) == "t") connection.execute("notify", {mutex});
+    return true;
+  }
+
+  std::vector<internal::SqlLeaseRow> list_rows(Connection& connection, const std::string& prefix,
+                                               std::size_t asked) override {
+    auto result = connection.execute("list", {prefix, std::to_string(asked)});
+    std::vector<internal::SqlLeaseRow> rows;
+    const int count = PQntuples(result.get());
+    for (int i = 0; i < count; ++i) {
+      auto row = row_of(result.get(), i);
+      row.mutex.assign(PQgetvalue(result.get(), i, 6), PQgetlength(result.get(), i, 6));
+      row.idle = flag(result.get(), 7, i);
+      rows.push_back(std::move(row));
+    }
+    return rows;
+  }
+
+  std::size_t sweep_rows(Connection& connection, std::chrono::milliseconds idle_for, std::size_t batch) override {
+    auto deleted = connection.execute("sweep", {std::to_string(idle_for.count()), std::to_string(batch)});
+    return static_cast<std::size_t>(std::strtoull(PQcmdTuples(deleted.get()), nullptr, 10));
+  }
+
+  bool mark_idle_row(Connection& connection, const std::string& mutex, const std::string& owner_id,
+                     bool idle) override {
+    auto marked = connection.execute("mark_idle", {mutex, owner_id, idle ? "true" : "false"});
+    return std::string_view(PQcmdTuples(marked.get())) == "1";
+  }
+
+  void make_raw_row(Connection& connection, const std::string& name) override { connection.execute("raw_row", {name}); }
+
+  void raw_update(Connection& connection, const std::string& name) override {
+    auto updated = connection.execute("raw_update", {name});
+    if (std::string_view(PQcmdTuples(updated.get())) != "1") connection.fail("the raw UPDATE", updated.get());
   }
 
   static void prepare(Connection& connection) {
@@ -338,9 +299,6 @@ class PostgresBackend final
   }
 
   const PostgresOptions options_;
-  const std::string where_;
-  internal::Pool<Connection> pool_;
-  internal::SweepSchedule sweeps_;
   std::unique_ptr<internal::PushChannel> listener_;
 };
 

@@ -5,18 +5,38 @@
 namespace simba::internal {
 namespace {
 
+using Options = MysqlOptions;
+
+// Whether the query names a TLS file (a CA or a client certificate): that asks for TLS by itself.
+bool names_tls_files(const EngineQuery& query) {
+  for (const char* key : {"ssl_ca", "ssl_cert", "ssl_key"}) {
+    if (!text_option(query, key).empty()) return true;
+  }
+  return false;
+}
+
+const OptionTable<Options>& options_table() {
+  static const auto table =
+      server_options<Options>()
+          .on_off("returning", "off: the upsert + read that servers without INSERT ... RETURNING get (default on)",
+                  &Options::returning)
+          .custom("ssl", "on: TLS, a server without it is refused (default off; on when a TLS file is given)",
+                  [](const EngineQuery& query, const std::string& key, Options& options) {
+                    options.ssl = switch_option(query, key, names_tls_files(query));
+                  })
+          .text("ssl_ca", "the CA file that signed the server's certificate (default: the system's)", &Options::ssl_ca)
+          .on_off("ssl_verify", "off: do not check the server's certificate and name (default on)",
+                  &Options::ssl_verify)
+          .text("ssl_cert", "a client certificate file", &Options::ssl_cert)
+          .text("ssl_key", "the client certificate's key file", &Options::ssl_key);
+  return table;
+}
+
 std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
-  MysqlOptions options;
-  take_server_basics(uri, query, options);
-  options.returning = switch_option(query, "returning", options.returning);
-  options.ssl_ca = text_option(query, "ssl_ca");
-  options.ssl_cert = text_option(query, "ssl_cert");
-  options.ssl_key = text_option(query, "ssl_key");
-  // A CA or a client certificate asks for TLS by itself.
-  const bool files = !options.ssl_ca.empty() || !options.ssl_cert.empty() || !options.ssl_key.empty();
-  options.ssl = switch_option(query, "ssl", files);
-  options.ssl_verify = switch_option(query, "ssl_verify", options.ssl_verify);
-  if (files && !options.ssl)
+  Options options;
+  take_server_basics(uri, options);
+  options_table().apply(query, options);
+  if (names_tls_files(query) && !options.ssl)
     throw Error(errc::invalid_argument, "ssl=off with TLS files (ssl_ca, ssl_cert, ssl_key): " + uri.redacted());
   return make_mysql_backend(options);
 }
@@ -24,18 +44,7 @@ std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
 }  // namespace
 
 const Engine& mysql_engine() {
-  static const Engine engine{
-      "mysql://user:password@host:port/db (or mariadb://)",
-      {kConnectTimeoutOption,
-       kCommandTimeoutOption,
-       kSweepIdleOption,
-       {"returning", "off: the upsert + read that servers without INSERT ... RETURNING get (default on)"},
-       {"ssl", "on: TLS, a server without it is refused (default off; on when a TLS file is given)"},
-       {"ssl_ca", "the CA file that signed the server's certificate (default: the system's)"},
-       {"ssl_verify", "off: do not check the server's certificate and name (default on)"},
-       {"ssl_cert", "a client certificate file"},
-       {"ssl_key", "the client certificate's key file"}},
-      &open};
+  static const Engine engine{"mysql://user:password@host:port/db (or mariadb://)", options_table().keys(), &open};
   return engine;
 }
 

@@ -7,11 +7,23 @@
 namespace simba::internal {
 namespace {
 
+using Options = RedisOptions;
+
+const OptionTable<Options>& options_table() {
+  static const auto table =
+      OptionTable<Options>()
+          .text("prefix", "first part of every key and channel (default simba)", &Options::prefix)
+          .duration("connect_timeout", "bound on connecting (default 2s)", &Options::connect_timeout)
+          .duration("command_timeout", "bound on one command (default 2s)", &Options::command_timeout)
+          .duration(kSweepIdleKey, kSweepIdleHelp, &Options::sweep_idle);
+  return table;
+}
+
 std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
   if (uri.scheme == "rediss") {
     throw Error(errc::unsupported, "rediss:// (Redis over TLS) is not supported: Debian's hiredis 0.14 has no TLS");
   }
-  RedisOptions options;
+  Options options;
   if (uri.host.empty()) throw Error(errc::invalid_argument, "redis URI needs a host: " + uri.redacted());
   options.host = uri.host;
   if (uri.port != 0) options.port = uri.port;
@@ -24,22 +36,14 @@ std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
     }
     options.db = std::stoi(db);
   }
-  options.prefix = text_option(query, "prefix", options.prefix);
-  options.connect_timeout = duration_option(query, "connect_timeout", options.connect_timeout);
-  options.command_timeout = duration_option(query, "command_timeout", options.command_timeout);
-  options.sweep_idle = duration_option(query, kSweepIdleKey, options.sweep_idle);
+  options_table().apply(query, options);
   return make_redis_backend(options);
 }
 
 }  // namespace
 
 const Engine& redis_engine() {
-  static const Engine engine{"redis://[user:password@]host:port[/db][?prefix=simba]",
-                             {{"prefix", "first part of every key and channel (default simba)"},
-                              {"connect_timeout", "bound on connecting (default 2s)"},
-                              {"command_timeout", "bound on one command (default 2s)"},
-                              {kSweepIdleKey, kSweepIdleHelp}},
-                             &open};
+  static const Engine engine{"redis://[user:password@]host:port[/db][?prefix=simba]", options_table().keys(), &open};
   return engine;
 }
 

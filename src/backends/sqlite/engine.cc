@@ -7,10 +7,20 @@
 namespace simba::internal {
 namespace {
 
+using Options = SqliteOptions;
+
+const OptionTable<Options>& options_table() {
+  static const auto table =
+      OptionTable<Options>()
+          .duration("busy_timeout", "how long SQLite waits for another process's write lock (default 5s)",
+                    &Options::busy_timeout)
+          .duration(kSweepIdleKey, kSweepIdleHelp, &Options::sweep_idle);
+  return table;
+}
+
 std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
-  SqliteOptions options;
-  options.busy_timeout = duration_option(query, "busy_timeout", options.busy_timeout);
-  options.sweep_idle = duration_option(query, kSweepIdleKey, options.sweep_idle);
+  Options options;
+  options_table().apply(query, options);
   if (!uri.user.empty() || uri.has_password || uri.port != 0) {
     throw Error(errc::invalid_argument, "sqlite URI takes a file path, like sqlite:///var/lib/app/simba.db");
   }
@@ -24,10 +34,7 @@ std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
 }  // namespace
 
 const Engine& sqlite_engine() {
-  static const Engine engine{"sqlite:///path/to/file.db",
-                             {{"busy_timeout", "how long SQLite waits for another process's write lock (default 5s)"},
-                              {kSweepIdleKey, kSweepIdleHelp}},
-                             &open};
+  static const Engine engine{"sqlite:///path/to/file.db", options_table().keys(), &open};
   return engine;
 }
 

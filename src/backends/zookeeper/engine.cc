@@ -35,26 +35,34 @@ std::string host_list(const Uri& uri) {
   return out;
 }
 
+using Options = ZookeeperOptions;
+
+const OptionTable<Options>& options_table() {
+  static const auto table =
+      OptionTable<Options>()
+          .duration("session_timeout", "asked of the server; caps the lease at 9/10 of it (default 10s)",
+                    &Options::session_timeout)
+          .duration("connect_timeout", "how long a call waits for the session to be connected (default 5s)",
+                    &Options::connect_timeout)
+          .duration(kSweepIdleKey, kSweepIdleHelp, &Options::sweep_idle);
+  return table;
+}
+
 std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
-  ZookeeperOptions options;
+  Options options;
   if (uri.host.empty()) throw Error(errc::invalid_argument, "zookeeper URI needs host:port: " + uri.redacted());
   options.hosts = host_list(uri);
   options.user = uri.user;
   options.password = uri.password;
   if (uri.path.size() > 1) options.chroot = uri.path;
-  options.session_timeout = duration_option(query, "session_timeout", options.session_timeout);
-  options.connect_timeout = duration_option(query, "connect_timeout", options.connect_timeout);
-  options.sweep_idle = duration_option(query, kSweepIdleKey, options.sweep_idle);
+  options_table().apply(query, options);
   return make_zookeeper_backend(options);
 }
 
 }  // namespace
 
 const Engine& zookeeper_engine() {
-  static const Engine engine{"zookeeper://[user:password@]host:port[,host:port...][/chroot]",
-                             {{"session_timeout", "asked of the server; caps the lease at 9/10 of it (default 10s)"},
-                              {"connect_timeout", "how long a call waits for the session to be connected (default 5s)"},
-                              {kSweepIdleKey, kSweepIdleHelp}},
+  static const Engine engine{"zookeeper://[user:password@]host:port[,host:port...][/chroot]", options_table().keys(),
                              &open};
   return engine;
 }

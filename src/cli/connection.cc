@@ -1,7 +1,9 @@
 #include "cli/connection.h"
 
+#include <algorithm>
 #include <iostream>
 
+#include "backends/engine.h"
 #include "core/uri.h"
 
 namespace simba::cli {
@@ -28,6 +30,22 @@ Client BackendChoice::connect() const {
   if (!transition.empty()) options.transition = parse_duration(transition);
   options.validate();
   return Client(opened, options);
+}
+
+std::string backends_footer() {
+  std::string out =
+      "Backends of this build (--backend URI), each with its own options; every one also takes\n"
+      "ttl, transition, initial_delay, poll, backoff and password_file (URI?key=value&...):\n";
+  for (const auto& slot : simba::internal::engine_table()) {
+    if (!slot.engine) continue;
+    out += "  " + slot.engine->uri_form + "\n";
+    for (const auto& option : slot.engine->options) {
+      std::string key = "    " + option.key;
+      key.resize(std::max<std::size_t>(key.size() + 2, 24), ' ');
+      out += key + option.help + "\n";
+    }
+  }
+  return out;
 }
 
 void add_backend_options(CLI::App& command, BackendChoice& choice) {

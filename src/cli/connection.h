@@ -20,6 +20,9 @@ struct BackendChoice {
 };
 
 void add_backend_options(CLI::App& command, BackendChoice& choice);
+// The backends of this build for --help: each engine's URI form and its own options with their
+// help, from the engine table (src/backends/engine.h), so the help never lists what is not there.
+std::string backends_footer();
 void add_lease_options(CLI::App& command, BackendChoice& choice);
 
 }  // namespace simba::cli

@@ -20,7 +20,7 @@ int main_impl(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("simba ") + kVersion);
   app.set_help_all_flag("--help-all", "Print help for every subcommand and exit");
-  app.footer(exit_code_footer());
+  app.footer(backends_footer() + "\n" + exit_code_footer());
 
   BackendChoice backend;
   CommandRun run;

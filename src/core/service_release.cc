@@ -86,7 +86,12 @@ void release_core(std::shared_ptr<ServiceCore>& core) noexcept {
   if (!on_runtime_thread()) {
     try {
       if (core->delivers_notifications()) core->flush();  // queued notifications drop their references
+    } catch (const std::exception& e) {
+      // flush() waits on a promise: only a broken one (out of memory, a runtime gone) throws.
+      // Said, then the wait below still bounds how long this takes.
+      log_error("mutex '" + core->mutex() + "': waiting for its notifications to drain: " + e.what());
     } catch (...) {
+      log_error("mutex '" + core->mutex() + "': waiting for its notifications to drain: a non-standard exception");
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (core.use_count() > 1 && std::chrono::steady_clock::now() < deadline) {

@@ -11,10 +11,13 @@ simba_engine_values() {
     (source "$manifest" && printf '%s ' "${!1:-}")
   done
 }
-# simba_engine_names: every engine folder with a manifest; simba_engine_value NAME KEY: one value.
+# simba_engine_names: every engine folder with a manifest, in their ENGINE_ORDER (as the build
+# orders them); simba_engine_value NAME KEY: one value.
 simba_engine_names() {
   local manifest
-  for manifest in "$simba_root"/src/backends/*/engine.env; do basename "$(dirname "$manifest")"; done
+  for manifest in "$simba_root"/src/backends/*/engine.env; do
+    printf '%s %s\n' "$(source "$manifest" && printf '%s' "${ENGINE_ORDER:-0}")" "$(basename "$(dirname "$manifest")")"
+  done | sort -n | cut -d' ' -f2
 }
 simba_engine_value() { (source "$simba_root/src/backends/$1/engine.env" && printf '%s' "${!2:-}"); }
 

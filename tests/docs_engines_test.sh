@@ -16,10 +16,7 @@ first_cells() {
                        on && /^\|/ { print; table = 1; next } table { exit }' "$1" | tail -n +3 |
     sed -E 's/^\| *([^|]*[^| ]) *\|.*/\1/'
 }
-# The manifests in ENGINE_ORDER.
-mapfile -t engines < <(for engine in $(simba_engine_names); do
-                         printf '%s %s\n' "$(simba_engine_value "$engine" ENGINE_ORDER)" "$engine"
-                       done | sort -n | cut -d' ' -f2)
+mapfile -t engines < <(simba_engine_names)  # in ENGINE_ORDER
 
 failed=0
 check_table() {  # check_table FILE HEADING

@@ -168,12 +168,6 @@ internal::SqlLeaseRow row_of(const PGresult* result, int i = 0) {
   return row;
 }
 
-// "take" and "take_or_wait": the lease row, and (take) whether another contender asks.
-OwnerSnapshot taken_snapshot(const PGresult* result) {
-  auto row = row_of(result);
-  return internal::snapshot_of_row(std::move(row.owner), row.now);
-}
-
 class PostgresBackend final : public internal::SqlBackend<Connection, Push, DemandPush> {
  public:
   bool pushes_acquisitions() const noexcept override { return false; }  // observers poll for them
@@ -195,11 +189,11 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
                                                std::to_string(transition.count())};
       auto taken = connection.execute("take", params);
       if (PQntuples(taken.get()) == 1) {
-        auto snapshot = taken_snapshot(taken.get());
+        auto snapshot = snapshot_of(row_of(taken.get()));
         snapshot.demanded = demanded(taken.get());
         return snapshot;
       }
-      auto snapshot = taken_snapshot(connection.execute("take_or_wait", params).get());
+      auto snapshot = snapshot_of(row_of(connection.execute("take_or_wait", params).get()));
       if (!snapshot.owner.empty() && snapshot.owner.owner_id != contender_id)
         connection.execute("notify_demand", {mutex});
       return snapshot;

@@ -2,6 +2,8 @@
 // the middle of a run.
 #pragma once
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -17,8 +19,8 @@ inline std::string env(const char* name) {
   return value ? value : "";
 }
 
-// An owner holds a mutex on `uri`; `stop_server` kills the server: the owner must stop
-// believing at once (well within its 3 s ttl) and hear on_released; `start_server` brings it
+// An owner holds a mutex on `uri`; `stop_server` kills the server: the owner must be revoked
+// at once (on_released well within its 3 s ttl); `start_server` brings it
 // back: the owner must own again (a new on_acquired) without restarting anything. The
 // fencing tokens of the two ownerships go to `token_before` and `token_after` if given.
 inline void expect_restart_revokes_and_resumes(const std::string& uri, const std::function<void()>& stop_server,
@@ -36,11 +38,16 @@ inline void expect_restart_revokes_and_resumes(const std::string& uri, const std
   ASSERT_TRUE(tck::wait_until([&] { return owner->acquired_count() == 1; }, 5s));
   auto stopped = std::chrono::steady_clock::now();
   ASSERT_NO_FATAL_FAILURE(stop_server());
-  ASSERT_TRUE(tck::wait_until([&] { return !service->is_owner(); }, 2s));
-  EXPECT_LT(std::chrono::steady_clock::now() - stopped, options.ttl);
-  ASSERT_TRUE(tck::wait_until([&] { return owner->released_count() == 1; }, 2s));
+  // The revocation itself, not the belief at some later poll: a round sent after the loss may
+  // still be answered by a server that is shutting down (PostgreSQL's LISTEN backend dies
+  // before the one that answers a renewal), which is a real renewal of a durable lease.
+  ASSERT_TRUE(tck::wait_until([&] { return owner->released_count() >= 1; }, 2s));
+  const auto events = owner->events();
+  const auto revoked = std::find_if(events.begin(), events.end(), [](const auto& e) { return !e.acquired; });
+  ASSERT_NE(revoked, events.end());
+  EXPECT_LT(revoked->at - stopped, options.ttl) << "revoked only when the lease ran out";
   ASSERT_NO_FATAL_FAILURE(start_server());
-  EXPECT_TRUE(tck::wait_until([&] { return owner->acquired_count() == 2; }, 20s));
+  EXPECT_TRUE(tck::wait_until([&] { return owner->acquired_count() >= 2 && service->is_owner(); }, 20s));
   EXPECT_TRUE(service->is_owner());
   std::vector<std::uint64_t> tokens;
   for (const auto& event : owner->events()) {

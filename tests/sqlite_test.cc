@@ -1,6 +1,9 @@
 // Unit tests of SQLite's file handling (built with the SQLite engine).
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
+
+#include <chrono>
 #include <filesystem>
 
 #include "kit.h"
@@ -32,6 +35,37 @@ TEST(SqliteBackendTest, TwoConnectionsToOneFileShareTheLease) {
   EXPECT_EQ(second->watch("m", "", [](WatchEvent) {}), nullptr);
   first.reset();
   second.reset();
+  for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
+}
+
+// A contender reads the clock before its statements; a release landing in between leaves its
+// own time (now - 1), which may be later than the contender's. The row is free all the same:
+// the contender takes it, and never reports an owner with an empty id (a lock manager's single
+// attempt gave up on such an answer, as if the mutex were owned by a process that never hands
+// back).
+TEST(SqliteBackendTest, ARowReleasedAfterTheContendersClockReadIsFree) {
+  auto path = std::filesystem::temp_directory_path() / ("simba-unit-released-" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  SqliteOptions options;
+  options.path = path.string();
+  auto backend = make_sqlite_backend(options);
+  const auto first = backend->acquire("m", "a", 10s, 0ms).owner;
+  ASSERT_EQ(first.owner_id, "a");
+  ASSERT_TRUE(backend->release("m", "a"));
+  // The release as a releaser whose now was a minute after the contender's.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.string().c_str(), &db), SQLITE_OK);
+  const auto later =
+      std::chrono::duration_cast<std::chrono::milliseconds>((std::chrono::system_clock::now() + 60s).time_since_epoch())
+          .count();
+  const auto sql = "UPDATE simba_mutex SET transition_at = " + std::to_string(later) + " WHERE mutex = 'm'";
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  const auto taken = backend->acquire("m", "b", 10s, 0ms).owner;
+  EXPECT_EQ(taken.owner_id, "b") << "a released row read as taken (by '" << taken.owner_id << "')";
+  EXPECT_EQ(taken.fencing_token, first.fencing_token + 1);
+  EXPECT_EQ(backend->read("m").owner.owner_id, "b");
+  backend.reset();
   for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
 }
 

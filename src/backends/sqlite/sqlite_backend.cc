@@ -39,8 +39,10 @@ constexpr const char* kAddIdle = "ALTER TABLE simba_mutex ADD COLUMN idle_token 
 
 // Acquire-or-renew in one statement: take a free or expired row, renew our own live one; the
 // fencing token rises only when the owner id changes, a demand goes with the old owner and an
-// idle mark with the old lease (only a renewal keeps it). All
-// SET expressions see the old row. A new row's token starts at ?6 = now x 1000 (common/sweep.h).
+// idle mark with the old lease (only a renewal keeps it). A released row (owner_id '') is free
+// whatever its transition_at: the clock is read before the statement, and a release that lands
+// in between leaves a time (its now - 1) that may not be before ours. All SET expressions see
+// the old row. A new row's token starts at ?6 = now x 1000 (common/sweep.h).
 constexpr const char* kAcquire = R"sql(
 INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token)
 VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6)
@@ -53,7 +55,8 @@ ON CONFLICT (mutex) DO UPDATE SET
   transition_at = excluded.transition_at,
   owner_id = excluded.owner_id,
   version = version + 1
-WHERE transition_at < excluded.acquired_at
+WHERE owner_id = ''
+   OR transition_at < excluded.acquired_at
    OR (owner_id = excluded.owner_id AND transition_at > excluded.acquired_at)
 RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, wanted_until)sql";
 
@@ -152,7 +155,9 @@ class SqliteBackend final : public BackendOffering<DemandSignal, IdleMarks, Admi
     // demand (at most once per half lease).
     EpochMillis now = epoch_millis_now();
     if (auto current = select(mutex)) {
-      if (current->owner.owner_id != contender_id && current->owner.transition_at >= now) {
+      // Owned by another, live by our clock (a released row is free: see kAcquire).
+      const bool taken = !current->owner.owner_id.empty() && current->owner.owner_id != contender_id;
+      if (taken && current->owner.transition_at >= now) {
         const EpochMillis lease = ttl.count() + transition.count();
         if (current->wanted_until < now + lease / 2) want(mutex, current->owner.owner_id, now + lease);
         return {current->owner, now};

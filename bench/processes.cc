@@ -39,9 +39,10 @@ using namespace std::chrono_literals;
 nlohmann::json kill(const Client& client, const std::string& uri, const std::string& engine, std::size_t n) {
   const auto cli = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "simba";
   if (!std::filesystem::exists(cli)) throw Error(errc::unavailable, "kill workload needs " + cli.string());
-  // On ZooKeeper a lease longer than the session, so that the session timeout (which caps
-  // it) is what the takeover waits for.
-  const bool session_bound = engine == "zookeeper";
+  // Where a lease does not lapse by time alone but ends with its holder's session (ZooKeeper),
+  // a lease longer than the session, so that the session timeout (which caps it) is what the
+  // takeover waits for.
+  const bool session_bound = !client.backend()->capabilities().lease_lapses_by_time;
   ContendOptions options = client.options();
   options.ttl = session_bound ? 10s : 200ms;
   options.transition = session_bound ? 6s : 100ms;

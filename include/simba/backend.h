@@ -48,6 +48,13 @@ struct Capabilities {
   bool multi_process = false;                    // Contenders in different processes can share it.
   bool multi_host = false;                       // Contenders on different hosts can share it.
   std::size_t max_mutex_bytes = 0;               // Longest mutex name accepted; 0 = no limit.
+  // Facts about records and leases, for tools and the kit (the core does not branch on them):
+  // a free mutex's record stays until sweep() (false: the engine forgets idle records by
+  // itself, as memory does after 4,096 changes); an unrenewed lease ends at its transition_at
+  // by time alone (false: it ends when a waiter removes it or the holder's session ends, as a
+  // ZooKeeper latch node does).
+  bool keeps_idle_records = true;
+  bool lease_lapses_by_time = true;
 };
 
 // One mutex the backend holds a record for, as list() found it (owner judged as read() does).

@@ -174,6 +174,7 @@ class MemoryBackend final
     Capabilities caps;
     caps.engine = "memory";
     caps.poll_interval = std::chrono::milliseconds(100);
+    caps.keeps_idle_records = false;  // kRemembered
     return caps;
   }
 

@@ -153,6 +153,7 @@ Capabilities LatchBackend::capabilities() const {
   caps.poll_interval = std::chrono::milliseconds(1000);
   caps.multi_process = true;
   caps.multi_host = true;
+  caps.lease_lapses_by_time = false;  // a leader's node stays until a waiter removes it, or its session ends
   return caps;
 }
 

@@ -12,6 +12,7 @@
 #include "locks/fast_path.h"
 #include "locks/idle_marker.h"
 #include "locks/request_queue.h"
+#include "locks/single_attempt.h"
 #include "locks/thread_holds.h"
 #include "locks/yield_window.h"
 
@@ -164,6 +165,74 @@ TEST(HandoversTest, StopAtTheEndingHoldsLimitOrAtADemand) {
   EXPECT_FALSE(handovers.may_hand_over(Terms{0ms, 0ms, 0}, false));
   handovers.reset();  // a fresh remote lease
   EXPECT_TRUE(handovers.may_hand_over(two, false));
+}
+
+// ---- The single-attempt rule
+
+AttemptFacts attempt_under_way() {
+  AttemptFacts facts;
+  facts.attempting = true;
+  facts.attempt_bound = 1500ms;
+  facts.handback_bound = 450ms;
+  return facts;
+}
+
+TEST(SingleAttemptTest, AWaitBehindALocalHolderOrNotContendingEndsAtOnce) {
+  EXPECT_EQ(single_attempt(AttemptFacts{}), AttemptVerdict::ends);
+  auto facts = attempt_under_way();
+  facts.attempting = false;
+  facts.won_ungranted = true;  // whatever else it says
+  EXPECT_EQ(single_attempt(facts), AttemptVerdict::ends);
+}
+
+TEST(SingleAttemptTest, ItWaitsForOneRoundWithinTheBoundThenEndsSayingSo) {
+  auto facts = attempt_under_way();
+  facts.since_queued = 1499ms;
+  EXPECT_EQ(single_attempt(facts), AttemptVerdict::wait_for_round) << "a single attempt ended before any round";
+  facts.since_queued = 1500ms;
+  EXPECT_EQ(single_attempt(facts), AttemptVerdict::ends_without_round);
+  facts.round_since_queued = true;
+  EXPECT_EQ(single_attempt(facts), AttemptVerdict::ends) << "a round came and met a plain owner";
+}
+
+TEST(SingleAttemptTest, ALeaseWonButNotYetGrantedIsWaitedFor) {
+  auto facts = attempt_under_way();
+  facts.round_since_queued = true;
+  facts.since_queued = 10s;
+  facts.won_ungranted = true;
+  EXPECT_EQ(single_attempt(facts), AttemptVerdict::wait_for_round);
+}
+
+TEST(SingleAttemptTest, ACachingOwnersHandBackIsWaitedForFromTheRoundThatMetIt) {
+  auto facts = attempt_under_way();
+  facts.round_since_queued = true;
+  facts.met_caching_owner = true;
+  facts.since_queued = 5s;  // queued long ago: the bound counts from the meeting
+  facts.since_met_owner = 449ms;
+  EXPECT_EQ(single_attempt(facts), AttemptVerdict::wait_for_round);
+  facts.since_met_owner = 450ms;
+  EXPECT_EQ(single_attempt(facts), AttemptVerdict::ends) << "no hand-back within its bound";
+  facts.since_met_owner = 0ms;
+  facts.met_caching_owner = false;
+  EXPECT_EQ(single_attempt(facts), AttemptVerdict::ends) << "a plain owner never hands back";
+}
+
+TEST(SingleAttemptTest, ATimeoutNamesWhatItKnows) {
+  TimeoutFacts facts;
+  facts.mutex = "orders";
+  EXPECT_EQ(timeout_message(facts), "timed out waiting for mutex 'orders'");
+  facts.timeout = 200ms;
+  facts.contender = "c1";
+  facts.owner = "other@host";
+  facts.self = "c1";
+  facts.last_error = "connection refused";
+  EXPECT_EQ(timeout_message(facts),
+            "timed out after 200ms waiting for mutex 'orders' as contender 'c1' (owned by 'other@host'); last "
+            "backend error: connection refused");
+  facts.owner = "c1";  // its own id: a lease it held before, not a rival
+  EXPECT_EQ(timeout_message(facts).find("owned by"), std::string::npos);
+  facts.held_here = true;
+  EXPECT_NE(timeout_message(facts).find("(held in this process)"), std::string::npos);
 }
 
 // ---- YieldWindow

@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "locks/lock_table.h"
 #include "locks/on_io.h"
+#include "locks/single_attempt.h"
 #include "simba/duration.h"
 #include "simba/error.h"
 
@@ -104,26 +105,29 @@ LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
   internal::UniqueMutexLock lock(mutex_);
   const Request* request = requests_.find(ticket);
   if (!request) return GiveUp::granted;
-  // At least one remote attempt for a request that is first in line and not behind a local
-  // holder (behind one, the answer is known: the mutex is taken). Against another process
-  // that caches, the attempt left a demand: wait for the hand-back it brings, boundedly.
-  if (requests_.is_front(ticket) && !holder_ && running()) {
-    // A round that won the lease has told the core but not yet this entry (on_round grants
-    // next): the grant is on its way, whatever the owner that round replaced.
-    if (core().is_owner() && !release_wanted()) return GiveUp::wait_for_round;
-    const auto waited = Clock::now() - request->queued_at;
-    if (rounds() == request->rounds_at_queue) {
-      const auto bound = core().attempt_bound();
-      if (waited < bound) return GiveUp::wait_for_round;
+  const auto now = Clock::now();
+  AttemptFacts facts;
+  facts.attempting = requests_.is_front(ticket) && !holder_ && running();
+  if (facts.attempting) {
+    facts.won_ungranted = core().is_owner() && !release_wanted();  // on_round grants next
+    facts.round_since_queued = rounds() != request->rounds_at_queue;
+    facts.since_queued = now - request->queued_at;
+    facts.attempt_bound = core().attempt_bound();
+    facts.met_caching_owner = core().met_caching_owner();
+    facts.since_met_owner = now - request->met_owner_at.value_or(request->queued_at);
+    facts.handback_bound = core().handback_bound();
+  }
+  switch (single_attempt(facts)) {
+    case AttemptVerdict::wait_for_round: return GiveUp::wait_for_round;
+    case AttemptVerdict::ends_without_round: {
       const auto error = core().last_error();
       log_warn("mutex '" + name() + "': a single attempt saw no round of its contender within " +
-               format_duration(bound) + " (rounds " + std::to_string(rounds()) + ", waiters " +
+               format_duration(core().attempt_bound()) + " (rounds " + std::to_string(rounds()) + ", waiters " +
                std::to_string(requests_.size()) + (release_wanted() ? ", release wanted" : "") +
                (error.empty() ? "" : ", last backend error: " + error) + "); it fails");
-    } else if (core().met_caching_owner() &&
-               Clock::now() - request->met_owner_at.value_or(request->queued_at) < core().handback_bound()) {
-      return GiveUp::wait_for_round;
+      break;
     }
+    case AttemptVerdict::ends: break;
   }
   auto given_up = requests_.take(ticket);
   if (given_up->deadline) runtime_->cancel(*given_up->deadline);
@@ -136,24 +140,18 @@ LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
 }
 
 std::string LockEntry::timeout_message(std::chrono::milliseconds timeout, bool name_contender) const {
-  std::string message = "timed out";
-  if (timeout != kNoTimeout) message += " after " + format_duration(timeout);
-  message += " waiting for mutex '" + name() + "'";
-  if (name_contender) message += " as contender '" + core().contender_id() + "'";
-  bool held_here;
+  TimeoutFacts facts;
+  facts.mutex = name();
+  if (timeout != kNoTimeout) facts.timeout = timeout;
+  if (name_contender) facts.contender = core().contender_id();
   {
     internal::MutexLock lock(mutex_);
-    held_here = holder_.has_value();
+    facts.held_here = holder_.has_value();
   }
-  auto owner = core().last_owner_id();
-  if (held_here) {
-    message += " (held in this process)";
-  } else if (!owner.empty() && owner != core().contender_id()) {
-    message += " (owned by '" + owner + "')";
-  }
-  auto error = core().last_error();
-  if (!error.empty()) message += "; last backend error: " + error;
-  return message;
+  facts.owner = core().last_owner_id();
+  facts.self = core().contender_id();
+  facts.last_error = core().last_error();
+  return internal::timeout_message(facts);
 }
 
 void LockEntry::expire(std::uint64_t ticket) {

@@ -239,15 +239,11 @@ TEST(SingleAttemptTest, ATimeoutNamesWhatItKnows) {
 
 TEST(YieldWindowTest, AWindowIsSizedByTheEngine) {
   YieldWindow window;
-  const auto t0 = Clock::now();
-  window.started(t0);
-  window.won(t0 + 1ms);
+  window.won(1ms);
   EXPECT_EQ(window.length(true, 500ms), Clock::duration(4ms)) << "four round trips on a push engine";
-  window.started(t0);
-  window.won(t0 + 100ms);
+  window.won(100ms);
   EXPECT_EQ(window.length(true, 500ms), Clock::duration(50ms)) << "at most 50 ms";
-  window.started(t0);
-  window.won(t0);
+  window.won(0ms);
   EXPECT_EQ(window.length(true, 500ms), Clock::duration(2ms)) << "at least 2 ms";
   EXPECT_EQ(window.length(false, 500ms), Clock::duration(510ms)) << "a poll and a little without push";
 }
@@ -266,6 +262,28 @@ TEST(YieldWindowTest, ContendedItYieldsEveryTimeElseOncePerFourWindows) {
   window.yield(t0 + 710ms, false, 100ms);
   EXPECT_EQ(window.not_before(), t0 + 820ms) << "contended, every give-back leaves a window";
   EXPECT_FALSE(window.contended(t0 + 700ms + 1s));
+}
+
+TEST(YieldWindowTest, AwayUntilTheWindowEndsReadingTheClockOnlyWhileOneWasLeft) {
+  YieldWindow window;
+  int reads = 0;
+  auto at = [&](Clock::time_point now) {
+    return [&reads, now] {
+      ++reads;
+      return now;
+    };
+  };
+  const auto t0 = Clock::now();
+  EXPECT_FALSE(window.away(at(t0)));
+  EXPECT_EQ(reads, 0) << "no window was ever left: no clock read";
+  window.yield(t0, false, 100ms);
+  EXPECT_TRUE(window.away(at(t0 + 109ms)));
+  EXPECT_FALSE(window.away(at(t0 + 110ms)));
+  EXPECT_EQ(reads, 2);
+  EXPECT_FALSE(window.away(at(t0)));
+  EXPECT_EQ(reads, 2) << "a window that is over is not looked at again";
+  window.yield(t0 + 200ms, false, 100ms);
+  EXPECT_FALSE(window.away(at(t0 + 200ms))) << "a second window within four windows' time was left";
 }
 
 // ---- EntryState: the table in simba/mutex.h

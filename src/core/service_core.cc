@@ -254,7 +254,7 @@ void ServiceCore::run_round(std::uint64_t generation) {
     snapshot = contender_ ? backend_->acquire(mutex(), contender_->contender_id(), options_.ttl, options_.transition)
                           : backend_->read(mutex());
   } catch (const std::exception& e) {
-    fail_round(generation, e.what());
+    fail_round(generation, sent, e.what());
     return;
   }
   finish_round(generation, sent, snapshot);
@@ -263,6 +263,7 @@ void ServiceCore::run_round(std::uint64_t generation) {
 void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent, const OwnerSnapshot& snapshot) {
   const bool claims = contender_ && snapshot.owner.is_owner(contender_->contender_id());
   bool demanded = false;
+  RoundTimes times{sent, {}};
   {
     internal::UniqueMutexLock lock(mutex_);
     if (!current_locked(generation)) {
@@ -306,6 +307,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     // then forgot the lease (a restart): only a round sent after the loss proves ownership.
     const bool before_loss = sent <= channel_lost_at_;
     const auto now = Clock::now();
+    times.answered = now;
     bool ours = claims && !dormant_ && !before_loss && now < lease_deadline;
     if (ours && owned_ && snapshot.owner.fencing_token != token_) {
       // A new token: our lease ended between renewals (released by force, or expired by the
@@ -364,10 +366,10 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     if (ours && now + delay >= lease_deadline_) arm_deadline_locked(generation);
   }
   if (demanded && hooks_.on_demand) hooks_.on_demand();
-  if (hooks_.on_round) hooks_.on_round();
+  if (hooks_.on_round) hooks_.on_round(times);
 }
 
-void ServiceCore::fail_round(std::uint64_t generation, const std::string& what) {
+void ServiceCore::fail_round(std::uint64_t generation, Clock::time_point sent, const std::string& what) {
   {
     internal::UniqueMutexLock lock(mutex_);
     if (!current_locked(generation)) {
@@ -390,7 +392,7 @@ void ServiceCore::fail_round(std::uint64_t generation, const std::string& what) 
     again_ = false;
     if (!dormant_) arm_timer_locked(generation, delay);
   }
-  if (hooks_.on_round) hooks_.on_round();
+  if (hooks_.on_round) hooks_.on_round(RoundTimes{sent, Clock::now()});
 }
 
 std::optional<std::uint64_t> ServiceCore::settle_stale_locked() {

@@ -24,9 +24,15 @@
 
 namespace simba::internal {
 
+// When a round's request left and when its answer was judged (a failed round: when it failed).
+struct RoundTimes {
+  std::chrono::steady_clock::time_point sent;
+  std::chrono::steady_clock::time_point answered;
+};
+
 struct CoreHooks {
   // Called on an I/O thread after every contention round, successful or not. Must be quick.
-  std::function<void()> on_round;
+  std::function<void(const RoundTimes&)> on_round;
   // true: the lock manager's contender (LockEntry). No notifications at all (nothing is posted
   // to the strand and mutex_state() stays empty: two thread hops saved per hold), and once
   // ownership is lost it stops contending until stop() (its entry learns of the loss through
@@ -106,7 +112,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void on_watch(std::uint64_t generation, WatchEvent event);
   void run_round(std::uint64_t generation);
   void finish_round(std::uint64_t generation, Clock::time_point sent, const OwnerSnapshot& snapshot);
-  void fail_round(std::uint64_t generation, const std::string& what);
+  void fail_round(std::uint64_t generation, Clock::time_point sent, const std::string& what);
   // The timer that revokes at lease_deadline_ unless a renewal came back first.
   void arm_deadline_locked(std::uint64_t generation) REQUIRES(mutex_);
   void on_lease_deadline(std::uint64_t generation);

@@ -39,10 +39,8 @@ void ServiceCore::stop() {
     // finds its lease gone joins again. Let it end first (its end gives back what it got, see
     // finish_round), so that nothing of ours is left once stop() returns. A runtime thread does
     // not wait: it may be the one that has to run that round, which then releases by itself.
-    if (!on_runtime_thread()) {
-      round_settled_.wait_for(lock.native(), kRoundInFlightBound,
-                              [&]() REQUIRES(mutex_) { return !in_flight_ && stale_releases_ == 0; });
-    }
+    const auto settled = [&]() REQUIRES(mutex_) { return !in_flight_ && stale_releases_ == 0; };
+    if (!settled() && !on_runtime_thread()) round_settled_.wait_for(lock.native(), kRoundInFlightBound, settled);
   }
   subscription.reset();
   if (contender_) release_remote("stop()");

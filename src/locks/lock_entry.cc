@@ -3,6 +3,7 @@
 #include "base/thread_annotations.h"
 
 #include <algorithm>
+#include <cassert>
 
 #include "base/log.h"
 #include "locks/lock_table.h"
@@ -21,8 +22,8 @@ std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, s
   std::weak_ptr<LockEntry> weak = entry;
   CoreHooks hooks;
   hooks.one_shot = true;
-  hooks.on_round = [weak] {
-    if (auto self = weak.lock()) self->on_round();
+  hooks.on_round = [weak](const RoundTimes& times) {
+    if (auto self = weak.lock()) self->on_round(times);
   };
   hooks.on_lost = [weak](std::uint64_t generation) {
     if (auto self = weak.lock()) self->on_lost(generation);
@@ -57,13 +58,19 @@ Strand LockEntry::callback_strand() {
 }
 
 std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done,
-                                 bool inline_round) {
+                                 bool inline_round, bool may_give_up) {
   std::uint64_t ticket;
   Outcomes outcomes;
   {
     internal::MutexLock lock(mutex_);
     ticket = ++next_id_;
-    Request request{ticket, terms, std::move(done), std::nullopt, rounds(), shared_from_this(), Clock::now()};
+    Request request{ticket,
+                    terms,
+                    std::move(done),
+                    std::nullopt,
+                    rounds(),
+                    shared_from_this(),
+                    may_give_up ? Clock::now() : Clock::time_point{}};
     if (timeout != kNoTimeout) {
       std::weak_ptr<LockEntry> weak = shared_from_this();
       request.deadline = runtime_->schedule_after(std::max(timeout, std::chrono::milliseconds(0)), [weak, ticket] {
@@ -93,7 +100,7 @@ bool LockEntry::cancel(std::uint64_t ticket, std::error_code reason) {
     auto request = requests_.take(ticket);
     if (!request) return false;
     if (request->deadline) runtime_->cancel(*request->deadline);
-    outcomes.push_back({std::move(request->done), reason, Hold(), std::move(request->self)});
+    settle(outcomes, Outcome{std::move(request->done), reason, Hold(), std::move(request->self)});
   }
   run(outcomes);
   drive();
@@ -160,20 +167,21 @@ void LockEntry::expire(std::uint64_t ticket) {
     internal::MutexLock lock(mutex_);
     auto request = requests_.take(ticket);
     if (!request) return;
-    outcomes.push_back({std::move(request->done), make_error_code(errc::timeout), Hold(), std::move(request->self)});
+    settle(outcomes,
+           Outcome{std::move(request->done), make_error_code(errc::timeout), Hold(), std::move(request->self)});
   }
   run(outcomes);
   // On a timer thread: stopping the contender may take a round trip; not here.
   on_io([](LockEntry& entry) { entry.drive(); });
 }
 
-void LockEntry::on_round() {
+void LockEntry::on_round(const RoundTimes& times) {
   Outcomes outcomes;
   std::unique_ptr<Subscription> unwatched;  // ends outside the lock
   {
     internal::MutexLock lock(mutex_);
     count_round();
-    const auto now = Clock::now();
+    const auto now = times.answered;
     const auto lease = core().lease(now);
     if (lease.rival_seen) {
       window().rival_seen(now);
@@ -184,7 +192,7 @@ void LockEntry::on_round() {
     }
     if (!holder_ && !release_wanted() && !requests_.empty() && lease.owner) {
       handovers_.reset();  // a fresh remote lease
-      window().won(now);
+      window().won(times.answered - times.sent);
       lease_won_locked(requests_.front().terms.linger.count() > 0 && !window().contended(now));
       grant_front_locked(outcomes, lease);
     }
@@ -278,21 +286,26 @@ void LockEntry::grant_front_locked(Outcomes& outcomes, const ServiceCore::Lease&
   }
   Hold hold(shared_from_this(), holder.id, holder.token, holder.lost);
   holder_ = std::move(holder);
-  outcomes.push_back({std::move(request.done), std::error_code(), std::move(hold), std::move(request.self)});
+  settle(outcomes, Outcome{std::move(request.done), std::error_code(), std::move(hold), std::move(request.self)});
+}
+
+void LockEntry::settle(Outcomes& outcomes, Outcome outcome) noexcept {
+  assert(!outcomes && "one outcome per pass");  // another would end here, under the entry's lock
+  outcomes.emplace(std::move(outcome));
 }
 
 void LockEntry::run(Outcomes& outcomes) noexcept {
-  for (auto& outcome : outcomes) {
-    try {
-      outcome.done(outcome.error, std::move(outcome.hold));
-    } catch (const std::exception& e) {
-      log_error(std::string("a lock completion threw: ") + e.what());
-    } catch (...) {
-      log_error("a lock completion threw a non-standard exception");
-    }
-    outcome.hold.unlock();  // a Hold no completion took goes back here, outside the entry's lock
-    outcome.done = nullptr;
+  if (!outcomes) return;
+  auto& outcome = *outcomes;
+  try {
+    outcome.done(outcome.error, std::move(outcome.hold));
+  } catch (const std::exception& e) {
+    log_error(std::string("a lock completion threw: ") + e.what());
+  } catch (...) {
+    log_error("a lock completion threw a non-standard exception");
   }
+  outcome.hold.unlock();  // a Hold no completion took goes back here, outside the entry's lock
+  outcome.done = nullptr;
 }
 
 EntryFacts LockEntry::local_facts() const {

@@ -52,8 +52,10 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   const std::string& contender_id() const noexcept { return core().contender_id(); }
 
   // Queues a request with its handle's terms. `inline_round`: the caller may block for the
-  // first remote round (a thread that waits anyway). Returns the ticket.
-  std::uint64_t request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done, bool inline_round);
+  // first remote round (a thread that waits anyway). `may_give_up`: its waiter may call
+  // give_up() (the single-attempt rule needs the time it came). Returns the ticket.
+  std::uint64_t request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done, bool inline_round,
+                        bool may_give_up = false);
   bool cancel(std::uint64_t ticket, std::error_code reason);
   // A waiting thread's deadline passed: gives up its request unless no remote round has
   // finished since it queued (then it must wait a little longer: at least one attempt).
@@ -101,27 +103,29 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
     std::optional<Runtime::TimerId> max_hold_timer;
     Terms terms{};  // of the request it came from (a fast hold: of the hold that cached)
   };
-  // What to run once mutex_ is released. `keep` (the request's hold on the entry) goes when
-  // the caller's list does, after the caller is done with the entry.
+  // What to run once mutex_ is released: each path grants, cancels or times out at most one
+  // request (kept inline, no allocation). `keep` (the request's hold on the entry) goes when
+  // the caller's outcome does, after the caller is done with the entry.
   struct Outcome {
     Mutex::Callback done;
     std::error_code error;
     Hold hold;
     std::shared_ptr<LockEntry> keep;
   };
-  using Outcomes = std::vector<Outcome>;
+  using Outcomes = std::optional<Outcome>;
 
   LockEntry(std::shared_ptr<LockTable> table, std::string key, std::string name);
 
   // RemoteContender's questions.
   EntryFacts local_facts() const override REQUIRES(mutex_);
   void drive_after(std::chrono::milliseconds delay) override;
-  void on_round();
+  void on_round(const RoundTimes& times);
   void on_lost(std::uint64_t generation);
   void expire(std::uint64_t ticket);
   void revoke(std::uint64_t hold_id, const char* why);
   void grant_front_locked(Outcomes& outcomes, const ServiceCore::Lease& lease) REQUIRES(mutex_);
   void end_holder_locked(std::stop_source* to_stop) REQUIRES(mutex_);
+  static void settle(Outcomes& outcomes, Outcome outcome) noexcept;
   static void run(Outcomes& outcomes) noexcept;
   // LeaseCache's questions.
   void adopt_fast_hold_locked(std::uint64_t token, std::uint64_t generation, std::stop_source lost,

@@ -147,6 +147,7 @@ struct Landing {
 }  // namespace
 
 Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, std::stop_token interrupt) const {
+  constexpr auto kForever = std::chrono::steady_clock::time_point::max();
   auto landing = std::make_shared<Landing>();
   auto ticket = entry_->request(
       LockEntry::kNoTimeout, {max_hold_, linger_, max_local_handovers_},
@@ -158,8 +159,7 @@ Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, std::stop
         }
         landing->arrived.notify_one();
       },
-      /*inline_round=*/!internal::on_runtime_thread());
-  constexpr auto kForever = std::chrono::steady_clock::time_point::max();
+      /*inline_round=*/!internal::on_runtime_thread(), /*may_give_up=*/deadline != kForever);
   std::stop_callback wake(interrupt, [landing] {
     { internal::MutexLock lock(landing->mutex); }  // a waiter between its check and its wait sees it
     landing->arrived.notify_all();

@@ -53,15 +53,13 @@ void RemoteContender::drive(bool inline_round) {
     if (move == ContenderMove::stop) {
       release_wanted_ = false;
     } else if (move == ContenderMove::start) {
-      const auto now = Clock::now();
-      if (now >= window_.not_before()) {
+      if (!window_.away([] { return Clock::now(); })) {
         running_ = true;
-        window_.started(now);
       } else {
         move = ContenderMove::none;  // yielding to other processes for a while
         if (!restart_pending_) {
           restart_pending_ = true;
-          drive_after(std::chrono::ceil<std::chrono::milliseconds>(window_.not_before() - now));
+          drive_after(std::chrono::ceil<std::chrono::milliseconds>(window_.not_before() - Clock::now()));
         }
       }
     }

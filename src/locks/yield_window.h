@@ -14,13 +14,9 @@ class YieldWindow {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // The entry's contender started contending at `now`; won the lease at `now` (the round trip
-  // in between sizes a window on a push engine).
-  void started(Clock::time_point now) noexcept { started_at_ = now; }
-  void won(Clock::time_point now) noexcept {
-    if (started_at_) round_trip_ = now - *started_at_;
-    started_at_.reset();
-  }
+  // The entry's contender won the lease in a round that took `round_trip` (it sizes a window
+  // on a push engine).
+  void won(Clock::duration round_trip) noexcept { round_trip_ = round_trip; }
   // A round saw another process own the mutex.
   void rival_seen(Clock::time_point now) noexcept { rival_seen_ = now; }
   std::optional<Clock::time_point> last_rival() const noexcept { return rival_seen_; }
@@ -40,7 +36,16 @@ class YieldWindow {
       last_window_ = not_before_;
     }
   }
-  // Until when the contender stays away (the past: it may start).
+  // Whether the contender stays away at `now` (a window is not over). `clock` gives now: it is
+  // read only while a window was left (most starts read no clock).
+  template <class Now>
+  bool away(Now clock) noexcept {
+    if (not_before_ == Clock::time_point{}) return false;
+    if (clock() < not_before_) return true;
+    not_before_ = {};  // over
+    return false;
+  }
+  // Until when the contender stays away (the past or the epoch: it may start).
   Clock::time_point not_before() const noexcept { return not_before_; }
 
   // With a push channel a waiter elsewhere is told of the release at once and needs about one
@@ -52,9 +57,8 @@ class YieldWindow {
   }
 
  private:
-  std::optional<Clock::time_point> started_at_;  // when the contender last started
-  Clock::duration round_trip_{};                 // from that start to the lease, last time
-  Clock::time_point last_window_{};              // end of the last window left to others
+  Clock::duration round_trip_{};     // of the round that won the lease, last time
+  Clock::time_point last_window_{};  // end of the last window left to others
   Clock::time_point not_before_{};
   std::optional<Clock::time_point> rival_seen_;  // when a round last saw another owner
 };

@@ -248,7 +248,7 @@ TEST(YieldWindowTest, AWindowIsSizedByTheEngine) {
   EXPECT_EQ(window.length(false, 500ms), Clock::duration(510ms)) << "a poll and a little without push";
 }
 
-TEST(YieldWindowTest, ContendedItYieldsEveryTimeElseOncePerFourWindows) {
+TEST(YieldWindowTest, ContendedItYieldsEveryTimeElseAtASpacingFromFourWindows) {
   YieldWindow window;
   const auto t0 = Clock::now();
   window.yield(t0, false, 100ms);  // 110 ms windows
@@ -256,12 +256,50 @@ TEST(YieldWindowTest, ContendedItYieldsEveryTimeElseOncePerFourWindows) {
   window.yield(t0 + 200ms, false, 100ms);
   EXPECT_EQ(window.not_before(), t0 + 110ms) << "uncontended, a second window within four windows' time";
   window.yield(t0 + 110ms + 440ms, false, 100ms);
-  EXPECT_EQ(window.not_before(), t0 + 660ms);
-  window.rival_seen(t0 + 700ms);
-  EXPECT_TRUE(window.contended(t0 + 1s));
-  window.yield(t0 + 710ms, false, 100ms);
-  EXPECT_EQ(window.not_before(), t0 + 820ms) << "contended, every give-back leaves a window";
-  EXPECT_FALSE(window.contended(t0 + 700ms + 1s));
+  EXPECT_EQ(window.not_before(), t0 + 110ms) << "nobody used the first window: the spacing doubled";
+  window.yield(t0 + 110ms + 880ms, false, 100ms);
+  EXPECT_EQ(window.not_before(), t0 + 1100ms);
+  window.rival_seen(t0 + 1150ms);
+  EXPECT_TRUE(window.contended(t0 + 1200ms));
+  window.yield(t0 + 1160ms, false, 100ms);
+  EXPECT_EQ(window.not_before(), t0 + 1270ms) << "contended, every give-back leaves a window";
+  EXPECT_FALSE(window.contended(t0 + 1150ms + 1s));
+}
+
+TEST(YieldWindowTest, UncontendedWindowsSpreadOutUpToASecondAndARivalStartsThemOver) {
+  YieldWindow window;
+  window.won(0ms);  // 2 ms windows (push)
+  const auto t0 = Clock::now();
+  auto t = t0;
+  std::vector<Clock::duration> gaps;  // from the end of one window to the start of the next
+  auto last_end = t0 - 1h;
+  while (t < t0 + 6s) {
+    window.yield(t, true, 100ms);
+    if (window.not_before() > t && window.not_before() != last_end) {
+      if (last_end > t0) gaps.push_back(t - last_end);
+      last_end = window.not_before();
+    }
+    t += 1ms;  // a give-back every millisecond of busy use
+  }
+  ASSERT_GE(gaps.size(), 6u);
+  EXPECT_EQ(gaps[0], Clock::duration(16ms)) << "the second window comes after twice four windows";
+  for (std::size_t i = 1; i < gaps.size(); ++i) {
+    EXPECT_GE(gaps[i], gaps[i - 1]) << "window " << i;
+    EXPECT_LE(gaps[i], YieldWindow::kMaxSpacing + 1ms) << "a silent waiter elsewhere waited longer than the bound";
+  }
+  EXPECT_GE(gaps.back(), YieldWindow::kMaxSpacing) << "the spacing never reached its bound";
+  // Another process seen: a window at every give-back while contended, then from the shortest
+  // spacing again.
+  window.rival_seen(t);
+  window.yield(t + 1ms, true, 100ms);
+  EXPECT_EQ(window.not_before(), t + 3ms);
+  const auto quiet = t + 1s + 10ms;  // no longer contended
+  window.yield(quiet, true, 100ms);
+  EXPECT_EQ(window.not_before(), quiet + 2ms);
+  window.yield(quiet + 2ms + 15ms, true, 100ms);
+  EXPECT_EQ(window.not_before(), quiet + 2ms) << "within the spacing";
+  window.yield(quiet + 2ms + 16ms, true, 100ms);
+  EXPECT_EQ(window.not_before(), quiet + 20ms) << "the spacing started over (twice four windows), not at a second";
 }
 
 TEST(YieldWindowTest, AwayUntilTheWindowEndsReadingTheClockOnlyWhileOneWasLeft) {

@@ -18,7 +18,10 @@ class YieldWindow {
   // on a push engine).
   void won(Clock::duration round_trip) noexcept { round_trip_ = round_trip; }
   // A round saw another process own the mutex.
-  void rival_seen(Clock::time_point now) noexcept { rival_seen_ = now; }
+  void rival_seen(Clock::time_point now) noexcept {
+    rival_seen_ = now;
+    spacing_ = {};  // uncontended windows start over at the shortest spacing
+  }
   std::optional<Clock::time_point> last_rival() const noexcept { return rival_seen_; }
   // Another process was seen wanting the mutex within the last second.
   bool contended(Clock::time_point now) const noexcept {
@@ -26,16 +29,28 @@ class YieldWindow {
   }
 
   // The lease went back while requests wait here: stay away for a window, every time while
-  // contended, else once per four windows' time of busy local use (a waiter elsewhere that
-  // never won yet leaves no trace to see; it still gets a window within that bound).
+  // contended; else after a spacing of busy local use (a waiter elsewhere that never won yet
+  // leaves no trace to see; it still gets a window within that bound). The spacing starts at
+  // four windows and doubles with each window no other process used (none was seen since), up
+  // to kMaxSpacing (or four windows, if longer); seeing another process starts it over.
   // `push`: the engine pushes releases to waiters; `poll`: their poll interval otherwise.
   void yield(Clock::time_point now, bool push, std::chrono::milliseconds poll) noexcept {
     const auto window = length(push, poll);
-    if (contended(now) || now - last_window_ >= 4 * window) {
-      not_before_ = now + window;
-      last_window_ = not_before_;
+    const Clock::duration shortest = 4 * window;
+    if (contended(now)) {
+      leave(now, window);
+      return;
+    }
+    spacing_ = std::max(spacing_, shortest);
+    if (now - last_window_ >= spacing_) {
+      leave(now, window);
+      spacing_ = std::max(std::min<Clock::duration>(2 * spacing_, kMaxSpacing), shortest);
     }
   }
+  // The longest spacing of windows while no other process is seen.
+  static constexpr Clock::duration kMaxSpacing = std::chrono::seconds(1);
+  // The spacing after the last window left.
+  Clock::duration spacing() const noexcept { return spacing_; }
   // Whether the contender stays away at `now` (a window is not over). `clock` gives now: it is
   // read only while a window was left (most starts read no clock).
   template <class Now>
@@ -60,6 +75,12 @@ class YieldWindow {
   Clock::duration round_trip_{};     // of the round that won the lease, last time
   Clock::time_point last_window_{};  // end of the last window left to others
   Clock::time_point not_before_{};
+  Clock::duration spacing_{};  // of uncontended windows (yield())
+
+  void leave(Clock::time_point now, Clock::duration window) noexcept {
+    not_before_ = now + window;
+    last_window_ = not_before_;
+  }
   std::optional<Clock::time_point> rival_seen_;  // when a round last saw another owner
 };
 

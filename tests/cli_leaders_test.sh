@@ -7,7 +7,7 @@
 # are counted from above and below; a watcher's lines.
 #
 #   cli_leaders_test.sh SIMBA REGISTER URI     (URI "sqlite": a database in the test's folder;
-#                                               a server's URI: run through tests/with_*.sh)
+#                                               a server's URI: run through src/backends/*/test_server.sh)
 set -uo pipefail
 simba=$(realpath "${1:?usage: cli_leaders_test.sh SIMBA REGISTER URI}")
 register=$(realpath "${2:?}")

@@ -1,4 +1,4 @@
-# What the tests/with_*.sh wrappers share; sourced by them. Each wrapper starts one throwaway
+# What the src/backends/*/test_server.sh wrappers share; sourced by them. Each wrapper starts one throwaway
 # server on loopback, on a free port, in a temporary folder, and stops it whatever happens.
 
 # server_require WRAPPER WHAT CHECK...: exits 1 unless CHECK succeeds ("WHAT is not installed").

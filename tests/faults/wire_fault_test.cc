@@ -1,7 +1,7 @@
 // Faults on the wire between one owner and its server (tests/faults/fault_proxy.h), on a real
 // server: the owner reaches it through the fault proxy, a rival contender directly.
 //
-//   simba_wire_fault_tests --backend URI     (run through tests/with_<server>.sh)
+//   simba_wire_fault_tests --backend URI     (run through src/backends/<engine>/test_server.sh)
 //
 // Every case samples both contenders' is_owner() every millisecond for its whole length: the
 // two never believe at once. Figures (ms from the fault) go to stdout as JSON lines.

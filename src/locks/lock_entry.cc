@@ -17,25 +17,11 @@ namespace simba::internal {
 std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, std::string key, std::string name,
                                              bool caches, std::string given_id) {
   std::shared_ptr<LockEntry> entry(new LockEntry(std::move(table), std::move(key), std::move(name)));
-  // The remote contender needs no notifications: the entry learns of each round and each loss
-  // through the hooks, which hold the entry weakly (an idle entry is freed).
-  std::weak_ptr<LockEntry> weak = entry;
-  CoreHooks hooks;
-  hooks.one_shot = true;
-  hooks.on_round = [weak](const RoundTimes& times) {
-    if (auto self = weak.lock()) self->on_round(times);
-  };
-  hooks.on_lost = [weak](std::uint64_t generation) {
-    if (auto self = weak.lock()) self->on_lost(generation);
-  };
-  hooks.on_demand = [weak] {
-    if (auto self = weak.lock()) self->on_demand();
-  };
   // An entry whose holds may cache says so in its id (MutexOwner::caching()): another process's
   // single attempt then waits for the hand-back its demand brings (give_up()).
   std::string id = given_id.empty() ? contender_id::host() : std::move(given_id);
   if (entry->may_ever_cache() && caches) id += MutexOwner::kCachingSuffix;
-  entry->contend_as(std::move(id), entry->table_->context(), std::move(hooks));
+  entry->contend_as(std::move(id), entry->table_->context(), std::weak_ptr<LockEntry>(entry));
   // Made: from now on its end takes it out of the table. An entry that failed here (a name the
   // backend cannot hold) ends under the table's lock, which takes its slot out itself.
   entry->in_table_ = true;

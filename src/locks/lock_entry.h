@@ -95,6 +95,8 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   using LeaseCache::release_cached;
 
  private:
+  friend class RemoteContender;  // its core's hooks call on_round, on_lost and on_demand
+
   struct Holder {
     std::uint64_t id;
     std::uint64_t token;

@@ -14,7 +14,7 @@ RemoteContender::RemoteContender(std::string name, const LockContext& context)
 
 RemoteContender::~RemoteContender() { stop_contending(); }
 
-void RemoteContender::contend_as(std::string id, const LockContext& context, CoreHooks hooks) {
+void RemoteContender::make_core(std::string id, const LockContext& context, CoreHooks hooks) {
   auto contender = make_contender(name_, {}, {}, std::move(id));
   core_ = std::make_shared<ServiceCore>(contender, contender, context.backend, context.runtime, context.options,
                                         std::move(hooks));

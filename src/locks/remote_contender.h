@@ -37,8 +37,25 @@ class RemoteContender {
   RemoteContender(std::string name, const LockContext& context);
   ~RemoteContender();
 
-  // Makes the core, contending as `id`. `hooks`: the entry's on_round, on_lost, on_demand.
-  void contend_as(std::string id, const LockContext& context, CoreHooks hooks);
+  // Makes the core, contending as `id`. It delivers no notifications: `entry` learns of each
+  // round, loss and demand through its on_round, on_lost and on_demand, held weakly (an idle
+  // entry is freed).
+  template <class Entry>
+  void contend_as(std::string id, const LockContext& context, std::weak_ptr<Entry> entry) {
+    CoreHooks hooks;
+    hooks.one_shot = true;
+    hooks.on_round = [entry](const RoundTimes& times) {
+      if (auto self = entry.lock()) self->on_round(times);
+    };
+    hooks.on_lost = [entry](std::uint64_t generation) {
+      if (auto self = entry.lock()) self->on_lost(generation);
+    };
+    hooks.on_demand = [entry] {
+      if (auto self = entry.lock()) self->on_demand();
+    };
+    make_core(std::move(id), context, std::move(hooks));
+  }
+  void make_core(std::string id, const LockContext& context, CoreHooks hooks);
   // Stops the core; waits for runtime tasks that still hold it. Before the entry's slot goes.
   void stop_contending() noexcept;
 

@@ -14,11 +14,27 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// A database file of this process's own, gone (with its WAL files) at the end of the case.
+struct TempDatabase {
+  explicit TempDatabase(const std::string& hint)
+      : path((std::filesystem::temp_directory_path() / (hint + "-" + std::to_string(getpid()) + ".db")).string()) {
+    remove();
+  }
+  ~TempDatabase() { remove(); }
+  void remove() const {
+    for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  }
+  SqliteOptions options() const {
+    SqliteOptions options;
+    options.path = path;
+    return options;
+  }
+  const std::string path;
+};
+
 TEST(SqliteBackendTest, TwoConnectionsToOneFileShareTheLease) {
-  auto path = std::filesystem::temp_directory_path() / ("simba-unit-" + std::to_string(getpid()) + ".db");
-  std::filesystem::remove(path);
-  SqliteOptions options;
-  options.path = path.string();
+  const TempDatabase database("simba-unit");
+  const auto options = database.options();
   auto first = make_sqlite_backend(options);
   auto second = make_sqlite_backend(options);
   EXPECT_EQ(first->push(), nullptr);
@@ -33,9 +49,6 @@ TEST(SqliteBackendTest, TwoConnectionsToOneFileShareTheLease) {
   EXPECT_EQ(taken.owner_id, "b");
   EXPECT_EQ(taken.fencing_token, held.fencing_token + 1);
   EXPECT_EQ(second->watch("m", "", [](WatchEvent) {}), nullptr);
-  first.reset();
-  second.reset();
-  for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
 }
 
 // A contender reads the clock before its statements; a release landing in between leaves its
@@ -44,17 +57,14 @@ TEST(SqliteBackendTest, TwoConnectionsToOneFileShareTheLease) {
 // attempt gave up on such an answer, as if the mutex were owned by a process that never hands
 // back).
 TEST(SqliteBackendTest, ARowReleasedAfterTheContendersClockReadIsFree) {
-  auto path = std::filesystem::temp_directory_path() / ("simba-unit-released-" + std::to_string(getpid()) + ".db");
-  std::filesystem::remove(path);
-  SqliteOptions options;
-  options.path = path.string();
-  auto backend = make_sqlite_backend(options);
+  const TempDatabase database("simba-unit-released");
+  auto backend = make_sqlite_backend(database.options());
   const auto first = backend->acquire("m", "a", 10s, 0ms).owner;
   ASSERT_EQ(first.owner_id, "a");
   ASSERT_TRUE(backend->release("m", "a"));
   // The release as a releaser whose now was a minute after the contender's.
   sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.string().c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_open(database.path.c_str(), &db), SQLITE_OK);
   const auto later =
       std::chrono::duration_cast<std::chrono::milliseconds>((std::chrono::system_clock::now() + 60s).time_since_epoch())
           .count();
@@ -65,8 +75,6 @@ TEST(SqliteBackendTest, ARowReleasedAfterTheContendersClockReadIsFree) {
   EXPECT_EQ(taken.owner_id, "b") << "a released row read as taken (by '" << taken.owner_id << "')";
   EXPECT_EQ(taken.fencing_token, first.fencing_token + 1);
   EXPECT_EQ(backend->read("m").owner.owner_id, "b");
-  backend.reset();
-  for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
 }
 
 TEST(SqliteBackendTest, UnopenablePathIsUnavailableAndNamesThePath) {

@@ -49,8 +49,6 @@ class YieldWindow {
   }
   // The longest spacing of windows while no other process is seen.
   static constexpr Clock::duration kMaxSpacing = std::chrono::seconds(1);
-  // The spacing after the last window left.
-  Clock::duration spacing() const noexcept { return spacing_; }
   // Whether the contender stays away at `now` (a window is not over). `clock` gives now: it is
   // read only while a window was left (most starts read no clock).
   template <class Now>

@@ -11,6 +11,7 @@
 #include "locks/entry_state.h"
 #include "locks/fast_path.h"
 #include "locks/idle_marker.h"
+#include "locks/offer.h"
 #include "locks/request_queue.h"
 #include "locks/single_attempt.h"
 #include "locks/thread_holds.h"
@@ -165,6 +166,100 @@ TEST(HandoversTest, StopAtTheEndingHoldsLimitOrAtADemand) {
   EXPECT_FALSE(handovers.may_hand_over(Terms{0ms, 0ms, 0}, false));
   handovers.reset();  // a fresh remote lease
   EXPECT_TRUE(handovers.may_hand_over(two, false));
+}
+
+// ---- Offer: a handover to a sleeping Locker thread, and who may pass it
+
+struct CountingWaker final : Waker {
+  void wake() noexcept override { ++wakes; }
+  int wakes = 0;
+};
+
+Request locker_request(std::uint64_t ticket) {
+  Request r = request(ticket);
+  r.waker = std::make_shared<CountingWaker>();
+  return r;
+}
+
+TEST(OfferTest, AMutexHandlesRequestIsGrantedAndNeverPassed) {
+  Offer offer;
+  RequestQueue queue;
+  queue.push(request(1));
+  queue.push(locker_request(2));
+  const auto now = Clock::now();
+  EXPECT_EQ(offer.hand_over(queue.front(), Terms{}, now), Offer::Next::grant);
+  EXPECT_FALSE(offer.on_offer());
+  EXPECT_FALSE(offer.may_pass(locker_request(3), queue)) << "nothing is on offer";
+  queue.pop_front();
+  // A Locker's request is at the front and woken, but a Mutex handle's waits behind it:
+  // nobody may pass.
+  queue.push(request(4));
+  EXPECT_EQ(offer.hand_over(queue.front(), Terms{}, now), Offer::Next::wake);
+  EXPECT_FALSE(offer.may_pass(locker_request(5), queue)) << "a Locker passed a Mutex handle's request";
+  queue.take(4);
+  EXPECT_TRUE(offer.may_pass(locker_request(5), queue));
+  EXPECT_FALSE(offer.may_pass(request(6), queue)) << "only a Locker's request passes";
+}
+
+TEST(OfferTest, ALockerWaiterIsWokenOnceAndPassedOnlyUntilItsBound) {
+  Offer offer;
+  RequestQueue queue;
+  queue.push(locker_request(1));
+  const Terms ending{0ms, 0ms, 8};
+  const auto t0 = Clock::now();
+  EXPECT_EQ(offer.hand_over(queue.front(), ending, t0), Offer::Next::wake);
+  EXPECT_TRUE(offer.on_offer());
+  EXPECT_EQ(offer.terms().max_local_handovers, 8u);
+  EXPECT_TRUE(offer.may_pass(locker_request(2), queue));
+  offer.granted(2);  // request 2 passed: it holds now
+  EXPECT_FALSE(offer.on_offer());
+  // Its hold ends before request 1 claimed: 1 is not woken twice.
+  EXPECT_EQ(offer.hand_over(queue.front(), ending, t0 + 100us), Offer::Next::woken);
+  offer.granted(3);  // another one passed
+  offer.claimed(1);  // 1 came, found it held, and sleeps again
+  EXPECT_EQ(offer.hand_over(queue.front(), ending, t0 + 200us), Offer::Next::wake) << "1 sleeps: wake it";
+  offer.claimed(1);
+  // From kMaxPassOver after its first wake-up, a hold's end grants it.
+  EXPECT_EQ(offer.hand_over(queue.front(), ending, t0 + Offer::kMaxPassOver), Offer::Next::grant);
+  offer.granted(1);
+  EXPECT_FALSE(offer.on_offer());
+}
+
+TEST(OfferTest, AWokenRequestThatLeavesLeavesTheLeaseVacantForTheNext) {
+  Offer offer;
+  RequestQueue queue;
+  queue.push(locker_request(1));
+  queue.push(locker_request(2));
+  const auto now = Clock::now();
+  EXPECT_EQ(offer.hand_over(queue.front(), Terms{}, now), Offer::Next::wake);
+  EXPECT_FALSE(offer.left(2)) << "a request that was not woken left: 1 still comes";
+  EXPECT_FALSE(offer.vacant());
+  queue.take(1);
+  EXPECT_TRUE(offer.left(1)) << "the woken request left: the lease must go to the next";
+  EXPECT_EQ(offer.hand_over(queue.front(), Terms{}, now), Offer::Next::wake);
+  EXPECT_FALSE(offer.vacant());
+  offer.closed();  // given back instead
+  EXPECT_FALSE(offer.on_offer());
+  EXPECT_FALSE(offer.left(2));
+}
+
+TEST(RequestQueueTest, KnowsWhetherEveryWaitingRequestMayBePassed) {
+  RequestQueue queue;
+  EXPECT_TRUE(queue.all_may_be_passed());
+  queue.push(locker_request(1));
+  EXPECT_TRUE(queue.all_may_be_passed());
+  queue.push(request(2));
+  EXPECT_FALSE(queue.all_may_be_passed());
+  queue.push_front(locker_request(3));
+  EXPECT_TRUE(queue.is_front(3));
+  EXPECT_EQ(queue.pop_front().ticket, 3u);
+  EXPECT_FALSE(queue.all_may_be_passed());
+  queue.take(2);
+  EXPECT_TRUE(queue.all_may_be_passed());
+  queue.pop_front();
+  queue.push(request(4));
+  queue.pop_front();
+  EXPECT_TRUE(queue.all_may_be_passed()) << "a Mutex handle's request left by pop_front is still counted";
 }
 
 // ---- The single-attempt rule

@@ -208,6 +208,9 @@ class Mutex {
   std::chrono::milliseconds max_hold_;
   std::chrono::milliseconds linger_;
   unsigned max_local_handovers_;
+  // A Locker's handle: its thread is woken to claim a handover, and its request may pass
+  // other Lockers' on the way (see Locker).
+  bool for_locker_ = false;
 };
 
 }  // namespace simba

@@ -35,7 +35,9 @@ Locker::Locker(std::string mutex, Client client, std::string contender_id) {
   auto options = client.lock_options();
   options.max_hold = std::chrono::milliseconds(0);
   options.linger = std::chrono::milliseconds(0);
-  state_ = std::make_shared<internal::LockerState>(client.with_lock_options(options).mutex_as(mutex, contender_id));
+  Mutex handle = client.with_lock_options(options).mutex_as(mutex, contender_id);
+  handle.for_locker_ = true;  // Lockers may pass each other's sleeping waiters for a while (locks/offer.h)
+  state_ = std::make_shared<internal::LockerState>(std::move(handle));
 }
 
 Locker::~Locker() { close(); }

@@ -44,7 +44,7 @@ Strand LockEntry::callback_strand() {
 }
 
 std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done,
-                                 bool inline_round, bool may_give_up) {
+                                 bool inline_round, bool may_give_up, std::shared_ptr<Waker> waker) {
   std::uint64_t ticket;
   Outcomes outcomes;
   {
@@ -57,20 +57,23 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
                     rounds(),
                     shared_from_this(),
                     may_give_up ? Clock::now() : Clock::time_point{}};
+    request.waker = std::move(waker);
     if (timeout != kNoTimeout) {
       std::weak_ptr<LockEntry> weak = shared_from_this();
       request.deadline = runtime_->schedule_after(std::max(timeout, std::chrono::milliseconds(0)), [weak, ticket] {
         if (auto self = weak.lock()) self->expire(ticket);
       });
     }
-    requests_.push(std::move(request));
-    // A cached lease is taken with no backend call (unless a fast hold has it: wait behind
-    // it; or the lease ran out by our clock: contend anew).
-    if (uncache_locked()) {
-      if (const auto lease = core().lease(Clock::now()); lease.owner) {
-        grant_front_locked(outcomes, lease);
-      } else {
-        want_release();
+    if (!pass_locked(request, outcomes)) {
+      requests_.push(std::move(request));
+      // A cached lease is taken with no backend call (unless a fast hold has it: wait behind
+      // it; or the lease ran out by our clock: contend anew).
+      if (uncache_locked()) {
+        if (const auto lease = core().lease(Clock::now()); lease.owner) {
+          grant_front_locked(outcomes, lease);
+        } else {
+          want_release();
+        }
       }
     }
   }
@@ -79,16 +82,71 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
   return ticket;
 }
 
+bool LockEntry::pass_locked(Request& request, Outcomes& outcomes) {
+  if (!offer_.may_pass(request, requests_) || holder_ || release_wanted() ||
+      !handovers_.may_hand_over(offer_.terms(), demanded())) {
+    return false;
+  }
+  const auto lease = core().lease(Clock::now());
+  if (!lease.owner) return false;
+  requests_.push_front(std::move(request));
+  handovers_.handed_over();
+  grant_front_locked(outcomes, lease);
+  return true;
+}
+
+LockEntry::Claim LockEntry::claim(std::uint64_t ticket) {
+  Outcomes outcomes;
+  bool lapsed = false;
+  {
+    internal::MutexLock lock(mutex_);
+    offer_.claimed(ticket);
+    if (!requests_.find(ticket)) return Claim::granted;  // granted meanwhile: its Hold is on the way
+    if (holder_ || !offer_.on_offer() || !requests_.is_front(ticket) || release_wanted()) return Claim::passed;
+    if (const auto lease = core().lease(Clock::now()); lease.owner) {
+      handovers_.handed_over();
+      grant_front_locked(outcomes, lease);
+    } else {
+      offer_.closed();  // the lease ran out by our clock: contend anew (on_round grants)
+      want_release();
+      lapsed = true;
+    }
+  }
+  if (lapsed) {
+    drive();
+    return Claim::passed;
+  }
+  run(outcomes);
+  return Claim::granted;
+}
+
+void LockEntry::reoffer() {
+  Outcomes outcomes;
+  {
+    internal::MutexLock lock(mutex_);
+    if (holder_ || !offer_.vacant()) return;  // taken meanwhile
+    if (release_wanted()) {
+      offer_.closed();  // the lease goes back; the contender's next win grants
+    } else {
+      pass_on_locked(offer_.terms(), outcomes);
+    }
+  }
+  run(outcomes);
+}
+
 bool LockEntry::cancel(std::uint64_t ticket, std::error_code reason) {
   Outcomes outcomes;
+  bool vacant = false;
   {
     internal::MutexLock lock(mutex_);
     auto request = requests_.take(ticket);
     if (!request) return false;
     if (request->deadline) runtime_->cancel(*request->deadline);
+    vacant = offer_.left(ticket) && !holder_;
     settle(outcomes, Outcome{std::move(request->done), reason, Hold(), std::move(request->self)});
   }
   run(outcomes);
+  if (vacant) reoffer();
   drive();
   return true;
 }
@@ -125,7 +183,9 @@ LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
   auto given_up = requests_.take(ticket);
   if (given_up->deadline) runtime_->cancel(*given_up->deadline);
   keep = std::move(given_up->self);
+  const bool vacant = offer_.left(ticket) && !holder_;
   lock.unlock();
+  if (vacant) reoffer();
   // Stopping the contender (no waiter left) waits for its round in flight: not on the thread
   // of an attempt that has ended.
   on_io([](LockEntry& entry) { entry.drive(); });
@@ -149,14 +209,17 @@ std::string LockEntry::timeout_message(std::chrono::milliseconds timeout, bool n
 
 void LockEntry::expire(std::uint64_t ticket) {
   Outcomes outcomes;
+  bool vacant = false;
   {
     internal::MutexLock lock(mutex_);
     auto request = requests_.take(ticket);
     if (!request) return;
+    vacant = offer_.left(ticket) && !holder_;
     settle(outcomes,
            Outcome{std::move(request->done), make_error_code(errc::timeout), Hold(), std::move(request->self)});
   }
   run(outcomes);
+  if (vacant) reoffer();
   // On a timer thread: stopping the contender may take a round trip; not here.
   on_io([](LockEntry& entry) { entry.drive(); });
 }
@@ -228,28 +291,42 @@ void LockEntry::end_hold(std::uint64_t hold_id) noexcept {
     if (!holder_ || holder_->id != hold_id) return;  // revoked earlier: nothing left to do
     const auto terms = holder_->terms;
     end_holder_locked(nullptr);
-    // A pending demand from another process ends local handovers, as the limit (the ending
-    // hold's handle's) does.
-    const bool may_hand_over = handovers_.may_hand_over(terms, demanded());
-    const bool hand_over = !requests_.empty() && may_hand_over && !release_wanted();
-    const auto lease = hand_over ? core().lease(Clock::now()) : ServiceCore::Lease{};
-    if (hand_over && lease.owner) {
-      handovers_.handed_over();
-      grant_front_locked(outcomes, lease);
-    } else if (may_cache_locked(terms, !requests_.empty())) {
-      handovers_.reset();
-      enter_cache_locked(terms);
-    } else {
-      want_release();
-      if (!may_hand_over && !requests_.empty()) yield();
-      handovers_.reset();
-    }
+    pass_on_locked(terms, outcomes);
   }
   run(outcomes);
   try {
     drive();
   } catch (const std::exception& e) {
     log_error("mutex '" + name() + "': releasing: " + e.what());
+  }
+}
+
+void LockEntry::pass_on_locked(const Terms& ending, Outcomes& outcomes) {
+  // A pending demand from another process ends local handovers, as the limit (the ending
+  // hold's handle's) does.
+  const bool may_hand_over = handovers_.may_hand_over(ending, demanded());
+  const bool hand_over = !requests_.empty() && may_hand_over && !release_wanted();
+  const auto now = hand_over ? Clock::now() : Clock::time_point{};
+  const auto lease = hand_over ? core().lease(now) : ServiceCore::Lease{};
+  if (hand_over && lease.owner) {
+    switch (offer_.hand_over(requests_.front(), ending, now)) {
+      case Offer::Next::grant:
+        handovers_.handed_over();
+        grant_front_locked(outcomes, lease);
+        break;
+      case Offer::Next::wake: settle(outcomes, Outcome{nullptr, {}, Hold(), nullptr, requests_.front().waker}); break;
+      case Offer::Next::woken: break;
+    }
+    return;
+  }
+  offer_.closed();
+  if (may_cache_locked(ending, !requests_.empty())) {
+    handovers_.reset();
+    enter_cache_locked(ending);
+  } else {
+    want_release();
+    if (!may_hand_over && !requests_.empty()) yield();
+    handovers_.reset();
   }
 }
 
@@ -263,6 +340,7 @@ void LockEntry::end_holder_locked(std::stop_source* to_stop) {
 void LockEntry::grant_front_locked(Outcomes& outcomes, const ServiceCore::Lease& lease) {
   Request request = requests_.pop_front();
   if (request.deadline) runtime_->cancel(*request.deadline);
+  offer_.granted(request.ticket);
   Holder holder{++next_id_, lease.token, lease.generation, std::stop_source(), std::nullopt, request.terms};
   if (request.terms.max_hold.count() > 0) {
     // Releasing takes a round trip: off the timer's short path.
@@ -283,6 +361,10 @@ void LockEntry::settle(Outcomes& outcomes, Outcome outcome) noexcept {
 void LockEntry::run(Outcomes& outcomes) noexcept {
   if (!outcomes) return;
   auto& outcome = *outcomes;
+  if (outcome.wake) {
+    outcome.wake->wake();
+    return;
+  }
   try {
     outcome.done(outcome.error, std::move(outcome.hold));
   } catch (const std::exception& e) {

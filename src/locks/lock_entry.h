@@ -1,5 +1,7 @@
 // One mutex of the lock manager in this process, made of parts with one job each:
 //   RequestQueue  (request_queue.h)  the local FIFO of requests; Handovers, their limit
+//   Offer         (offer.h)          a handover to a sleeping Locker thread, which other
+//                 Lockers' requests may pass for a while
 //   ThreadHolds   (thread_holds.h)   per-thread reentrancy of the Lockable interface
 //   LeaseCache    (lease_cache.h)    a lease kept after the last hold: its FastPath
 //                 (fast_path.h), demand, linger, and IdleMarker (idle_marker.h)
@@ -27,6 +29,7 @@
 #include "locks/entry_state.h"
 #include "locks/fast_path.h"
 #include "locks/lease_cache.h"
+#include "locks/offer.h"
 #include "locks/remote_contender.h"
 #include "locks/request_queue.h"
 #include "locks/thread_holds.h"
@@ -53,9 +56,14 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
 
   // Queues a request with its handle's terms. `inline_round`: the caller may block for the
   // first remote round (a thread that waits anyway). `may_give_up`: its waiter may call
-  // give_up() (the single-attempt rule needs the time it came). Returns the ticket.
+  // give_up() (the single-attempt rule needs the time it came). `waker`: a Locker's request,
+  // whose thread is woken to claim() a handover (offer.h). Returns the ticket.
   std::uint64_t request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done, bool inline_round,
-                        bool may_give_up = false);
+                        bool may_give_up = false, std::shared_ptr<Waker> waker = nullptr);
+  // A woken Locker request's thread takes the lease on offer (offer.h): granted (its
+  // completion ran, or runs, as for any grant), or passed (another took it first: wait on).
+  enum class Claim { granted, passed };
+  Claim claim(std::uint64_t ticket);
   bool cancel(std::uint64_t ticket, std::error_code reason);
   // A waiting thread's deadline passed: gives up its request unless no remote round has
   // finished since it queued (then it must wait a little longer: at least one attempt).
@@ -106,13 +114,15 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
     Terms terms{};  // of the request it came from (a fast hold: of the hold that cached)
   };
   // What to run once mutex_ is released: each path grants, cancels or times out at most one
-  // request (kept inline, no allocation). `keep` (the request's hold on the entry) goes when
-  // the caller's outcome does, after the caller is done with the entry.
+  // request, or wakes one to claim a handover (kept inline, no allocation). `keep` (the
+  // request's hold on the entry) goes when the caller's outcome does, after the caller is done
+  // with the entry.
   struct Outcome {
     Mutex::Callback done;
     std::error_code error;
     Hold hold;
     std::shared_ptr<LockEntry> keep;
+    std::shared_ptr<Waker> wake{};  // instead of `done`: wake this thread to claim
   };
   using Outcomes = std::optional<Outcome>;
 
@@ -126,6 +136,13 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   void expire(std::uint64_t ticket);
   void revoke(std::uint64_t hold_id, const char* why);
   void grant_front_locked(Outcomes& outcomes, const ServiceCore::Lease& lease) REQUIRES(mutex_);
+  // The lease of a hold that ended with `ending` terms (or that was on offer to a request that
+  // left): handed to the next local request, cached, or given back.
+  void pass_on_locked(const Terms& ending, Outcomes& outcomes) REQUIRES(mutex_);
+  // A new Locker request takes the lease on offer, passing the waiting ones (offer.h).
+  bool pass_locked(Request& request, Outcomes& outcomes) REQUIRES(mutex_);
+  // A woken request left before it claimed the lease on offer: the next one gets it.
+  void reoffer();
   void end_holder_locked(std::stop_source* to_stop) REQUIRES(mutex_);
   static void settle(Outcomes& outcomes, Outcome outcome) noexcept;
   static void run(Outcomes& outcomes) noexcept;
@@ -145,6 +162,7 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   RequestQueue requests_ GUARDED_BY(mutex_);
   std::optional<Holder> holder_ GUARDED_BY(mutex_);
   Handovers handovers_ GUARDED_BY(mutex_);
+  Offer offer_ GUARDED_BY(mutex_);
   std::uint64_t next_id_ GUARDED_BY(mutex_) = 0;
   std::optional<Strand> strand_ GUARDED_BY(mutex_);
 

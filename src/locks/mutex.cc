@@ -3,6 +3,7 @@
 
 #include <condition_variable>
 #include <thread>
+#include <utility>
 
 #include "base/log.h"
 #include "base/thread_annotations.h"
@@ -137,11 +138,21 @@ namespace {
 
 // Where a blocking request's Hold lands. Cheaper than a std::promise, whose set_value() goes
 // through std::call_once: a Locker's cycle on memory: spent a third of its time there.
-struct Landing {
+// A Locker's request is also woken here to claim a handover (locks/offer.h).
+struct Landing final : internal::Waker {
   internal::AnnotatedMutex mutex;
   std::condition_variable arrived;
   bool done GUARDED_BY(mutex) = false;
+  bool offered GUARDED_BY(mutex) = false;  // wake(): claim the lease on offer
   Hold hold GUARDED_BY(mutex);
+
+  void wake() noexcept override {
+    {
+      internal::MutexLock lock(mutex);
+      offered = true;
+    }
+    arrived.notify_one();
+  }
 };
 
 }  // namespace
@@ -159,21 +170,32 @@ Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, std::stop
         }
         landing->arrived.notify_one();
       },
-      /*inline_round=*/!internal::on_runtime_thread(), /*may_give_up=*/deadline != kForever);
+      /*inline_round=*/!internal::on_runtime_thread(), /*may_give_up=*/deadline != kForever,
+      for_locker_ ? landing : nullptr);
   std::stop_callback wake(interrupt, [landing] {
     { internal::MutexLock lock(landing->mutex); }  // a waiter between its check and its wait sees it
     landing->arrived.notify_all();
   });
   for (;;) {
+    bool offered = false;
     {
       internal::UniqueMutexLock lock(landing->mutex);
-      const auto landed = [&]() REQUIRES(landing->mutex) { return landing->done || interrupt.stop_requested(); };
+      const auto landed = [&]() REQUIRES(landing->mutex) {
+        return landing->done || landing->offered || interrupt.stop_requested();
+      };
       if (deadline == kForever) {
         landing->arrived.wait(lock.native(), landed);
       } else {
         landing->arrived.wait_until(lock.native(), deadline, landed);
       }
       if (landing->done) return std::move(landing->hold);
+      offered = std::exchange(landing->offered, false);
+    }
+    // Granted: the Hold is in the landing (or on its way). Passed: another Locker took the
+    // lease first; this request stays first in line.
+    if (offered) {
+      entry_->claim(ticket);
+      continue;
     }
     if (interrupt.stop_requested()) {
       // Taken out here, on this thread: the contender stops (a round in flight ends, a lease it

@@ -8,6 +8,7 @@ namespace simba::internal {
 Request RequestQueue::pop_front() {
   Request request = std::move(queue_.front());
   queue_.pop_front();
+  left(request);
   return request;
 }
 
@@ -21,6 +22,7 @@ std::optional<Request> RequestQueue::take(std::uint64_t ticket) {
   if (it == queue_.end()) return std::nullopt;
   Request request = std::move(*it);
   queue_.erase(it);
+  left(request);
   return request;
 }
 

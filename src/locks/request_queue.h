@@ -4,7 +4,8 @@
 // A request is served in the order it came; it leaves the queue when it is granted (front
 // only), cancelled, timed out or given up (anywhere). Each carries its terms, its completion,
 // its deadline's timer (cancelled by whoever takes the request out) and what the single-attempt
-// rule needs (the rounds seen when it came, when it met another owner).
+// rule needs (the rounds seen when it came, when it met another owner). A Locker's request also
+// carries how to wake its thread to claim a handover (offer.h).
 #pragma once
 
 #include <chrono>
@@ -28,6 +29,15 @@ struct Terms {
   unsigned max_local_handovers = 0;
 };
 
+// Wakes a thread that waits for a request, to claim a lease on offer (LockEntry::claim).
+class Waker {
+ public:
+  virtual void wake() noexcept = 0;
+
+ protected:
+  ~Waker() = default;
+};
+
 struct Request {
   using Clock = std::chrono::steady_clock;
   std::uint64_t ticket = 0;
@@ -40,11 +50,23 @@ struct Request {
   // When a round first met another owner while this request was first in line: a single
   // attempt's wait for a caching owner's hand-back counts from there.
   std::optional<Clock::time_point> met_owner_at{};
+  // A Locker's request (offer.h): its thread is woken to claim a handover, and it may be
+  // passed for a while. Null for every other request: granted in turn, never passed.
+  std::shared_ptr<Waker> waker{};
+  std::optional<Clock::time_point> first_offered_at{};
 };
 
 class RequestQueue {
  public:
-  void push(Request request) { queue_.push_back(std::move(request)); }
+  void push(Request request) {
+    if (!request.waker) ++strict_;
+    queue_.push_back(std::move(request));
+  }
+  // Ahead of every waiting request: one that passes them (offer.h).
+  void push_front(Request request) {
+    if (!request.waker) ++strict_;
+    queue_.push_front(std::move(request));
+  }
   bool empty() const noexcept { return queue_.empty(); }
   std::size_t size() const noexcept { return queue_.size(); }
   Request& front() { return queue_.front(); }
@@ -55,9 +77,16 @@ class RequestQueue {
   bool is_front(std::uint64_t ticket) const noexcept { return !queue_.empty() && queue_.front().ticket == ticket; }
   // Takes the request of `ticket` out, wherever it is; nullopt if it left already.
   std::optional<Request> take(std::uint64_t ticket);
+  // Whether every waiting request may be passed (all are Lockers'): offer.h.
+  bool all_may_be_passed() const noexcept { return strict_ == 0; }
 
  private:
+  void left(const Request& request) noexcept {
+    if (!request.waker) --strict_;
+  }
+
   std::deque<Request> queue_;
+  std::size_t strict_ = 0;  // requests that must not be passed
 };
 
 // Local handovers of one remote lease: at most the ending hold's max_local_handovers in a

@@ -17,9 +17,12 @@
 //
 // A Locker is a one-shot hold on the lock manager (simba/mutex.h) with no caching: it shares
 // its Client's entry for the name, and so its one remote contender, with every Locker and
-// Mutex handle of that name made from the Client or its copies; they queue locally, in FIFO
-// order, and a release hands the lease to the next of them before it goes back to the
-// backend. A Locker given a contender id contends apart, as that id.
+// Mutex handle of that name made from the Client or its copies; they queue locally, and a
+// release hands the lease to the next of them before it goes back to the backend. Mutex
+// handles' requests are served in FIFO order; a Locker that asks while the lease is being
+// handed to a sleeping Locker thread may take it first (as with std::mutex), for at most 1 ms
+// after that thread was first woken, and never ahead of a Mutex handle's request
+// (docs/lock-manager.md). A Locker given a contender id contends apart, as that id.
 //
 // Lifespan: a Locker keeps its backend and runtime alive and may outlive the Client it was
 // made from; its destructor releases the lease.

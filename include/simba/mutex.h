@@ -8,7 +8,8 @@
 //   // simba/asio.h: co_await simba::async_lock(orders, 5s, asio::use_awaitable)
 //
 // One process, one remote contender per mutex. Every handle of one name on one backend shares
-// one entry; every local request (threads, futures, callbacks, Asio) queues FIFO on it, and
+// one entry; every local request (threads, futures, callbacks, Asio) queues FIFO on it (a
+// Locker's may pass a sleeping Locker's for at most 1 ms, never a Mutex handle's), and
 // the entry runs at most one remote contender on the runtime's contention loop. When a hold
 // ends and a local request waits, the lease is handed over locally, without a round trip,
 // at most LockOptions::max_local_handovers times in a row; then it goes back to the backend

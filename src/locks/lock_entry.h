@@ -8,7 +8,8 @@
 //   RemoteContender (remote_contender.h) the one remote contender (a ServiceCore), started
 //                 and stopped as the entry's state says (entry_state.h); it stays away for a
 //                 YieldWindow (yield_window.h) after giving a busy lease back
-// The entry itself grants, hands over and revokes: it ties the parts together.
+// The entry itself grants, hands over and revokes (lock_entry.cc) and takes requests in and out
+// (lock_requests.cc): it ties the parts together.
 //
 // `mutex_` (RemoteContender's) guards the queue, the holder, the cache and the contender's
 // state. Completions (futures, callbacks, Asio posts) run outside `mutex_`. Lock order: mutex_

@@ -160,15 +160,17 @@ struct Landing final : internal::Waker {
 Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, std::stop_token interrupt) const {
   constexpr auto kForever = std::chrono::steady_clock::time_point::max();
   auto landing = std::make_shared<Landing>();
+  // The completion holds the landing by a plain pointer (small enough for std::function to keep
+  // inline: no allocation): this thread returns only once it ran (or once its request was taken
+  // out, never to run), and it notifies under the landing's lock, so it is done with the
+  // landing when this thread sees `done`.
   auto ticket = entry_->request(
       LockEntry::kNoTimeout, {max_hold_, linger_, max_local_handovers_},
-      [landing](std::error_code, Hold hold) {
-        {
-          internal::MutexLock lock(landing->mutex);
-          landing->hold = std::move(hold);
-          landing->done = true;
-        }
-        landing->arrived.notify_one();
+      [at = landing.get()](std::error_code, Hold hold) {
+        internal::MutexLock lock(at->mutex);
+        at->hold = std::move(hold);
+        at->done = true;
+        at->arrived.notify_one();
       },
       /*inline_round=*/!internal::on_runtime_thread(), /*may_give_up=*/deadline != kForever,
       for_locker_ ? landing : nullptr);

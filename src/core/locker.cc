@@ -93,7 +93,8 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
     }
     state.busy = true;
     state.acquiring = true;
-    state.interrupt = std::stop_source();
+    // A fresh interrupt only after one was used: making a stop state allocates.
+    if (state.interrupt.stop_requested()) state.interrupt = std::stop_source();
     interrupt = state.interrupt.get_token();
   }
   // Whatever ends the acquire, a close() waiting for it learns so (after the hold is settled).

@@ -177,7 +177,8 @@ struct CountingWaker final : Waker {
 
 Request locker_request(std::uint64_t ticket) {
   Request r = request(ticket);
-  r.waker = std::make_shared<CountingWaker>();
+  static CountingWaker waker;
+  r.waker = &waker;
   return r;
 }
 

@@ -64,8 +64,11 @@ void LockEntry::on_round(const RoundTimes& times) {
     lease_renewed_locked(lease.deadline);
   }
   unwatched.reset();
+  const bool granted = outcomes.has_value();
   run(outcomes);
-  drive();
+  // A grant leaves the entry held, where the contender has nothing to do; whatever the
+  // completion did meanwhile (an unlock) drove it already.
+  if (!granted) drive();
 }
 
 void LockEntry::on_lost(std::uint64_t generation) {
@@ -130,7 +133,7 @@ void LockEntry::pass_on_locked(const Terms& ending, Outcomes& outcomes) {
         handovers_.handed_over();
         grant_front_locked(outcomes, lease);
         break;
-      case Offer::Next::wake: settle(outcomes, Outcome{nullptr, {}, Hold(), nullptr, requests_.front().waker}); break;
+      case Offer::Next::wake: requests_.front().waker->wake(); break;  // under the lock: its waiter is there
       case Offer::Next::woken: break;
     }
     return;
@@ -177,10 +180,6 @@ void LockEntry::settle(Outcomes& outcomes, Outcome outcome) noexcept {
 void LockEntry::run(Outcomes& outcomes) noexcept {
   if (!outcomes) return;
   auto& outcome = *outcomes;
-  if (outcome.wake) {
-    outcome.wake->wake();
-    return;
-  }
   try {
     outcome.done(outcome.error, std::move(outcome.hold));
   } catch (const std::exception& e) {

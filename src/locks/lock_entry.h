@@ -60,7 +60,7 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   // give_up() (the single-attempt rule needs the time it came). `waker`: a Locker's request,
   // whose thread is woken to claim() a handover (offer.h). Returns the ticket.
   std::uint64_t request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done, bool inline_round,
-                        bool may_give_up = false, std::shared_ptr<Waker> waker = nullptr);
+                        bool may_give_up = false, Waker* waker = nullptr);
   // A woken Locker request's thread takes the lease on offer (offer.h): granted (its
   // completion ran, or runs, as for any grant), or passed (another took it first: wait on).
   enum class Claim { granted, passed };
@@ -115,15 +115,13 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
     Terms terms{};  // of the request it came from (a fast hold: of the hold that cached)
   };
   // What to run once mutex_ is released: each path grants, cancels or times out at most one
-  // request, or wakes one to claim a handover (kept inline, no allocation). `keep` (the
-  // request's hold on the entry) goes when the caller's outcome does, after the caller is done
-  // with the entry.
+  // request (kept inline, no allocation). `keep` (the request's hold on the entry) goes when
+  // the caller's outcome does, after the caller is done with the entry.
   struct Outcome {
     Mutex::Callback done;
     std::error_code error;
     Hold hold;
     std::shared_ptr<LockEntry> keep;
-    std::shared_ptr<Waker> wake{};  // instead of `done`: wake this thread to claim
   };
   using Outcomes = std::optional<Outcome>;
 

@@ -12,7 +12,7 @@
 namespace simba::internal {
 
 std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done,
-                                 bool inline_round, bool may_give_up, std::shared_ptr<Waker> waker) {
+                                 bool inline_round, bool may_give_up, Waker* waker) {
   std::uint64_t ticket;
   Outcomes outcomes;
   {
@@ -25,7 +25,7 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
                     rounds(),
                     shared_from_this(),
                     may_give_up ? Clock::now() : Clock::time_point{}};
-    request.waker = std::move(waker);
+    request.waker = waker;
     if (timeout != kNoTimeout) {
       std::weak_ptr<LockEntry> weak = shared_from_this();
       request.deadline = runtime_->schedule_after(std::max(timeout, std::chrono::milliseconds(0)), [weak, ticket] {

@@ -159,39 +159,41 @@ struct Landing final : internal::Waker {
 
 Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, std::stop_token interrupt) const {
   constexpr auto kForever = std::chrono::steady_clock::time_point::max();
-  auto landing = std::make_shared<Landing>();
-  // The completion holds the landing by a plain pointer (small enough for std::function to keep
-  // inline: no allocation): this thread returns only once it ran (or once its request was taken
-  // out, never to run), and it notifies under the landing's lock, so it is done with the
-  // landing when this thread sees `done`.
+  // The landing lives here: this thread returns only once the completion ran (or once its
+  // request was taken out, never to run), and the completion notifies under the landing's lock,
+  // so it is done with the landing when this thread sees `done`. A Locker's wake-up comes under
+  // the entry's lock while the request is queued, so before this thread can leave. Holding the
+  // landing by a plain pointer also keeps the completion inline in its std::function.
+  Landing landing;
   auto ticket = entry_->request(
       LockEntry::kNoTimeout, {max_hold_, linger_, max_local_handovers_},
-      [at = landing.get()](std::error_code, Hold hold) {
+      [at = &landing](std::error_code, Hold hold) {
         internal::MutexLock lock(at->mutex);
         at->hold = std::move(hold);
         at->done = true;
         at->arrived.notify_one();
       },
       /*inline_round=*/!internal::on_runtime_thread(), /*may_give_up=*/deadline != kForever,
-      for_locker_ ? landing : nullptr);
-  std::stop_callback wake(interrupt, [landing] {
-    { internal::MutexLock lock(landing->mutex); }  // a waiter between its check and its wait sees it
-    landing->arrived.notify_all();
+      for_locker_ ? &landing : nullptr);
+  // (Its destructor waits for a callback running on another thread.)
+  std::stop_callback wake(interrupt, [at = &landing] {
+    { internal::MutexLock lock(at->mutex); }  // a waiter between its check and its wait sees it
+    at->arrived.notify_all();
   });
   for (;;) {
     bool offered = false;
     {
-      internal::UniqueMutexLock lock(landing->mutex);
-      const auto landed = [&]() REQUIRES(landing->mutex) {
-        return landing->done || landing->offered || interrupt.stop_requested();
+      internal::UniqueMutexLock lock(landing.mutex);
+      const auto landed = [&]() REQUIRES(landing.mutex) {
+        return landing.done || landing.offered || interrupt.stop_requested();
       };
       if (deadline == kForever) {
-        landing->arrived.wait(lock.native(), landed);
+        landing.arrived.wait(lock.native(), landed);
       } else {
-        landing->arrived.wait_until(lock.native(), deadline, landed);
+        landing.arrived.wait_until(lock.native(), deadline, landed);
       }
-      if (landing->done) return std::move(landing->hold);
-      offered = std::exchange(landing->offered, false);
+      if (landing.done) return std::move(landing.hold);
+      offered = std::exchange(landing.offered, false);
     }
     // Granted: the Hold is in the landing (or on its way). Passed: another Locker took the
     // lease first; this request stays first in line.
@@ -204,9 +206,9 @@ Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, std::stop
       // won goes back) before cancel() returns. Not taken out: it was granted meanwhile, and
       // the Hold on its way is dropped (released) below.
       if (entry_->cancel(ticket, std::make_error_code(std::errc::operation_canceled))) return Hold();
-      internal::UniqueMutexLock lock(landing->mutex);
-      landing->arrived.wait(lock.native(), [&]() REQUIRES(landing->mutex) { return landing->done; });
-      Hold granted = std::move(landing->hold);
+      internal::UniqueMutexLock lock(landing.mutex);
+      landing.arrived.wait(lock.native(), [&]() REQUIRES(landing.mutex) { return landing.done; });
+      Hold granted = std::move(landing.hold);
       lock.unlock();
       granted.unlock();
       return Hold();

@@ -29,7 +29,8 @@ struct Terms {
   unsigned max_local_handovers = 0;
 };
 
-// Wakes a thread that waits for a request, to claim a lease on offer (LockEntry::claim).
+// Wakes a thread that waits for a request, to claim a lease on offer (LockEntry::claim). Called
+// under the entry's lock, while the request is queued: its waiter cannot have left meanwhile.
 class Waker {
  public:
   virtual void wake() noexcept = 0;
@@ -52,7 +53,7 @@ struct Request {
   std::optional<Clock::time_point> met_owner_at{};
   // A Locker's request (offer.h): its thread is woken to claim a handover, and it may be
   // passed for a while. Null for every other request: granted in turn, never passed.
-  std::shared_ptr<Waker> waker{};
+  Waker* waker = nullptr;  // the waiting thread's, which outlives the request
   std::optional<Clock::time_point> first_offered_at{};
 };
 

@@ -6,6 +6,7 @@
 #include "backends/memory/memory_store.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <deque>
 #include <mutex>
@@ -219,17 +220,28 @@ class MemoryBackend final
     entries_.erase(it);
   }
 
+  // Calls the watchers of `mutex` outside the lock. A mutex rarely has more than a few: those
+  // are kept inline (no allocation per change), the rest in a vector.
   void notify(const std::string& mutex, WatchEvent event) {
-    std::vector<std::shared_ptr<Watcher>> targets;
+    std::array<std::shared_ptr<Watcher>, 4> few;
+    std::size_t count = 0;
+    std::vector<std::shared_ptr<Watcher>> more;
     {
       internal::MutexLock lock(watch_mutex_);
       auto it = watchers_.find(mutex);
       if (it == watchers_.end()) return;
       for (auto& weak : it->second) {
-        if (auto watcher = weak.lock()) targets.push_back(std::move(watcher));
+        auto watcher = weak.lock();
+        if (!watcher) continue;
+        if (count < few.size()) {
+          few[count++] = std::move(watcher);
+        } else {
+          more.push_back(std::move(watcher));
+        }
       }
     }
-    for (auto& watcher : targets) watcher->call(event);
+    for (std::size_t i = 0; i < count; ++i) few[i]->call(event);
+    for (auto& watcher : more) watcher->call(event);
   }
 
   const std::shared_ptr<const Clock> clock_;

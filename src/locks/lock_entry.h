@@ -140,6 +140,10 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   void pass_on_locked(const Terms& ending, Outcomes& outcomes) REQUIRES(mutex_);
   // A new Locker request takes the lease on offer, passing the waiting ones (offer.h).
   bool pass_locked(Request& request, Outcomes& outcomes) REQUIRES(mutex_);
+  // Takes a request out that leaves without a hold (cancelled, timed out, given up), with its
+  // deadline's timer; nullopt if it left already. `vacant`: it was woken for a lease on offer,
+  // which now waits for the next request (call reoffer() once mutex_ is released).
+  std::optional<Request> leave_locked(std::uint64_t ticket, bool& vacant) REQUIRES(mutex_);
   // A woken request left before it claimed the lease on offer: the next one gets it.
   void reoffer();
   void end_holder_locked(std::stop_source* to_stop) REQUIRES(mutex_);

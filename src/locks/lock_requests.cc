@@ -88,6 +88,14 @@ LockEntry::Claim LockEntry::claim(std::uint64_t ticket) {
   return Claim::granted;
 }
 
+std::optional<Request> LockEntry::leave_locked(std::uint64_t ticket, bool& vacant) {
+  auto request = requests_.take(ticket);
+  if (!request) return std::nullopt;
+  if (request->deadline) runtime_->cancel(*request->deadline);  // false if it is what fired
+  vacant = offer_.left(ticket) && !holder_;
+  return request;
+}
+
 void LockEntry::reoffer() {
   Outcomes outcomes;
   {
@@ -107,10 +115,8 @@ bool LockEntry::cancel(std::uint64_t ticket, std::error_code reason) {
   bool vacant = false;
   {
     internal::MutexLock lock(mutex_);
-    auto request = requests_.take(ticket);
+    auto request = leave_locked(ticket, vacant);
     if (!request) return false;
-    if (request->deadline) runtime_->cancel(*request->deadline);
-    vacant = offer_.left(ticket) && !holder_;
     settle(outcomes, Outcome{std::move(request->done), reason, Hold(), std::move(request->self)});
   }
   run(outcomes);
@@ -148,10 +154,8 @@ LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
     }
     case AttemptVerdict::ends: break;
   }
-  auto given_up = requests_.take(ticket);
-  if (given_up->deadline) runtime_->cancel(*given_up->deadline);
-  keep = std::move(given_up->self);
-  const bool vacant = offer_.left(ticket) && !holder_;
+  bool vacant = false;
+  keep = std::move(leave_locked(ticket, vacant)->self);
   lock.unlock();
   if (vacant) reoffer();
   // Stopping the contender (no waiter left) waits for its round in flight: not on the thread
@@ -180,9 +184,8 @@ void LockEntry::expire(std::uint64_t ticket) {
   bool vacant = false;
   {
     internal::MutexLock lock(mutex_);
-    auto request = requests_.take(ticket);
+    auto request = leave_locked(ticket, vacant);
     if (!request) return;
-    vacant = offer_.left(ticket) && !holder_;
     settle(outcomes,
            Outcome{std::move(request->done), make_error_code(errc::timeout), Hold(), std::move(request->self)});
   }

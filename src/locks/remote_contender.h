@@ -55,7 +55,6 @@ class RemoteContender {
     };
     make_core(std::move(id), context, std::move(hooks));
   }
-  void make_core(std::string id, const LockContext& context, CoreHooks hooks);
   // Stops the core; waits for runtime tasks that still hold it. Before the entry's slot goes.
   void stop_contending() noexcept;
 
@@ -96,6 +95,8 @@ class RemoteContender {
   mutable AnnotatedMutex mutex_;
 
  private:
+  void make_core(std::string id, const LockContext& context, CoreHooks hooks);
+
   const std::string name_;
   const bool push_;
   const std::chrono::milliseconds poll_;

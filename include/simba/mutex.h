@@ -73,6 +73,7 @@
 #include <stop_token>
 #include <string>
 #include <system_error>
+#include <utility>
 
 namespace simba {
 
@@ -105,11 +106,20 @@ struct LockOptions {
 class Hold {
  public:
   Hold() noexcept = default;
-  Hold(Hold&& other) noexcept;
-  Hold& operator=(Hold&& other) noexcept;
+  Hold(Hold&& other) noexcept = default;  // `other` is left empty
+  Hold& operator=(Hold&& other) noexcept {
+    if (this != &other) {
+      unlock();
+      entry_ = std::move(other.entry_);
+      id_ = other.id_;
+      token_ = other.token_;
+      lost_ = std::move(other.lost_);
+    }
+    return *this;
+  }
   Hold(const Hold&) = delete;
   Hold& operator=(const Hold&) = delete;
-  ~Hold();  // unlock(); never throws.
+  ~Hold() { unlock(); }  // never throws
 
   // True until unlock(); stays true after the lease is lost (check lost()).
   bool owns_lock() const noexcept { return entry_ != nullptr; }
@@ -125,10 +135,13 @@ class Hold {
   // a loss yet. Never throws.
   bool is_owner() const noexcept;
   // Ends the hold: hands the lease to the next local waiter or releases it. Idempotent.
-  void unlock() noexcept;
+  void unlock() noexcept {
+    if (entry_) end();
+  }
 
  private:
   friend class internal::LockEntry;
+  void end() noexcept;
   Hold(std::shared_ptr<internal::LockEntry> entry, std::uint64_t id, std::uint64_t token,
        std::stop_source lost) noexcept;
 

@@ -111,12 +111,23 @@ void LockEntry::end_hold(std::uint64_t hold_id) noexcept {
     const auto terms = holder_->terms;
     end_holder_locked(nullptr);
     pass_on_locked(terms, outcomes);
+    if (!outcomes) {
+      drive_after_hold_locked();  // nothing to complete first: on without letting go of the lock
+      return;
+    }
   }
   run(outcomes);
+  internal::MutexLock lock(mutex_);
+  drive_after_hold_locked();
+}
+
+void LockEntry::drive_after_hold_locked() noexcept {
   try {
-    drive();
+    drive_locked();
   } catch (const std::exception& e) {
     log_error("mutex '" + name() + "': releasing: " + e.what());
+  } catch (...) {
+    log_error("mutex '" + name() + "': releasing: a non-standard exception");
   }
 }
 

@@ -147,6 +147,8 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   // A woken request left before it claimed the lease on offer: the next one gets it.
   void reoffer();
   void end_holder_locked(std::stop_source* to_stop) REQUIRES(mutex_);
+  // end_hold's drive: a failure is logged (an unlock never throws).
+  void drive_after_hold_locked() noexcept REQUIRES(mutex_);
   static void settle(Outcomes& outcomes, Outcome outcome) noexcept;
   static void run(Outcomes& outcomes) noexcept;
   // LeaseCache's questions.

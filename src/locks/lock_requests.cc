@@ -44,6 +44,10 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
         }
       }
     }
+    if (!outcomes) {
+      drive_locked(inline_round);  // nothing to complete first: on without letting go of the lock
+      return ticket;
+    }
   }
   run(outcomes);
   drive(inline_round);

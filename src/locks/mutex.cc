@@ -30,25 +30,6 @@ void LockOptions::validate() const {
 Hold::Hold(std::shared_ptr<LockEntry> entry, std::uint64_t id, std::uint64_t token, std::stop_source lost) noexcept
     : entry_(std::move(entry)), id_(id), token_(token), lost_(std::move(lost)) {}
 
-Hold::Hold(Hold&& other) noexcept
-    : entry_(std::move(other.entry_)), id_(other.id_), token_(other.token_), lost_(std::move(other.lost_)) {
-  other.lost_ = std::stop_source(std::nostopstate);
-}
-
-Hold& Hold::operator=(Hold&& other) noexcept {
-  if (this != &other) {
-    unlock();
-    entry_ = std::move(other.entry_);
-    id_ = other.id_;
-    token_ = other.token_;
-    lost_ = std::move(other.lost_);
-    other.lost_ = std::stop_source(std::nostopstate);
-  }
-  return *this;
-}
-
-Hold::~Hold() { unlock(); }
-
 const std::string& Hold::mutex() const noexcept {
   static const std::string kNone;
   return entry_ ? entry_->name() : kNone;
@@ -66,10 +47,9 @@ bool Hold::is_owner() const noexcept {
 
 std::uint64_t Hold::fencing_token() const noexcept { return entry_ && !lost_.stop_requested() ? token_ : 0; }
 
-void Hold::unlock() noexcept {
-  auto entry = std::move(entry_);
-  entry_.reset();
-  if (entry) entry->end_hold(id_);
+void Hold::end() noexcept {
+  const auto entry = std::move(entry_);  // empty from here on, whatever end_hold does
+  entry->end_hold(id_);
 }
 
 // ---- Mutex
@@ -165,7 +145,7 @@ Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, std::stop
   // the entry's lock while the request is queued, so before this thread can leave. Holding the
   // landing by a plain pointer also keeps the completion inline in its std::function.
   Landing landing;
-  auto ticket = entry_->request(
+  const auto ticket = entry_->request(
       LockEntry::kNoTimeout, {max_hold_, linger_, max_local_handovers_},
       [at = &landing](std::error_code, Hold hold) {
         internal::MutexLock lock(at->mutex);
@@ -175,6 +155,11 @@ Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, std::stop
       },
       /*inline_round=*/!internal::on_runtime_thread(), /*may_give_up=*/deadline != kForever,
       for_locker_ ? &landing : nullptr);
+  {
+    // Granted already (an inline round won, or a cached lease): no interrupt to listen for.
+    internal::MutexLock lock(landing.mutex);
+    if (landing.done) return std::move(landing.hold);
+  }
   // (Its destructor waits for a callback running on another thread.)
   std::stop_callback wake(interrupt, [at = &landing] {
     { internal::MutexLock lock(at->mutex); }  // a waiter between its check and its wait sees it

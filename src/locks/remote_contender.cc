@@ -41,7 +41,11 @@ void RemoteContender::yield_ended() {
 }
 
 void RemoteContender::drive(bool inline_round) {
-  UniqueMutexLock lock(mutex_);
+  MutexLock lock(mutex_);
+  drive_locked(inline_round);
+}
+
+void RemoteContender::drive_locked(bool inline_round) {
   if (driving_) {
     redrive_ = true;
     return;
@@ -64,22 +68,29 @@ void RemoteContender::drive(bool inline_round) {
       }
     }
     if (move == ContenderMove::none) break;
-    lock.unlock();
+    // Started and stopped outside the lock: a round calls back into the entry.
+    mutex_.unlock();
+    bool started = true;
     if (move == ContenderMove::start) {
       try {
         core_->start(inline_round);
       } catch (const std::exception& e) {
         // Only a core left in a wrong state gets here: a bug. Say so; try again later.
         log_error("mutex '" + name_ + "': could not start contending: " + e.what());
-        lock.lock();
-        running_ = false;
-        break;
+        started = false;
+      } catch (...) {
+        log_error("mutex '" + name_ + "': could not start contending: a non-standard exception");
+        started = false;
       }
       inline_round = false;
     } else {
-      core_->close();  // releases the lease (or the place in line); logs a failure
+      core_->close();  // releases the lease (or the place in line); logs a failure; never throws
     }
-    lock.lock();
+    mutex_.lock();
+    if (!started) {
+      running_ = false;
+      break;
+    }
     if (move == ContenderMove::stop) running_ = false;
   }
   driving_ = false;

@@ -79,7 +79,8 @@ namespace simba {
 
 namespace internal {
 class LockEntry;
-}
+class LocalLine;
+}  // namespace internal
 
 // Options of the lock manager's handles, per Client (Client::with_lock_options) and, for
 // max_hold and linger, per handle (Mutex::with_max_hold, Mutex::with_linger). They go with
@@ -140,7 +141,7 @@ class Hold {
   }
 
  private:
-  friend class internal::LockEntry;
+  friend class internal::LocalLine;  // grants holds
   void end() noexcept;
   Hold(std::shared_ptr<internal::LockEntry> entry, std::uint64_t id, std::uint64_t token,
        std::stop_source lost) noexcept;

@@ -1,13 +1,16 @@
-// One mutex of the lock manager: its life, its contender's news, grants and handovers of the
-// lease (lock_entry.h). The request side (coming, passing, claiming, leaving): lock_requests.cc.
+// One mutex of the lock manager as its handles see it: made in the table, requests in and out
+// (lock_entry.h). Grants and handovers: local_line.cc.
 #include "locks/lock_entry.h"
 
-#include <cassert>
+#include <algorithm>
 
 #include "base/log.h"
 #include "base/thread_annotations.h"
 #include "locks/lock_table.h"
 #include "locks/on_io.h"
+#include "locks/single_attempt.h"
+#include "simba/duration.h"
+#include "simba/error.h"
 
 namespace simba::internal {
 
@@ -26,7 +29,7 @@ std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, s
 }
 
 LockEntry::LockEntry(std::shared_ptr<LockTable> table, std::string key, std::string name)
-    : LeaseCache(std::move(name), table->context()), table_(std::move(table)), key_(std::move(key)) {}
+    : LocalLine(std::move(name), table->context()), table_(std::move(table)), key_(std::move(key)) {}
 
 LockEntry::~LockEntry() {
   // The contender stops before the slot goes: a new entry of the name never contends beside it.
@@ -40,212 +43,156 @@ Strand LockEntry::callback_strand() {
   return *strand_;
 }
 
-void LockEntry::on_round(const RoundTimes& times) {
-  Outcomes outcomes;
-  std::unique_ptr<Subscription> unwatched;  // ends outside the lock
-  {
-    internal::MutexLock lock(mutex_);
-    count_round();
-    const auto now = times.answered;
-    const auto lease = core().lease(now);
-    if (lease.rival_seen) {
-      window().rival_seen(now);
-      if (!requests_.empty() && !requests_.front().met_owner_at) requests_.front().met_owner_at = window().last_rival();
-      // The demand watch only costs while contended (ZooKeeper: a listing at every change of
-      // the latch). Watched again once quiet.
-      unwatched = rival_seen_locked();
-    }
-    if (!holder_ && !release_wanted() && !requests_.empty() && lease.owner) {
-      handovers_.reset();  // a fresh remote lease
-      window().won(times.answered - times.sent);
-      lease_won_locked(requests_.front().terms.linger.count() > 0 && !window().contended(now));
-      grant_front_locked(outcomes, lease);
-    }
-    lease_renewed_locked(lease.deadline);
-  }
-  unwatched.reset();
-  const bool granted = outcomes.has_value();
-  run(outcomes);
-  // A grant leaves the entry held, where the contender has nothing to do; whatever the
-  // completion did meanwhile (an unlock) drove it already.
-  if (!granted) drive();
-}
-
-void LockEntry::on_lost(std::uint64_t generation) {
-  if (generation != core().generation()) return;  // a contender already stopped
-  std::uint64_t hold_id = 0;
-  {
-    internal::MutexLock lock(mutex_);
-    uncache_locked();  // a cached lease is gone with the remote one; a fast hold is revoked below
-    if (holder_ && holder_->generation == generation) {
-      hold_id = holder_->id;
-    } else if (running()) {
-      want_release();  // the contender went dormant: restart it for the waiters
-    }
-  }
-  if (hold_id != 0) {
-    revoke(hold_id, "the lease was lost");
-  } else {
-    drive();
-  }
-}
-
-void LockEntry::revoke(std::uint64_t hold_id, const char* why) {
-  std::stop_source to_stop{std::nostopstate};
-  {
-    internal::MutexLock lock(mutex_);
-    if (!holder_ || holder_->id != hold_id) return;
-    log_warn("mutex '" + name() + "': " + why + "; the hold is revoked (lost() requested)");
-    end_holder_locked(&to_stop);
-    want_release();
-  }
-  to_stop.request_stop();  // outside the lock: stop callbacks may unlock
-  drive();
-}
-
-void LockEntry::end_hold(std::uint64_t hold_id) noexcept {
-  Outcomes outcomes;
-  {
-    internal::MutexLock lock(mutex_);
-    if (!holder_ || holder_->id != hold_id) return;  // revoked earlier: nothing left to do
-    const auto terms = holder_->terms;
-    end_holder_locked(nullptr);
-    pass_on_locked(terms, outcomes);
-    if (!outcomes) {
-      drive_after_hold_locked();  // nothing to complete first: on without letting go of the lock
-      return;
-    }
-  }
-  run(outcomes);
-  internal::MutexLock lock(mutex_);
-  drive_after_hold_locked();
-}
-
-void LockEntry::drive_after_hold_locked() noexcept {
-  try {
-    drive_locked();
-  } catch (const std::exception& e) {
-    log_error("mutex '" + name() + "': releasing: " + e.what());
-  } catch (...) {
-    log_error("mutex '" + name() + "': releasing: a non-standard exception");
-  }
-}
-
-void LockEntry::pass_on_locked(const Terms& ending, Outcomes& outcomes) {
-  // A pending demand from another process ends local handovers, as the limit (the ending
-  // hold's handle's) does.
-  const bool may_hand_over = handovers_.may_hand_over(ending, demanded());
-  const bool hand_over = !requests_.empty() && may_hand_over && !release_wanted();
-  const auto now = hand_over ? Clock::now() : Clock::time_point{};
-  const auto lease = hand_over ? core().lease(now) : ServiceCore::Lease{};
-  if (hand_over && lease.owner) {
-    switch (offer_.hand_over(requests_.front(), ending, now)) {
-      case Offer::Next::grant:
-        handovers_.handed_over();
-        grant_front_locked(outcomes, lease);
-        break;
-      case Offer::Next::wake: requests_.front().waker->wake(); break;  // under the lock: its waiter is there
-      case Offer::Next::woken: break;
-    }
-    return;
-  }
-  offer_.closed();
-  if (may_cache_locked(ending, !requests_.empty())) {
-    handovers_.reset();
-    enter_cache_locked(ending);
-  } else {
-    want_release();
-    if (!may_hand_over && !requests_.empty()) yield();
-    handovers_.reset();
-  }
-}
-
-void LockEntry::end_holder_locked(std::stop_source* to_stop) {
-  if (holder_->max_hold_timer) runtime_->cancel(*holder_->max_hold_timer);
-  if (to_stop) *to_stop = holder_->lost;
-  if (holder_->id == fast_hold_id_) fast_hold_id_ = 0;  // a settled fast hold (fast_ closes at its unlock)
-  holder_.reset();
-}
-
-void LockEntry::grant_front_locked(Outcomes& outcomes, const ServiceCore::Lease& lease) {
-  Request request = requests_.pop_front();
-  if (request.deadline) runtime_->cancel(*request.deadline);
-  offer_.granted(request.ticket);
-  Holder holder{++next_id_, lease.token, lease.generation, std::stop_source(), std::nullopt, request.terms};
-  if (request.terms.max_hold.count() > 0) {
-    // Releasing takes a round trip: off the timer's short path.
-    holder.max_hold_timer = after_on_io(request.terms.max_hold, [id = holder.id](LockEntry& entry) {
-      entry.revoke(id, "the hold outlived its max_hold");
-    });
-  }
-  Hold hold(shared_from_this(), holder.id, holder.token, holder.lost);
-  holder_ = std::move(holder);
-  settle(outcomes, Outcome{std::move(request.done), std::error_code(), std::move(hold), std::move(request.self)});
-}
-
-void LockEntry::settle(Outcomes& outcomes, Outcome outcome) noexcept {
-  assert(!outcomes && "one outcome per pass");  // another would end here, under the entry's lock
-  outcomes.emplace(std::move(outcome));
-}
-
-void LockEntry::run(Outcomes& outcomes) noexcept {
-  if (!outcomes) return;
-  auto& outcome = *outcomes;
-  try {
-    outcome.done(outcome.error, std::move(outcome.hold));
-  } catch (const std::exception& e) {
-    log_error(std::string("a lock completion threw: ") + e.what());
-  } catch (...) {
-    log_error("a lock completion threw a non-standard exception");
-  }
-  outcome.hold.unlock();  // a Hold no completion took goes back here, outside the entry's lock
-  outcome.done = nullptr;
-}
-
-EntryFacts LockEntry::local_facts() const {
-  return {.holder = holder_.has_value(), .requests = !requests_.empty(), .cached = cached()};
-}
-
 void LockEntry::drive_after(std::chrono::milliseconds delay) {
-  after_on_io(delay, [](LockEntry& entry) { entry.yield_ended(); });
-}
-
-void LockEntry::adopt_fast_hold_locked(std::uint64_t token, std::uint64_t generation, std::stop_source lost,
-                                       const Terms& terms) {
-  Holder holder{++next_id_, token, generation, std::move(lost), std::nullopt, terms};
-  fast_hold_id_ = holder.id;
-  holder_ = std::move(holder);
+  internal::after_on_io<LockEntry>(*runtime_, delay, weak_from_this(), [](LockEntry& entry) { entry.yield_ended(); });
 }
 
 std::weak_ptr<LeaseCache> LockEntry::weak_cache() {
   return std::shared_ptr<LeaseCache>(shared_from_this(), static_cast<LeaseCache*>(this));
 }
 
-// The slow path took over a fast hold (settle_cache_locked made it holder_): end it there.
-void LockEntry::end_fast_hold() noexcept {
-  std::uint64_t id;
-  {
-    internal::MutexLock lock(mutex_);
-    fast_path().closed();
-    id = fast_hold_id_;
-  }
-  if (id != 0) end_hold(id);  // 0: it was revoked meanwhile
-}
-
-Runtime::TimerId LockEntry::after_on_io(std::chrono::milliseconds delay, std::function<void(LockEntry&)> work) {
-  return internal::after_on_io(*runtime_, delay, weak_from_this(), std::move(work));
+std::weak_ptr<LocalLine> LockEntry::weak_line() {
+  return std::shared_ptr<LocalLine>(shared_from_this(), static_cast<LocalLine*>(this));
 }
 
 void LockEntry::on_io(std::function<void(LockEntry&)> work) {
   internal::on_io(*runtime_, weak_from_this(), std::move(work));
 }
 
-bool LockEntry::hold_is_owner(std::uint64_t hold_id) const {
+std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done,
+                                 bool inline_round, bool may_give_up, Waker* waker) {
+  std::uint64_t ticket;
+  Outcomes outcomes;
   {
     internal::MutexLock lock(mutex_);
-    if (!holder_ || holder_->id != hold_id || holder_->lost.stop_requested()) return false;
+    ticket = ++next_id_;
+    Request request{ticket,
+                    terms,
+                    std::move(done),
+                    std::nullopt,
+                    rounds(),
+                    shared_from_this(),
+                    may_give_up ? Clock::now() : Clock::time_point{}};
+    request.waker = waker;
+    if (timeout != kNoTimeout) {
+      std::weak_ptr<LockEntry> weak = shared_from_this();
+      request.deadline = runtime_->schedule_after(std::max(timeout, std::chrono::milliseconds(0)), [weak, ticket] {
+        if (auto self = weak.lock()) self->expire(ticket);
+      });
+    }
+    if (!pass_locked(request, outcomes)) {
+      requests_.push(std::move(request));
+      // A cached lease is taken with no backend call (unless a fast hold has it: wait behind
+      // it; or the lease ran out by our clock: contend anew).
+      if (uncache_locked()) {
+        if (const auto lease = core().lease(Clock::now()); lease.owner) {
+          grant_front_locked(outcomes, lease);
+        } else {
+          want_release();
+        }
+      }
+    }
+    if (!outcomes) {
+      drive_locked(inline_round);  // nothing to complete first: on without letting go of the lock
+      return ticket;
+    }
   }
-  return core().is_owner();
+  run(outcomes);
+  drive(inline_round);
+  return ticket;
+}
+
+std::optional<Request> LockEntry::leave_locked(std::uint64_t ticket, bool& vacant) {
+  auto request = requests_.take(ticket);
+  if (!request) return std::nullopt;
+  if (request->deadline) runtime_->cancel(*request->deadline);  // false if it is what fired
+  vacant = offer_.left(ticket) && !held_locked();
+  return request;
+}
+
+bool LockEntry::cancel(std::uint64_t ticket, std::error_code reason) {
+  Outcomes outcomes;
+  bool vacant = false;
+  {
+    internal::MutexLock lock(mutex_);
+    auto request = leave_locked(ticket, vacant);
+    if (!request) return false;
+    settle(outcomes, Outcome{std::move(request->done), reason, Hold(), std::move(request->self)});
+  }
+  run(outcomes);
+  if (vacant) reoffer();
+  drive();
+  return true;
+}
+
+LockEntry::GiveUp LockEntry::give_up(std::uint64_t ticket) {
+  std::shared_ptr<LockEntry> keep;  // outlives the lock
+  internal::UniqueMutexLock lock(mutex_);
+  const Request* request = requests_.find(ticket);
+  if (!request) return GiveUp::granted;
+  const auto now = Clock::now();
+  AttemptFacts facts;
+  facts.attempting = requests_.is_front(ticket) && !held_locked() && running();
+  if (facts.attempting) {
+    facts.won_ungranted = core().is_owner() && !release_wanted();  // on_round grants next
+    facts.round_since_queued = rounds() != request->rounds_at_queue;
+    facts.since_queued = now - request->queued_at;
+    facts.attempt_bound = core().attempt_bound();
+    facts.met_caching_owner = core().met_caching_owner();
+    facts.since_met_owner = now - request->met_owner_at.value_or(request->queued_at);
+    facts.handback_bound = core().handback_bound();
+  }
+  switch (single_attempt(facts)) {
+    case AttemptVerdict::wait_for_round: return GiveUp::wait_for_round;
+    case AttemptVerdict::ends_without_round: {
+      const auto error = core().last_error();
+      log_warn("mutex '" + name() + "': a single attempt saw no round of its contender within " +
+               format_duration(core().attempt_bound()) + " (rounds " + std::to_string(rounds()) + ", waiters " +
+               std::to_string(requests_.size()) + (release_wanted() ? ", release wanted" : "") +
+               (error.empty() ? "" : ", last backend error: " + error) + "); it fails");
+      break;
+    }
+    case AttemptVerdict::ends: break;
+  }
+  bool vacant = false;
+  keep = std::move(leave_locked(ticket, vacant)->self);
+  lock.unlock();
+  if (vacant) reoffer();
+  // Stopping the contender (no waiter left) waits for its round in flight: not on the thread
+  // of an attempt that has ended.
+  on_io([](LockEntry& entry) { entry.drive(); });
+  return GiveUp::gave_up;
+}
+
+std::string LockEntry::timeout_message(std::chrono::milliseconds timeout, bool name_contender) const {
+  TimeoutFacts facts;
+  facts.mutex = name();
+  if (timeout != kNoTimeout) facts.timeout = timeout;
+  if (name_contender) facts.contender = core().contender_id();
+  {
+    internal::MutexLock lock(mutex_);
+    facts.held_here = held_locked();
+  }
+  facts.owner = core().last_owner_id();
+  facts.self = core().contender_id();
+  facts.last_error = core().last_error();
+  return internal::timeout_message(facts);
+}
+
+void LockEntry::expire(std::uint64_t ticket) {
+  Outcomes outcomes;
+  bool vacant = false;
+  {
+    internal::MutexLock lock(mutex_);
+    auto request = leave_locked(ticket, vacant);
+    if (!request) return;
+    settle(outcomes,
+           Outcome{std::move(request->done), make_error_code(errc::timeout), Hold(), std::move(request->self)});
+  }
+  run(outcomes);
+  if (vacant) reoffer();
+  // On a timer thread: stopping the contender may take a round trip; not here.
+  on_io([](LockEntry& entry) { entry.drive(); });
 }
 
 }  // namespace simba::internal

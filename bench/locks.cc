@@ -1,7 +1,9 @@
 // The lock manager's workloads: threads of one process on one mutex (client.mutex() beside
 // one Locker per thread, in the same run), and many concurrent async requests.
+#include <algorithm>
 #include <filesystem>
 #include <future>
+#include <numeric>
 #include <thread>
 
 #include "report.h"
@@ -16,25 +18,36 @@ int threads_now() {
   return n;
 }
 
+// What `threads` threads did taking the mutex over and over: holds per second, and the
+// fewest holds one thread got against the mean (1: even turns; near 0: a thread starved).
+struct Hammered {
+  double holds_per_s = 0;
+  double min_thread_share = 0;
+};
+
 // `threads` threads each take the mutex over and over for `duration` through `take` (which
-// returns a release function); returns holds per second.
+// returns a handle with lock() and unlock()).
 template <class Take>
-double hammer(int threads, std::chrono::milliseconds duration, Take take) {
-  std::atomic<long> holds{0};
+Hammered hammer(int threads, std::chrono::milliseconds duration, Take take) {
+  std::vector<long> holds(threads, 0);  // each thread writes its own, read after join()
   std::vector<std::thread> pool;
   const auto end = Clock::now() + duration;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       auto one = take(t);  // per thread: a Mutex handle or a Locker
+      long mine = 0;
       while (Clock::now() < end) {
         one->lock();
-        holds.fetch_add(1, std::memory_order_relaxed);
+        ++mine;
         one->unlock();
       }
+      holds[t] = mine;
     });
   }
   for (auto& thread : pool) thread.join();
-  return holds.load() / std::chrono::duration<double>(duration).count();
+  const double total = std::accumulate(holds.begin(), holds.end(), 0.0);
+  const double fewest = static_cast<double>(*std::min_element(holds.begin(), holds.end()));
+  return {total / std::chrono::duration<double>(duration).count(), total > 0 ? fewest * threads / total : 0};
 }
 
 }  // namespace
@@ -43,15 +56,17 @@ nlohmann::json contended(const Client& client, const std::string& engine, std::s
                          std::chrono::milliseconds duration) {
   const std::string name = "bench/contended/" + std::to_string(::getpid()) + "/" + std::to_string(threads);
   const int t = static_cast<int>(threads);
-  double manager = hammer(t, duration, [&](int) { return std::make_unique<Mutex>(client.mutex(name)); });
-  double lockers = hammer(t, duration, [&](int) { return std::make_unique<Locker>(name, client); });
+  const auto manager = hammer(t, duration, [&](int) { return std::make_unique<Mutex>(client.mutex(name)); });
+  const auto lockers = hammer(t, duration, [&](int) { return std::make_unique<Locker>(name, client); });
   return {{"backend", engine},
           {"workload", "contended"},
           {"threads", threads},
           {"seconds", std::chrono::duration<double>(duration).count()},
-          {"mutex_holds_per_s", round2(manager)},
-          {"lockers_holds_per_s", round2(lockers)},
-          {"ratio", round2(lockers > 0 ? manager / lockers : 0)}};
+          {"mutex_holds_per_s", round2(manager.holds_per_s)},
+          {"lockers_holds_per_s", round2(lockers.holds_per_s)},
+          {"mutex_min_thread_share", round2(manager.min_thread_share)},
+          {"lockers_min_thread_share", round2(lockers.min_thread_share)},
+          {"ratio", round2(lockers.holds_per_s > 0 ? manager.holds_per_s / lockers.holds_per_s : 0)}};
 }
 
 nlohmann::json async_requests(const Client& client, const std::string& engine, std::size_t requests, std::size_t names,

@@ -61,8 +61,10 @@ if redis.call('SET', KEYS[1], id, 'NX', 'PX', ARGV[2]) then
   redis.call('HSET', KEYS[2], 'owner', id, 'token', token, 'at', now, 'ttl', ARGV[4])
   keep(token)
   redis.call('PUBLISH', ARGV[3], 'acquired@@' .. id)
-  redis.call('ZREM', KEYS[3], id)
-  return {id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), redis.call('ZCARD', KEYS[3])}
+  -- Out of the queue if it waited there (an empty queue, the uncontended case: one call).
+  local waiting = redis.call('ZCARD', KEYS[3])
+  if waiting > 0 then waiting = waiting - redis.call('ZREM', KEYS[3], id) end
+  return {id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), waiting}
 end
 local owner = redis.call('GET', KEYS[1])
 if owner == id then
@@ -87,7 +89,9 @@ return {owner, redis.call('PTTL', KEYS[1]), tonumber(holder[2] or 0), now, tonum
 // taking it out of the queue: a wake-up nobody hears (its contender left: PUBLISH reached
 // no one) takes that entry out too and goes to the next. Observers hear every release on the
 // channel "<prefix>:{<mutex>}:". A waiter that gives up leaves the queue.
-// The fencing hash notes when the mutex became free ('free') and stays for sweep_idle.
+// The fencing hash notes when the mutex became free ('free') and stays for sweep_idle. The
+// queue is looked at once (ZCARD) and walked only when somebody waits: an uncontended release
+// runs 8 commands, an uncontended acquisition 7 (`redis-cli monitor`; 10 and 8 before).
 // KEYS: lock, wait queue, fencing hash. ARGV: contender id, waiter channel prefix
 // "<prefix>:{<mutex>}:", sweep_idle ms (0: no expiry).
 constexpr const char* kRelease = R"lua(
@@ -98,21 +102,23 @@ end
 redis.call('DEL', KEYS[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if redis.call('EXISTS', KEYS[3]) == 1 then
+local token = redis.call('HGET', KEYS[3], 'token')  -- false: no fencing hash (or one without a token)
+if token then
   redis.call('HSET', KEYS[3], 'free', now)
   local idle = tonumber(ARGV[3])
   if idle > 0 then
-    local token = tonumber(redis.call('HGET', KEYS[3], 'token') or 0)
-    redis.call('PEXPIREAT', KEYS[3], math.max(now + idle, math.floor(token / 1000) + 1))
+    redis.call('PEXPIREAT', KEYS[3], math.max(now + idle, math.floor(tonumber(token) / 1000) + 1))
   end
 end
-redis.call('ZREM', KEYS[2], ARGV[1])
 local message = 'released@@' .. ARGV[1]
-for _ = 1, 1000 do
-  local first = redis.call('ZRANGE', KEYS[2], 0, 0)
-  if #first == 0 then break end
-  redis.call('ZREM', KEYS[2], first[1])
-  if redis.call('PUBLISH', ARGV[2] .. first[1], message) > 0 then break end
+if redis.call('ZCARD', KEYS[2]) > 0 then  -- nobody queued (the uncontended case): one call
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  for _ = 1, 1000 do
+    local first = redis.call('ZRANGE', KEYS[2], 0, 0)
+    if #first == 0 then break end
+    redis.call('ZREM', KEYS[2], first[1])
+    if redis.call('PUBLISH', ARGV[2] .. first[1], message) > 0 then break end
+  end
 end
 redis.call('PUBLISH', ARGV[2], message)
 return 1

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "report.h"
+#include "targets.h"
 #include "workloads.h"
 
 namespace simba::bench {
@@ -77,7 +78,9 @@ int run(int argc, char** argv) {
                            std::chrono::seconds(30));
     else if (workload == "contended") {
       for (std::size_t threads : {1, 4, 16}) {
-        std::cout << contended(client, engine, threads, std::chrono::seconds(contended_seconds)).dump() << std::endl;
+        auto out = contended(client, engine, threads, std::chrono::seconds(contended_seconds));
+        judge(out);
+        std::cout << out.dump() << std::endl;
       }
       continue;
     } else
@@ -85,6 +88,7 @@ int run(int argc, char** argv) {
           errc::invalid_argument,
           "unknown workload '" + workload +
               "'; accepted: cycle, handover, takeover, kill, scale, contended, async, relock, pingpong, remote_ask");
+    judge(out);
     std::cout << out.dump() << std::endl;
   }
   return 0;

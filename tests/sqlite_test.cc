@@ -3,8 +3,10 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "kit.h"
 #include "simba/sqlite_backend.h"
@@ -22,7 +24,7 @@ struct TempDatabase {
   }
   ~TempDatabase() { remove(); }
   void remove() const {
-    for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+    for (auto suffix : {"", "-wal", "-shm", "-wake"}) std::filesystem::remove(path + suffix);
   }
   SqliteOptions options() const {
     SqliteOptions options;
@@ -48,7 +50,70 @@ TEST(SqliteBackendTest, TwoConnectionsToOneFileShareTheLease) {
   auto taken = second->acquire("m", "b", 10s, 0ms).owner;
   EXPECT_EQ(taken.owner_id, "b");
   EXPECT_EQ(taken.fencing_token, held.fencing_token + 1);
-  EXPECT_EQ(second->watch("m", "", [](WatchEvent) {}), nullptr);
+}
+
+// A release wakes the watchers of that mutex on this host at once, in another connection (as
+// in another process: each backend maps the wake file itself and listens on its own thread).
+// Not a Push: callers still poll, for what the wake file cannot see.
+TEST(SqliteBackendTest, AReleaseWakesTheWatchersOfItsMutexInAnotherConnection) {
+  const TempDatabase database("simba-unit-wake");
+  const auto options = database.options();
+  auto owner = make_sqlite_backend(options);
+  auto waiter = make_sqlite_backend(options);
+  EXPECT_EQ(waiter->push(), nullptr);
+  ASSERT_EQ(owner->acquire("m", "a", 10s, 0ms).owner.owner_id, "a");
+  std::atomic<int> released{0};
+  auto watch = waiter->watch("m", "b", [&](WatchEvent event) {
+    if (event == WatchEvent::released) released.fetch_add(1);
+  });
+  ASSERT_NE(watch, nullptr) << "no wake file beside " << database.path;
+  EXPECT_TRUE(std::filesystem::exists(database.path + "-wake"));
+  ASSERT_EQ(waiter->acquire("m", "b", 10s, 0ms).owner.owner_id, "a");
+  EXPECT_FALSE(owner->release("m", "b"));  // not its lease: nothing released, nobody woken
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(released.load(), 0) << "woken without a release";
+  ASSERT_TRUE(owner->release("m", "a"));
+  EXPECT_TRUE(tck::wait_until([&] { return released.load() >= 1; }, 10s)) << "the release woke nobody";
+  // After the handle goes, no call: a release of "m" again reaches nobody.
+  watch.reset();
+  const int seen = released.load();
+  ASSERT_EQ(owner->acquire("m", "a", 10s, 0ms).owner.owner_id, "a");
+  ASSERT_TRUE(owner->release("m", "a"));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(released.load(), seen) << "a watch called after its handle was destroyed";
+}
+
+// The lock manager over two connections, each polling only every 30 s: a waiter gets the
+// mutex at its release, long before its next poll (or the owner's lease's end) could tell it.
+TEST(SqliteBackendTest, AWaiterInAnotherClientTakesOverAtTheReleaseNotAtItsPoll) {
+  const TempDatabase database("simba-unit-handover");
+  const auto options = database.options();
+  ContendOptions slow;
+  slow.poll_interval = 30s;  // the waiter's next look without a wake-up
+  slow.ttl = 30s;            // nor does the owner's lease end meanwhile
+  slow.transition = 1s;
+  Client owner(make_sqlite_backend(options), slow);
+  Client waiter(make_sqlite_backend(options), slow);
+  Locker held("handover", owner);
+  held.acquire(5s);
+  Locker next("handover", waiter);
+  std::atomic<bool> taken{false};
+  std::string failure;  // read after join()
+  std::thread waiting([&] {
+    try {
+      next.acquire(15s);  // half the poll interval: only a wake-up can make it
+      taken = true;
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+  });
+  // The waiter has looked once and found the mutex held: its demand is on the row.
+  ASSERT_TRUE(tck::wait_until([&] { return owner.backend()->read("handover").demanded; }, 10s))
+      << "the waiter never tried";
+  held.close();
+  waiting.join();
+  EXPECT_TRUE(taken.load()) << "not taken at the release: " << failure;
+  EXPECT_TRUE(next.is_owner());
 }
 
 // A contender reads the clock before its statements; a release landing in between leaves its

@@ -12,6 +12,7 @@
 
 #include "backends/common/lease_row.h"
 #include "backends/common/sweep.h"
+#include "backends/sqlite/wake_board.h"
 #include "simba/error.h"
 
 namespace simba {
@@ -146,6 +147,7 @@ class SqliteBackend final : public BackendOffering<DemandSignal, IdleMarks, Admi
       prepare(want_, kWant);
       prepare(mark_, kMarkIdle);
     }
+    wake_ = internal::WakeBoard::open(options.path);  // after the database file exists
   }
 
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
@@ -202,6 +204,7 @@ class SqliteBackend final : public BackendOffering<DemandSignal, IdleMarks, Admi
       check(sqlite3_step(*use), SQLITE_DONE, "release");
       released = sqlite3_changes(db_) > 0;
     }
+    if (released && wake_) wake_->released(mutex);  // committed: waiters on this host look now
     // maybe() runs the sweep on this thread, which holds mutex_ (the analysis cannot follow a
     // capability through a template's call).
     sweeps_.maybe(describe(), [&](std::chrono::milliseconds idle)
@@ -262,9 +265,11 @@ class SqliteBackend final : public BackendOffering<DemandSignal, IdleMarks, Admi
     return sqlite3_changes(db_) > 0;
   }
 
-  std::unique_ptr<Subscription> watch(const std::string&, const std::string&,
-                                      std::function<void(WatchEvent)>) override {
-    return nullptr;  // No push channel: callers poll.
+  // Releases on this host, through the wake board (wake_board.h); callers still poll (no Push:
+  // it cannot see other hosts, nor a process that died between a release and its wake-up).
+  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string&,
+                                      std::function<void(WatchEvent)> on_change) override {
+    return wake_ ? wake_->watch(mutex, std::move(on_change)) : nullptr;
   }
 
   Capabilities capabilities() const override {
@@ -408,7 +413,8 @@ class SqliteBackend final : public BackendOffering<DemandSignal, IdleMarks, Admi
   internal::SweepSchedule sweeps_;
   Statement acquire_ GUARDED_BY(mutex_), select_ GUARDED_BY(mutex_), release_ GUARDED_BY(mutex_),
       list_ GUARDED_BY(mutex_), sweep_ GUARDED_BY(mutex_), want_ GUARDED_BY(mutex_), mark_ GUARDED_BY(mutex_);
-  Statement raw_ GUARDED_BY(mutex_);  // simba-bench's baseline, prepared on first use
+  Statement raw_ GUARDED_BY(mutex_);           // simba-bench's baseline, prepared on first use
+  std::shared_ptr<internal::WakeBoard> wake_;  // set once by the constructor; null: poll only
 };
 
 }  // namespace

@@ -1,0 +1,79 @@
+// How a release in one process wakes the waiters of the same SQLite database in every process
+// of this host, at once and without polling. Internal to the SQLite backend.
+//
+// A small file beside the database ("<database>-wake", 8 KiB) is mapped shared by every
+// process that opens the database. Its first 32-bit word counts every release; each of the
+// next 1,023 words counts the releases of the mutexes whose names hash to it (a slot), and the
+// page after them counts the watches of each slot in every process. A release of a watched
+// slot adds one to the slot and to the count, then wakes every thread that waits on the count
+// (a futex on shared memory: it crosses processes); a release nobody watches costs two reads.
+// One thread per backend waits on the count, and at each change calls the watchers whose slot
+// moved (a slot shared by two names wakes both: one spurious look). A process that dies with
+// watches leaves its counts behind: releases of those slots then wake for nothing, never less.
+//
+// It is an accelerator: waiters still poll at the poll interval, which covers what it cannot
+// see (a database on a network file system used from another host, a process that died
+// between its release and the wake-up, a file that cannot be created).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/common/watcher.h"
+#include "base/thread_annotations.h"
+#include "simba/backend.h"
+
+namespace simba::internal {
+
+class WakeBoard : public std::enable_shared_from_this<WakeBoard> {
+ public:
+  // Maps "<database_path>-wake", creating it if needed. Null where it cannot (logged, unless
+  // the database is in memory): waiters then poll only.
+  static std::shared_ptr<WakeBoard> open(const std::string& database_path);
+  ~WakeBoard();
+  WakeBoard(const WakeBoard&) = delete;
+  WakeBoard& operator=(const WakeBoard&) = delete;
+
+  // After a release of `mutex` was committed: wakes its waiters on this host.
+  void released(const std::string& mutex) noexcept;
+  // Calls `on_change(WatchEvent::released)` soon after each release of `mutex` on this host
+  // (and now and then after another name's, sharing its slot), until the handle goes.
+  std::unique_ptr<Subscription> watch(const std::string& mutex, std::function<void(WatchEvent)> on_change);
+
+  static constexpr std::size_t kPage = 4096;
+  static constexpr std::size_t kBytes = 2 * kPage;
+  static constexpr std::size_t kSlots = kPage / sizeof(std::uint32_t) - 1;  // word 0 is the count
+
+ private:
+  explicit WakeBoard(void* map) : map_(map) {}
+  // Word 0 counts every release; word 1 + i, the releases of slot i; word kSlots + 1 + i, the
+  // watches of slot i.
+  std::uint32_t* word(std::size_t index) const noexcept { return static_cast<std::uint32_t*>(map_) + index; }
+  std::uint32_t* watches_of(std::size_t slot) const noexcept { return word(kSlots + 1 + slot); }
+  static std::size_t slot_of(const std::string& mutex) noexcept;
+  void listen();
+  void forget(std::uint64_t id);
+
+  struct Watch {
+    std::size_t slot;
+    std::uint32_t seen;  // the slot's value when last looked at
+    std::shared_ptr<Watcher> watcher;
+  };
+
+  void* const map_;
+  AnnotatedMutex mutex_;
+  std::unordered_map<std::uint64_t, Watch> watches_ GUARDED_BY(mutex_);
+  std::uint64_t next_id_ GUARDED_BY(mutex_) = 0;
+  bool listening_ GUARDED_BY(mutex_) = false;  // the thread was started (at the first watch)
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace simba::internal

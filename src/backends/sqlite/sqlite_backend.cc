@@ -118,7 +118,7 @@ class Use {
   sqlite3_stmt* stmt_;
 };
 
-class SqliteBackend final : public BackendOffering<DemandSignal, IdleMarks, Administration, RawProbe> {
+class SqliteBackend final : public BackendOffering<DemandSignal, DemandPush, IdleMarks, Administration, RawProbe> {
  public:
   explicit SqliteBackend(const SqliteOptions& options) : options_(options), sweeps_(options.sweep_idle) {
     int rc = sqlite3_open_v2(options.path.c_str(), &connection_.db,
@@ -204,7 +204,7 @@ class SqliteBackend final : public BackendOffering<DemandSignal, IdleMarks, Admi
       check(sqlite3_step(*use), SQLITE_DONE, "release");
       released = sqlite3_changes(db_) > 0;
     }
-    if (released && wake_) wake_->released(mutex);  // committed: waiters on this host look now
+    if (released && wake_) wake_->ring(mutex);  // committed: waiters on this host look now
     // maybe() runs the sweep on this thread, which holds mutex_ (the analysis cannot follow a
     // capability through a template's call).
     sweeps_.maybe(describe(), [&](std::chrono::milliseconds idle)
@@ -271,6 +271,17 @@ class SqliteBackend final : public BackendOffering<DemandSignal, IdleMarks, Admi
                                       std::function<void(WatchEvent)> on_change) override {
     return wake_ ? wake_->watch(mutex, std::move(on_change)) : nullptr;
   }
+
+  // Demands of this host's processes, through the wake board; the owner still reads them at
+  // its poll interval (read()'s `demanded`), which also covers other hosts.
+  std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& /*owner_id*/,
+                                             std::function<void()> on_demand) override {
+    if (!wake_) return nullptr;
+    return wake_->watch(internal::WakeBoard::demand_key(mutex),
+                        [on_demand = std::move(on_demand)](WatchEvent) { on_demand(); });
+  }
+  // Offered only with a wake board.
+  DemandPush* demand_push() noexcept override { return wake_ ? this : nullptr; }
 
   Capabilities capabilities() const override {
     Capabilities caps;
@@ -373,6 +384,7 @@ class SqliteBackend final : public BackendOffering<DemandSignal, IdleMarks, Admi
     bind_text(*use, 2, owner_id);
     sqlite3_bind_int64(*use, 3, until);
     check(sqlite3_step(*use), SQLITE_DONE, "noting a demand");
+    if (wake_) wake_->ring(internal::WakeBoard::demand_key(mutex));  // committed: a caching owner here looks now
   }
 
   void add_column(const std::string& name, const char* ddl) REQUIRES(mutex_) {

@@ -91,26 +91,26 @@ WakeBoard::~WakeBoard() {
   munmap(map_, kBytes);
 }
 
-std::size_t WakeBoard::slot_of(const std::string& mutex) noexcept {
+std::size_t WakeBoard::slot_of(const std::string& key) noexcept {
   // FNV-1a: the same in every process and every build (std::hash need not be).
   std::uint64_t hash = 14695981039346656037ull;
-  for (unsigned char c : mutex) hash = (hash ^ c) * 1099511628211ull;
+  for (unsigned char c : key) hash = (hash ^ c) * 1099511628211ull;
   return static_cast<std::size_t>(hash % kSlots);
 }
 
-void WakeBoard::released(const std::string& mutex) noexcept {
-  const std::size_t slot = slot_of(mutex);
+void WakeBoard::ring(const std::string& key) noexcept {
+  const std::size_t slot = slot_of(key);
   // A watch counts itself before its first look at the database, which comes after this
-  // release's commit if this read misses it: then that look finds the mutex free.
+  // commit if this read misses it: then that look finds what was committed.
   if (atomic(watches_of(slot)).load() == 0) return;
   atomic(word(1 + slot)).fetch_add(1);
   atomic(word(0)).fetch_add(1);  // after the slot: a listener that sees the count sees the slot
   futex_wake_all(word(0));
 }
 
-std::unique_ptr<Subscription> WakeBoard::watch(const std::string& mutex, std::function<void(WatchEvent)> on_change) {
+std::unique_ptr<Subscription> WakeBoard::watch(const std::string& key, std::function<void(WatchEvent)> on_change) {
   auto watcher = std::make_shared<Watcher>(std::move(on_change));
-  const std::size_t slot = slot_of(mutex);
+  const std::size_t slot = slot_of(key);
   std::uint64_t id;
   {
     MutexLock lock(mutex_);

@@ -1,5 +1,6 @@
 // How a release in one process wakes the waiters of the same SQLite database in every process
-// of this host, at once and without polling. Internal to the SQLite backend.
+// of this host, at once and without polling (and a demand, the owner that caches the lease).
+// Internal to the SQLite backend.
 //
 // A small file beside the database ("<database>-wake", 8 KiB) is mapped shared by every
 // process that opens the database. Its first 32-bit word counts every release; each of the
@@ -41,11 +42,13 @@ class WakeBoard : public std::enable_shared_from_this<WakeBoard> {
   WakeBoard(const WakeBoard&) = delete;
   WakeBoard& operator=(const WakeBoard&) = delete;
 
-  // After a release of `mutex` was committed: wakes its waiters on this host.
-  void released(const std::string& mutex) noexcept;
-  // Calls `on_change(WatchEvent::released)` soon after each release of `mutex` on this host
-  // (and now and then after another name's, sharing its slot), until the handle goes.
-  std::unique_ptr<Subscription> watch(const std::string& mutex, std::function<void(WatchEvent)> on_change);
+  // Rings `key` once what it announces was committed: the watchers of `key` on this host look
+  // now. Keys: a mutex's name (a release), demand_key(name) (a demand left for its owner).
+  void ring(const std::string& key) noexcept;
+  // Calls `on_change(WatchEvent::released)` soon after each ring of `key` on this host (and now
+  // and then after another key's, sharing its slot), until the handle goes.
+  std::unique_ptr<Subscription> watch(const std::string& key, std::function<void(WatchEvent)> on_change);
+  static std::string demand_key(const std::string& mutex) { return "demand\n" + mutex; }
 
   static constexpr std::size_t kPage = 4096;
   static constexpr std::size_t kBytes = 2 * kPage;
@@ -57,7 +60,7 @@ class WakeBoard : public std::enable_shared_from_this<WakeBoard> {
   // watches of slot i.
   std::uint32_t* word(std::size_t index) const noexcept { return static_cast<std::uint32_t*>(map_) + index; }
   std::uint32_t* watches_of(std::size_t slot) const noexcept { return word(kSlots + 1 + slot); }
-  static std::size_t slot_of(const std::string& mutex) noexcept;
+  static std::size_t slot_of(const std::string& key) noexcept;
   void listen();
   void forget(std::uint64_t id);
 

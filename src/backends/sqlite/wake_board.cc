@@ -73,7 +73,9 @@ std::shared_ptr<WakeBoard> WakeBoard::open(const std::string& database_path) {
 WakeBoard::~WakeBoard() {
   {
     MutexLock lock(mutex_);  // watches still counted (their handles outlive the board): uncounted
-    for (const auto& [id, watch] : watches_) atomic(watches_of(watch.slot)).fetch_sub(1);
+    for (const auto& [slot, watches] : watches_) {
+      atomic(watches_of(slot)).fetch_sub(static_cast<std::uint32_t>(watches.watchers.size()));
+    }
     watches_.clear();
   }
   stopping_.store(true);
@@ -116,24 +118,26 @@ std::unique_ptr<Subscription> WakeBoard::watch(const std::string& key, std::func
     MutexLock lock(mutex_);
     id = ++next_id_;
     atomic(watches_of(slot)).fetch_add(1);
-    watches_.emplace(id, Watch{slot, atomic(word(1 + slot)).load(), watcher});
+    auto [it, first] = watches_.try_emplace(slot);
+    if (first) it->second.seen = atomic(word(1 + slot)).load();  // rings from now on
+    it->second.watchers.emplace(id, watcher);
     if (!listening_) {
       listening_ = true;
       thread_ = std::thread([this] { listen(); });
     }
   }
   std::weak_ptr<WakeBoard> weak = shared_from_this();
-  return std::make_unique<WatchHandle>(watcher, [weak, id] {
-    if (auto board = weak.lock()) board->forget(id);
+  return std::make_unique<WatchHandle>(watcher, [weak, slot, id] {
+    if (auto board = weak.lock()) board->forget(slot, id);
   });
 }
 
-void WakeBoard::forget(std::uint64_t id) {
+void WakeBoard::forget(std::size_t slot, std::uint64_t id) {
   MutexLock lock(mutex_);
-  const auto it = watches_.find(id);
-  if (it == watches_.end()) return;
-  atomic(watches_of(it->second.slot)).fetch_sub(1);
-  watches_.erase(it);
+  const auto it = watches_.find(slot);
+  if (it == watches_.end() || it->second.watchers.erase(id) == 0) return;
+  atomic(watches_of(slot)).fetch_sub(1);
+  if (it->second.watchers.empty()) watches_.erase(it);
 }
 
 void WakeBoard::listen() {
@@ -142,11 +146,11 @@ void WakeBoard::listen() {
     const std::uint32_t count = atomic(word(0)).load();
     {
       MutexLock lock(mutex_);
-      for (auto& [id, watch] : watches_) {
-        const std::uint32_t now = atomic(word(1 + watch.slot)).load();
-        if (now == watch.seen) continue;
-        watch.seen = now;
-        moved.push_back(watch.watcher);
+      for (auto& [slot, watches] : watches_) {
+        const std::uint32_t now = atomic(word(1 + slot)).load();
+        if (now == watches.seen) continue;
+        watches.seen = now;
+        for (const auto& [id, watcher] : watches.watchers) moved.push_back(watcher);
       }
     }
     for (auto& watcher : moved) watcher->call(WatchEvent::released);  // outside the lock: a call may watch

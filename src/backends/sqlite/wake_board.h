@@ -62,17 +62,18 @@ class WakeBoard : public std::enable_shared_from_this<WakeBoard> {
   std::uint32_t* watches_of(std::size_t slot) const noexcept { return word(kSlots + 1 + slot); }
   static std::size_t slot_of(const std::string& key) noexcept;
   void listen();
-  void forget(std::uint64_t id);
+  void forget(std::size_t slot, std::uint64_t id);
 
-  struct Watch {
-    std::size_t slot;
-    std::uint32_t seen;  // the slot's value when last looked at
-    std::shared_ptr<Watcher> watcher;
+  // The watches of one slot: a ring costs the listener one read per watched slot, however many
+  // watches there are.
+  struct SlotWatches {
+    std::uint32_t seen = 0;  // the slot's value when last looked at
+    std::unordered_map<std::uint64_t, std::shared_ptr<Watcher>> watchers;
   };
 
   void* const map_;
   AnnotatedMutex mutex_;
-  std::unordered_map<std::uint64_t, Watch> watches_ GUARDED_BY(mutex_);
+  std::unordered_map<std::size_t, SlotWatches> watches_ GUARDED_BY(mutex_);  // by slot
   std::uint64_t next_id_ GUARDED_BY(mutex_) = 0;
   bool listening_ GUARDED_BY(mutex_) = false;  // the thread was started (at the first watch)
   std::atomic<bool> stopping_{false};

@@ -7,7 +7,7 @@
 // next 1,023 words counts the releases of the mutexes whose names hash to it (a slot), and the
 // page after them counts the watches of each slot in every process. A release of a watched
 // slot adds one to the slot and to the count, then wakes every thread that waits on the count
-// (a futex on shared memory: it crosses processes); a release nobody watches costs two reads.
+// (a futex on shared memory: it crosses processes); a release nobody watches costs one read.
 // One thread per backend waits on the count, and at each change calls the watchers whose slot
 // moved (a slot shared by two names wakes both: one spurious look). A process that dies with
 // watches leaves its counts behind: releases of those slots then wake for nothing, never less.

@@ -1,0 +1,382 @@
+// The etcd backend: etcd's lock recipe (one key per contender under the mutex's prefix, the
+// first created owns) with leases whose times simba judges. See simba/etcd_backend.h for the
+// design; administration is in records.cc.
+#include "backends/etcd/etcd_backend_impl.h"
+
+#include <algorithm>
+
+#include "backends/etcd/ops.h"
+#include "base/log.h"
+#include "simba/error.h"
+
+namespace simba {
+namespace etcd {
+namespace {
+
+using internal::Watcher;
+using internal::WatchHandle;
+
+std::string describe_of(const EtcdOptions& options) {
+  std::string where = "etcd://";
+  if (!options.user.empty()) where += options.user + ":***@";
+  for (std::size_t i = 0; i < options.endpoints.size(); ++i) where += (i ? "," : "") + options.endpoints[i];
+  return where + "?prefix=" + options.prefix;
+}
+
+// Lease lengths are whole seconds on etcd: ttl + transition, rounded up.
+std::int64_t seconds_for(std::chrono::milliseconds lease) {
+  return std::max<std::int64_t>(1, (lease.count() + 999) / 1000);
+}
+
+void tell(const WatcherList& watchers, WatchEvent event) {
+  for (const auto& watcher : watchers) watcher->call(event);
+}
+
+std::int64_t millis(std::chrono::milliseconds d) { return d.count(); }
+
+}  // namespace
+
+EtcdBackend::EtcdBackend(const EtcdOptions& options)
+    : options_(options),
+      where_(describe_of(options)),
+      sweeps_(options.sweep_idle),
+      channel_(options, where_),
+      hub_(channel_, [this](bool lost) { stream_reset(lost); }),
+      leases_(channel_, Leases::Events{[this](std::int64_t lease) { lease_gone(lease); }, [this] { reap_lapsed(nullptr); }}) {}
+
+EtcdBackend::~EtcdBackend() = default;
+
+OwnerSnapshot EtcdBackend::acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,
+                                   std::chrono::milliseconds transition) {
+  const MutexKeys keys = mutex_keys(options_.prefix, mutex);
+  const std::int64_t seconds = seconds_for(ttl + transition);
+  for (int round = 0; round < kRounds; ++round) {
+    Entry entry = book_.begin(mutex, id, seconds);
+    std::optional<OwnerSnapshot> owner;
+    try {
+      owner = attempt(entry, keys, ttl, transition);
+    } catch (const LeaseNotFound&) {
+      leases_.forget(entry.lease);  // expired under us: its keys are gone; a new lease next round
+      stop_watching(entry);
+      book_.done_and_forget(entry);
+      continue;
+    } catch (...) {
+      book_.done(entry);
+      throw;
+    }
+    book_.done(entry);
+    if (owner) return *owner;
+  }
+  throw Error(errc::unavailable,
+              "etcd at " + where_ + ": the line of mutex '" + mutex + "' kept changing while it was read; try again");
+}
+
+std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys& keys, std::chrono::milliseconds ttl,
+                                                  std::chrono::milliseconds transition) {
+  const auto lease_length = ttl + transition;
+  if (entry.lease == 0) {
+    const Leases::Granted granted = leases_.lease(entry.seconds, entry.slot);
+    entry.lease = granted.id;
+    entry.key = keys.contender(granted.id);
+    entry.revision = 0;
+  }
+  // An owner past its lease has stopped believing it owns: its key goes before it asks again
+  // (a renewal after the lease ran out is a new acquisition, at the back of the line).
+  if (entry.claimed && Steady::now() > entry.deadline) {
+    remove_key(entry, keys, "its lease ran out before it renewed");
+    entry.claimed = false;
+    entry.revision = 0;
+  }
+  const auto sent = Steady::now();
+  const EpochMillis sent_wall = epoch_millis_now();
+  std::optional<Leases::Answer> kept = leases_.refresh(entry.lease, sent + lease_length);
+
+  pb::TxnRequest txn;
+  ops::when_created_at(txn, entry.key, 0);
+  // Absent: the last key before ours (read first), our put, the owner.
+  ops::add(txn.mutable_success(), ops::last_created(keys.contended, keys.end, 0));
+  ops::add_put(txn.mutable_success(), entry.key, contender_value(entry.id, false), entry.lease);
+  ops::add(txn.mutable_success(), ops::first_created(keys.contended, keys.end));
+  // There: our key, the owner, the last key before ours.
+  ops::add(txn.mutable_failure(), ops::get(entry.key));
+  ops::add(txn.mutable_failure(), ops::first_created(keys.contended, keys.end));
+  if (entry.revision > 0) ops::add(txn.mutable_failure(), ops::last_created(keys.contended, keys.end, entry.revision));
+  const pb::TxnResponse response =
+      channel_.txn(txn, "acquiring mutex '" + entry.mutex + "' for '" + entry.id + "'");
+
+  std::int64_t revision = 0;
+  std::optional<pb::KeyValue> predecessor;
+  const pb::RangeResponse* line = nullptr;
+  if (response.succeeded()) {
+    revision = response.header().revision();
+    const auto& before = response.responses(0).response_range();
+    if (before.kvs_size() > 0) predecessor = before.kvs(0);
+    line = &response.responses(2).response_range();
+  } else {
+    const auto& mine = response.responses(0).response_range();
+    if (mine.kvs_size() == 0) return std::nullopt;  // gone in between: look again
+    const auto mine_value = parse_contender(mine.kvs(0).value(), entry.lease);
+    if (mine_value.owner_id != entry.id) {
+      throw Error(errc::internal, "etcd at " + where_ + ": the key " + entry.key + " of '" + entry.id +
+                                      "' holds another contender's id ('" + mine_value.owner_id + "')");
+    }
+    revision = mine.kvs(0).create_revision();
+    line = &response.responses(1).response_range();
+    if (entry.revision == revision && response.responses_size() > 2) {
+      const auto& before = response.responses(2).response_range();
+      if (before.kvs_size() > 0) predecessor = before.kvs(0);
+    } else if (revision > 1) {
+      const auto before = channel_.range(ops::last_created(keys.contended, keys.end, revision),
+                                         "reading the line of mutex '" + entry.mutex + "'");
+      if (before.kvs_size() > 0) predecessor = before.kvs(0);
+    }
+  }
+  if (revision != entry.revision) {
+    entry.claimed = false;
+    entry.revision = revision;
+  }
+  if (line->kvs_size() == 0) return std::nullopt;
+  const pb::KeyValue& first = line->kvs(0);
+
+  if (first.create_revision() == revision) {  // our key is the first: we own
+    if (kept) {
+      const auto answered = kept->wait_for(channel_.command_timeout());
+      if (answered != std::future_status::ready || kept->get() < 0) {
+        throw Error(errc::unavailable, "etcd at " + where_ + ": the keep-alive of the lease of '" + entry.id +
+                                           "' on mutex '" + entry.mutex + "' was not answered");
+      }
+      if (kept->get() == 0) {
+        throw LeaseNotFound("etcd at " + where_ + ": the lease of '" + entry.id + "' expired");
+      }
+    }
+    stop_watching(entry);
+    const bool renewal = entry.claimed;
+    entry.claimed = true;
+    entry.deadline = sent + lease_length;
+    const bool idle = parse_contender(first.value(), entry.lease).idle;
+    entry.owner.owner_id = entry.id;
+    entry.owner.acquired_at = sent_wall;
+    entry.owner.ttl_at = sent_wall + millis(ttl);
+    entry.owner.transition_at = sent_wall + millis(lease_length);
+    entry.owner.fencing_token = static_cast<std::uint64_t>(revision);
+    entry.owner.idle = renewal && idle;
+    OwnerSnapshot out{entry.owner, epoch_millis_now()};
+    out.demanded = line->count() > 1;
+    return out;
+  }
+
+  // We wait: behind the key created last before ours, whose deletion wakes us.
+  entry.claimed = false;
+  if (predecessor && entry.watching != predecessor->key()) {
+    stop_watching(entry);
+    entry.watching = predecessor->key();
+    const std::string mutex = entry.mutex, id = entry.id;
+    entry.watch = hub_.add(predecessor->key(), "", response.header().revision() + 1, /*deletes_only=*/true,
+                           [this, mutex, id](const pb::WatchResponse&) { wake(mutex, id, WatchEvent::released); });
+  }
+  std::optional<OwnerSnapshot> owner = owner_view(entry.mutex, first, line->count());
+  if (!owner) {
+    reap_lapsed(&first.key());  // one of ours whose lease ran out: it goes; look again
+    return std::nullopt;
+  }
+  return owner;
+}
+
+std::optional<OwnerSnapshot> EtcdBackend::owner_view(const std::string& mutex, const pb::KeyValue& kv,
+                                                     std::int64_t count) {
+  OwnerSnapshot out;
+  if (auto ours = book_.owner_of_key(mutex, kv.key())) {
+    if (Steady::now() > ours->deadline) return std::nullopt;
+    out.owner = ours->owner;
+    out.owner.idle = parse_contender(kv.value(), kv.lease()).idle;
+  } else {
+    const auto parsed = parse_contender(kv.value(), kv.lease());
+    out.owner.owner_id = parsed.owner_id;
+    out.owner.idle = parsed.idle;
+    out.owner.fencing_token = static_cast<std::uint64_t>(kv.create_revision());
+    const EpochMillis now = epoch_millis_now();
+    const auto lease = channel_.time_to_live(kv.lease());
+    // The key goes when its lease does: that is its owner's deadline, as far as this host can
+    // tell (whole seconds; a lease being kept alive reads a full TTL again soon).
+    const std::int64_t left = std::max<std::int64_t>(lease.ttl(), 0) * 1000;
+    out.owner.transition_at = now + left;
+    out.owner.ttl_at = out.owner.transition_at;
+    out.owner.acquired_at = out.owner.transition_at - std::max<std::int64_t>(lease.grantedttl(), 0) * 1000;
+  }
+  out.owner.fencing_token = static_cast<std::uint64_t>(kv.create_revision());
+  out.now = epoch_millis_now();
+  out.demanded = count > 1;
+  return out;
+}
+
+bool EtcdBackend::release(const std::string& mutex, const std::string& id) {
+  auto known = book_.peek(mutex, id);
+  if (!known) return false;
+  Entry entry = book_.begin(mutex, id, known->seconds);
+  bool released = false;
+  try {
+    stop_watching(entry);
+    if (entry.lease != 0) {
+      const bool believed = entry.claimed && Steady::now() <= entry.deadline;
+      released = remove_key(entry, mutex_keys(options_.prefix, mutex), "") && believed;
+    }
+  } catch (...) {
+    book_.done(entry);
+    throw;
+  }
+  book_.done_and_forget(entry);
+  sweeps_.maybe(where_, [&](std::chrono::milliseconds idle) { sweep(idle, internal::kSweepBatch); });
+  return released;
+}
+
+bool EtcdBackend::remove_key(const Entry& entry, const MutexKeys& keys, const std::string& why) {
+  pb::TxnRequest txn;
+  // Only this key, as this contender made it: never a newer key of the same lease and slot.
+  if (entry.revision > 0) {
+    ops::when_created_at(txn, entry.key, entry.revision);
+  }
+  ops::add_delete(txn.mutable_success(), entry.key);
+  if (entry.claimed && entry.revision > 0) {
+    ops::add_put(txn.mutable_success(), keys.record,
+                 record_value({static_cast<std::uint64_t>(entry.revision), epoch_millis_now()}), 0);
+  }
+  const auto response = channel_.txn(txn, "removing the key of '" + entry.id + "' from mutex '" + entry.mutex + "'");
+  const bool deleted = response.succeeded() && response.responses(0).response_delete_range().deleted() > 0;
+  if (deleted && !why.empty()) {
+    internal::log_warn("mutex '" + entry.mutex + "': removed the key of " + entry.id + ": " + why);
+  }
+  return deleted;
+}
+
+OwnerSnapshot EtcdBackend::read(const std::string& mutex) {
+  const MutexKeys keys = mutex_keys(options_.prefix, mutex);
+  pb::TxnRequest txn;  // no comparison: both reads at one revision
+  ops::add(txn.mutable_success(), ops::first_created(keys.contended, keys.end));
+  ops::add(txn.mutable_success(), ops::get(keys.record));
+  const auto response = channel_.txn(txn, "reading the owner of mutex '" + mutex + "'");
+  const auto& line = response.responses(0).response_range();
+  if (line.kvs_size() == 0) {
+    const auto& record = response.responses(1).response_range();
+    MutexOwner none;
+    if (record.kvs_size() > 0) none.fencing_token = parse_record(record.kvs(0).value()).token;
+    return {none, epoch_millis_now()};
+  }
+  if (auto owner = owner_view(mutex, line.kvs(0), line.count())) return *owner;
+  // One of ours whose lease ran out (its key goes at the next tick): free, with its token.
+  MutexOwner none;
+  none.fencing_token = static_cast<std::uint64_t>(line.kvs(0).create_revision());
+  return {none, epoch_millis_now()};
+}
+
+std::unique_ptr<Subscription> EtcdBackend::watch(const std::string& mutex, const std::string& contender_id,
+                                                 std::function<void(WatchEvent)> on_change) {
+  auto watcher = std::make_shared<Watcher>(std::move(on_change));
+  if (!contender_id.empty()) {
+    // A waiter is woken when its predecessor goes; acquire() watches it.
+    book_.add_contender(mutex, contender_id, watcher);
+    return std::make_unique<WatchHandle>(
+        watcher, [this, mutex, contender_id, watcher] { book_.drop_contender(mutex, contender_id, watcher); });
+  }
+  // An observer hears every change of the line.
+  const MutexKeys keys = mutex_keys(options_.prefix, mutex);
+  book_.add_observer(watcher);
+  const auto id = hub_.add(keys.contended, keys.end, 0, /*deletes_only=*/false, [watcher](const pb::WatchResponse& r) {
+    bool released = r.events_size() == 0;  // an empty response: the watch was made again, look
+    bool acquired = false;
+    for (const auto& event : r.events()) (event.type() == pb::Event::DELETE ? released : acquired) = true;
+    if (released) watcher->call(WatchEvent::released);
+    if (acquired) watcher->call(WatchEvent::acquired);
+  });
+  return std::make_unique<WatchHandle>(watcher, [this, id, watcher] {
+    hub_.remove(id);
+    book_.drop_observer(watcher);
+  });
+}
+
+// The owner watches its line: a key created behind its own is a demand (a waiter's key is
+// itself the demand). The count read when the watch starts shows one already there.
+std::unique_ptr<Subscription> EtcdBackend::watch_demand(const std::string& mutex, const std::string& owner_id,
+                                                        std::function<void()> on_demand) {
+  auto watcher = std::make_shared<Watcher>([on_demand](WatchEvent) { on_demand(); });
+  const MutexKeys keys = mutex_keys(options_.prefix, mutex);
+  book_.add_observer(watcher);  // a dropped stream is a possible demand too
+  const auto id = hub_.add(keys.contended, keys.end, 0, /*deletes_only=*/false,
+                           [watcher, owner_id](const pb::WatchResponse& r) {
+                             bool demand = r.events_size() == 0;
+                             for (const auto& event : r.events()) {
+                               if (event.type() == pb::Event::PUT && event.kv().version() == 1 &&
+                                   parse_contender(event.kv().value(), event.kv().lease()).owner_id != owner_id) {
+                                 demand = true;
+                               }
+                             }
+                             if (demand) watcher->call(WatchEvent::acquired);
+                           });
+  auto handle = std::make_unique<WatchHandle>(watcher, [this, id, watcher] {
+    hub_.remove(id);
+    book_.drop_observer(watcher);
+  });
+  pb::RangeRequest count = ops::first_created(keys.contended, keys.end);
+  count.set_count_only(true);
+  count.set_limit(0);
+  if (channel_.range(count, "watching the line of mutex '" + mutex + "'").count() > 1) on_demand();
+  return handle;
+}
+
+Capabilities EtcdBackend::capabilities() const {
+  Capabilities caps;
+  caps.engine = "etcd";
+  caps.poll_interval = std::chrono::milliseconds(1000);
+  caps.multi_process = true;
+  caps.multi_host = true;
+  caps.max_mutex_bytes = 16 * 1024;
+  return caps;
+}
+
+void EtcdBackend::stop_watching(Entry& entry) {
+  if (entry.watch != 0) hub_.remove(entry.watch);
+  entry.watch = 0;
+  entry.watching.clear();
+}
+
+void EtcdBackend::wake(const std::string& mutex, const std::string& id, WatchEvent event) {
+  tell(book_.contenders_of(mutex, id), event);
+}
+
+// On the lease thread, every tick: the keys of our owners whose lease ran out unrenewed go, so
+// a waiter anywhere takes over (leases lapse by time, whatever the process does).
+void EtcdBackend::reap_lapsed(const std::string* only_key) {
+  for (Entry& entry : book_.take_lapsed(Steady::now(), only_key)) {
+    try {
+      remove_key(entry, mutex_keys(options_.prefix, entry.mutex), "its lease ran out unrenewed");
+      entry.claimed = false;
+      entry.revision = 0;
+      stop_watching(entry);
+      book_.done(entry);
+    } catch (const std::exception& e) {
+      book_.done(entry);  // tried again at the next tick
+      internal::log_warn(e.what());
+    }
+  }
+}
+
+void EtcdBackend::lease_gone(std::int64_t lease) {
+  for (Entry& entry : book_.drop_lease(lease)) {
+    stop_watching(entry);
+    wake(entry.mutex, entry.id, WatchEvent::lost);
+  }
+}
+
+void EtcdBackend::stream_reset(bool lost) { tell(book_.everyone(), lost ? WatchEvent::lost : WatchEvent::released); }
+
+}  // namespace etcd
+
+std::shared_ptr<Backend> make_etcd_backend(const EtcdOptions& options) {
+  if (options.endpoints.empty()) throw Error(errc::invalid_argument, "etcd: no endpoint given");
+  if (options.prefix.empty()) throw Error(errc::invalid_argument, "etcd: the prefix must not be empty");
+  if (options.command_timeout.count() <= 0 || options.dial_timeout.count() <= 0) {
+    throw Error(errc::invalid_argument, "etcd: dial_timeout and command_timeout must be positive");
+  }
+  return std::make_shared<etcd::EtcdBackend>(options);
+}
+
+}  // namespace simba

@@ -30,13 +30,13 @@ struct Entry {
   std::string id;
   std::int64_t seconds = 0;  // its lease's length asked for
   int slot = 0;
-  std::int64_t lease = 0;  // 0: none yet
-  std::string key;         // "<prefix>/<name>/<lease hex>"
+  std::int64_t lease = 0;     // 0: none yet
+  std::string key;            // "<prefix>/<name>/<lease hex>"
   std::int64_t revision = 0;  // the key's create revision; 0: unknown
   bool claimed = false;       // owns, and believes so until `deadline`
   Steady::time_point deadline;
-  MutexOwner owner;           // claimed: the lease as returned (wall clock times)
-  std::string watching;       // the predecessor key whose deletion wakes it
+  MutexOwner owner;      // claimed: the lease as returned (wall clock times)
+  std::string watching;  // the predecessor key whose deletion wakes it
   WatchHub::Id watch = 0;
 };
 
@@ -72,7 +72,7 @@ class ContenderBook {
   static std::string key_of(const std::string& mutex, const std::string& id) { return mutex + '\0' + id; }
 
   internal::AnnotatedMutex mutex_;
-  std::condition_variable idle_;  // an entry stopped being busy
+  std::condition_variable idle_;                             // an entry stopped being busy
   std::map<std::string, Entry> entries_ GUARDED_BY(mutex_);  // by key_of(mutex, id)
   std::set<std::string> busy_ GUARDED_BY(mutex_);
   std::multimap<std::string, std::shared_ptr<internal::Watcher>> contenders_ GUARDED_BY(mutex_);

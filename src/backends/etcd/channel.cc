@@ -80,8 +80,8 @@ void Channel::authenticate() {
     if (message.find("authentication failed") != std::string::npos ||
         message.find("authentication is not enabled") != std::string::npos ||
         status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
-      throw Error(errc::permission_denied, "etcd at " + where_ + " refused the credentials of user '" +
-                                               options_.user + "': " + message);
+      throw Error(errc::permission_denied,
+                  "etcd at " + where_ + " refused the credentials of user '" + options_.user + "': " + message);
     }
     fail(status, "authenticating as '" + options_.user + "'");
   }
@@ -94,13 +94,19 @@ void Channel::add_token(grpc::ClientContext& context) {
   if (!token_.empty()) context.AddMetadata("token", token_);
 }
 
-void Channel::prepare_stream(grpc::ClientContext& context) { add_token(context); }
+void Channel::prepare_stream(grpc::ClientContext& context) {
+  context.set_wait_for_ready(true);
+  add_token(context);
+}
 
 template <class Response, class Invoke>
 Response Channel::call(const std::string& what, Invoke&& invoke) {
   for (int attempt = 0;; ++attempt) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + options_.command_timeout);
+    // A call waits, within its deadline, for a connection being made again (after a reset, or
+    // on the next endpoint) instead of failing at once.
+    context.set_wait_for_ready(true);
     add_token(context);
     Response response;
     const grpc::Status status = invoke(context, response);
@@ -132,9 +138,10 @@ pb::DeleteRangeResponse Channel::remove(const pb::DeleteRangeRequest& request, c
 pb::LeaseGrantResponse Channel::grant(std::int64_t ttl_seconds) {
   pb::LeaseGrantRequest request;
   request.set_ttl(ttl_seconds);
-  auto granted = call<pb::LeaseGrantResponse>(
-      "granting a lease of " + std::to_string(ttl_seconds) + " s",
-      [&](grpc::ClientContext& context, pb::LeaseGrantResponse& out) { return lease_->LeaseGrant(&context, request, &out); });
+  auto granted = call<pb::LeaseGrantResponse>("granting a lease of " + std::to_string(ttl_seconds) + " s",
+                                              [&](grpc::ClientContext& context, pb::LeaseGrantResponse& out) {
+                                                return lease_->LeaseGrant(&context, request, &out);
+                                              });
   if (!granted.error().empty()) {
     throw Error(errc::unavailable, "etcd at " + where_ + ": granting a lease: " + granted.error());
   }
@@ -144,10 +151,10 @@ pb::LeaseGrantResponse Channel::grant(std::int64_t ttl_seconds) {
 pb::LeaseTimeToLiveResponse Channel::time_to_live(std::int64_t lease) {
   pb::LeaseTimeToLiveRequest request;
   request.set_id(lease);
-  return call<pb::LeaseTimeToLiveResponse>(
-      "reading the lease " + std::to_string(lease), [&](grpc::ClientContext& context, pb::LeaseTimeToLiveResponse& out) {
-        return lease_->LeaseTimeToLive(&context, request, &out);
-      });
+  return call<pb::LeaseTimeToLiveResponse>("reading the lease " + std::to_string(lease),
+                                           [&](grpc::ClientContext& context, pb::LeaseTimeToLiveResponse& out) {
+                                             return lease_->LeaseTimeToLive(&context, request, &out);
+                                           });
 }
 
 void Channel::revoke(std::int64_t lease) noexcept {
@@ -168,8 +175,7 @@ void Channel::fail(const grpc::Status& status, const std::string& what) const {
   const std::string message = "etcd at " + where_ + ": " + what + ": " + status.error_message();
   switch (status.error_code()) {
     case grpc::StatusCode::PERMISSION_DENIED:
-    case grpc::StatusCode::UNAUTHENTICATED:
-      throw Error(errc::permission_denied, message);
+    case grpc::StatusCode::UNAUTHENTICATED: throw Error(errc::permission_denied, message);
     case grpc::StatusCode::NOT_FOUND:
       if (status.error_message().find("lease not found") != std::string::npos) throw LeaseNotFound(message);
       throw Error(errc::internal, message);
@@ -177,8 +183,7 @@ void Channel::fail(const grpc::Status& status, const std::string& what) const {
     case grpc::StatusCode::OUT_OF_RANGE:
       if (status.error_message().find("too large") != std::string::npos) throw Error(errc::invalid_argument, message);
       throw Error(errc::internal, message);
-    default:
-      throw Error(errc::unavailable, message);
+    default: throw Error(errc::unavailable, message);
   }
 }
 

@@ -1,6 +1,6 @@
 // "etcd://[user:password@]host:port[,host:port...][?prefix=simba&dial_timeout=2s&command_timeout=2s]".
-#include "backends/common/sweep.h"
 #include "backends/engine.h"
+#include "backends/common/sweep.h"
 #include "simba/error.h"
 #include "simba/etcd_backend.h"
 
@@ -16,7 +16,8 @@ std::vector<std::string> endpoints_of(const Uri& uri) {
     const auto comma = hosts.find(',', start);
     std::string host = hosts.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const auto colon = host.find(':');
-    if (colon == 0 || host.empty()) throw Error(errc::invalid_argument, "etcd URI has an empty host: " + uri.redacted());
+    if (colon == 0 || host.empty())
+      throw Error(errc::invalid_argument, "etcd URI has an empty host: " + uri.redacted());
     if (colon == std::string::npos) {
       host += ":2379";
     } else {

@@ -42,7 +42,8 @@ EtcdBackend::EtcdBackend(const EtcdOptions& options)
       sweeps_(options.sweep_idle),
       channel_(options, where_),
       hub_(channel_, [this](bool lost) { stream_reset(lost); }),
-      leases_(channel_, Leases::Events{[this](std::int64_t lease) { lease_gone(lease); }, [this] { reap_lapsed(nullptr); }}) {}
+      leases_(channel_,
+              Leases::Events{[this](std::int64_t lease) { lease_gone(lease); }, [this] { reap_lapsed(nullptr); }}) {}
 
 EtcdBackend::~EtcdBackend() = default;
 
@@ -101,8 +102,7 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
   ops::add(txn.mutable_failure(), ops::get(entry.key));
   ops::add(txn.mutable_failure(), ops::first_created(keys.contended, keys.end));
   if (entry.revision > 0) ops::add(txn.mutable_failure(), ops::last_created(keys.contended, keys.end, entry.revision));
-  const pb::TxnResponse response =
-      channel_.txn(txn, "acquiring mutex '" + entry.mutex + "' for '" + entry.id + "'");
+  const pb::TxnResponse response = channel_.txn(txn, "acquiring mutex '" + entry.mutex + "' for '" + entry.id + "'");
 
   std::int64_t revision = 0;
   std::optional<pb::KeyValue> predecessor;
@@ -300,17 +300,17 @@ std::unique_ptr<Subscription> EtcdBackend::watch_demand(const std::string& mutex
   auto watcher = std::make_shared<Watcher>([on_demand](WatchEvent) { on_demand(); });
   const MutexKeys keys = mutex_keys(options_.prefix, mutex);
   book_.add_observer(watcher);  // a dropped stream is a possible demand too
-  const auto id = hub_.add(keys.contended, keys.end, 0, /*deletes_only=*/false,
-                           [watcher, owner_id](const pb::WatchResponse& r) {
-                             bool demand = r.events_size() == 0;
-                             for (const auto& event : r.events()) {
-                               if (event.type() == pb::Event::PUT && event.kv().version() == 1 &&
-                                   parse_contender(event.kv().value(), event.kv().lease()).owner_id != owner_id) {
-                                 demand = true;
-                               }
-                             }
-                             if (demand) watcher->call(WatchEvent::acquired);
-                           });
+  const auto id =
+      hub_.add(keys.contended, keys.end, 0, /*deletes_only=*/false, [watcher, owner_id](const pb::WatchResponse& r) {
+        bool demand = r.events_size() == 0;
+        for (const auto& event : r.events()) {
+          if (event.type() == pb::Event::PUT && event.kv().version() == 1 &&
+              parse_contender(event.kv().value(), event.kv().lease()).owner_id != owner_id) {
+            demand = true;
+          }
+        }
+        if (demand) watcher->call(WatchEvent::acquired);
+      });
   auto handle = std::make_unique<WatchHandle>(watcher, [this, id, watcher] {
     hub_.remove(id);
     book_.drop_observer(watcher);

@@ -59,7 +59,7 @@ class Leases {
   struct Lease {
     std::int64_t seconds = 0;  // asked for
     int slot = 0;
-    std::chrono::seconds ttl{0};  // granted
+    std::chrono::seconds ttl{0};         // granted
     Steady::time_point confirmed_until;  // when the server keeps it at least until
     Steady::time_point last_sent;
     std::deque<std::pair<Steady::time_point, std::shared_ptr<std::promise<std::int64_t>>>> pending;
@@ -69,8 +69,7 @@ class Leases {
   void read_loop();
   void tick_loop();
   // Sends a keep-alive of `id` (its Lease is `lease`); the answer goes to `promise` if any.
-  void send_locked(std::int64_t id, Lease& lease, std::shared_ptr<std::promise<std::int64_t>> promise)
-      REQUIRES(mutex_);
+  void send_locked(std::int64_t id, Lease& lease, std::shared_ptr<std::promise<std::int64_t>> promise) REQUIRES(mutex_);
   void answer(const pb::LeaseKeepAliveResponse& response);
   void drop_locked(std::int64_t id, std::int64_t answer) REQUIRES(mutex_);
 

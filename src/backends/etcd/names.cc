@@ -86,9 +86,7 @@ std::string lease_hex(std::int64_t lease) {
   return std::string(buffer, end);
 }
 
-std::string contender_value(const std::string& id, bool idle) {
-  return idle ? id + std::string("\0idle", 5) : id;
-}
+std::string contender_value(const std::string& id, bool idle) { return idle ? id + std::string("\0idle", 5) : id; }
 
 KeyValue parse_contender(std::string_view value, std::int64_t lease) {
   KeyValue out;

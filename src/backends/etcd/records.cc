@@ -90,8 +90,8 @@ std::size_t EtcdBackend::sweep(std::chrono::milliseconds idle_for, std::size_t l
 
 bool EtcdBackend::evict(const std::string& mutex, const std::string& owner_id) {
   const MutexKeys keys = mutex_keys(options_.prefix, mutex);
-  const auto line = channel_.range(ops::first_created(keys.contended, keys.end),
-                                   "reading the owner of mutex '" + mutex + "'");
+  const auto line =
+      channel_.range(ops::first_created(keys.contended, keys.end), "reading the owner of mutex '" + mutex + "'");
   if (line.kvs_size() == 0) return false;
   const pb::KeyValue& owner = line.kvs(0);
   if (parse_contender(owner.value(), owner.lease()).owner_id != owner_id) return false;
@@ -108,8 +108,8 @@ bool EtcdBackend::evict(const std::string& mutex, const std::string& owner_id) {
 // The mark is in the owner key's value; a new key (a new lease) starts without it.
 bool EtcdBackend::mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) {
   const MutexKeys keys = mutex_keys(options_.prefix, mutex);
-  const auto line = channel_.range(ops::first_created(keys.contended, keys.end),
-                                   "reading the owner of mutex '" + mutex + "'");
+  const auto line =
+      channel_.range(ops::first_created(keys.contended, keys.end), "reading the owner of mutex '" + mutex + "'");
   if (line.kvs_size() == 0) return false;
   const pb::KeyValue& owner = line.kvs(0);
   if (parse_contender(owner.value(), owner.lease()).owner_id != owner_id) return false;

@@ -63,5 +63,5 @@ done
 [ -n "$started" ] || { echo "src/backends/etcd/test_server.sh: etcd did not start"; cat "$dir/server.log"; exit 1; }
 export SIMBA_TEST_ETCD_URI="etcd://127.0.0.1:$port" SIMBA_TEST_ETCD_PORT="$port"
 export SIMBA_TEST_ETCD_START="$dir/start" SIMBA_TEST_ETCD_PIDFILE="$dir/pid"
-export ETCDCTL_API=3 ETCDCTL_ENDPOINTS="127.0.0.1:$port"
+export ETCDCTL_API=3
 server_exec @ETCD_URI@ "$SIMBA_TEST_ETCD_URI" @ETCD_PORT@ "$port" "$@"

@@ -1,0 +1,248 @@
+// The etcd backend against a server of its own (src/backends/etcd/test_server.sh): a server
+// restart mid-run, a killed and a stopped `simba lock` process ($SIMBA_CLI), a waiter whose own
+// key went while it waited (etcd 3.4's lock bug), name encoding, several endpoints and
+// credentials.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "backends/etcd/names.h"
+#include "kit.h"
+#include "server_test.h"
+#include "simba/error.h"
+
+extern char** environ;
+
+namespace simba {
+namespace {
+
+using namespace std::chrono_literals;
+using tck::wait_until;
+using test::env;
+
+std::string endpoint() { return "127.0.0.1:" + env("SIMBA_TEST_ETCD_PORT"); }
+std::string uri(const std::string& query = "", const std::string& hosts = endpoint()) {
+  return "etcd://" + hosts + (query.empty() ? "" : "?" + query);
+}
+
+// Runs `command` (through the shell) and returns its standard output.
+std::string run(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buffer[4096];
+  while (std::size_t got = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, got);
+  pclose(pipe);
+  return out;
+}
+
+// The keys under `prefix` on the server, one per line (etcdctl, from Debian's etcd-client).
+std::string keys_under(const std::string& prefix) {
+  return run("ETCDCTL_API=3 etcdctl --endpoints=" + endpoint() + " get --prefix --keys-only '" + prefix + "' | sed '/^$/d'");
+}
+
+// A process running `args`, in a process group of its own, killed at the end.
+class Process {
+ public:
+  explicit Process(std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (auto& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    EXPECT_EQ(posix_spawnp(&pid_, argv[0], nullptr, &attr, argv.data(), environ), 0);
+    posix_spawnattr_destroy(&attr);
+  }
+  ~Process() {
+    if (pid_ > 0) {
+      ::kill(-pid_, SIGKILL);
+      ::kill(-pid_, SIGCONT);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  void signal(int signal) { ::kill(-pid_, signal); }
+  // Its exit status, once it exited within `timeout`; -1 otherwise.
+  int exit_status(std::chrono::milliseconds timeout) {
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+bool have_cli() { return !env("SIMBA_CLI").empty(); }
+
+// `simba lock` holding `mutex` with a 1 s lease (etcd's shortest here) until killed.
+Process lock_process(const std::string& mutex) {
+  return Process({env("SIMBA_CLI"), "lock", "--backend", uri(), "--ttl", "700ms", "--transition", "300ms", mutex, "--",
+                  "sleep", "600"});
+}
+
+void kill_server() {
+  std::ifstream file(env("SIMBA_TEST_ETCD_PIDFILE"));
+  pid_t pid = 0;
+  file >> pid;
+  ASSERT_GT(pid, 0);
+  ::kill(pid, SIGKILL);
+  ASSERT_TRUE(wait_until([&] { return ::kill(pid, 0) != 0; }, 10s));
+}
+void start_server() { ASSERT_EQ(std::system(env("SIMBA_TEST_ETCD_START").c_str()), 0); }
+
+TEST(EtcdServerTest, ARestartRevokesAtOnceAndTheOwnerContendsAgainWithARisingToken) {
+  std::uint64_t token_before = 0, token_after = 0;
+  test::expect_restart_revokes_and_resumes(uri("dial_timeout=2s&command_timeout=1s"), kill_server, start_server,
+                                           &token_before, &token_after);
+  EXPECT_GT(token_before, 0u);
+  // The lease outlived the restart (etcd keeps leases on disk), or a new key was made: either
+  // way the token never goes back.
+  EXPECT_GE(token_after, token_before);
+}
+
+TEST(EtcdServerTest, AKilledOwnerProcessIsFollowedWithinItsLeasePlusHalfASecond) {
+  ASSERT_TRUE(have_cli()) << "needs the simba CLI in $SIMBA_CLI (ctest sets it)";
+  const std::string mutex = tck::unique_mutex();
+  Client client = connect(uri());
+  Process owner = lock_process(mutex);
+  ASSERT_TRUE(wait_until([&] { return !client.owner(mutex).empty(); }, 10s));
+  auto successor = std::make_shared<tck::Recorder>(mutex);
+  auto waiter = client.contend_service(successor);
+  waiter->start();
+  ASSERT_TRUE(wait_until([&] { return !waiter->after_owner().empty(); }, 5s));
+  owner.signal(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_until([&] { return successor->acquired_count() == 1; }, 5s));
+  // The etcd lease: 1 s asked (700 ms + 300 ms), as granted.
+  EXPECT_LE(std::chrono::steady_clock::now() - killed, 1500ms);
+  waiter->stop();
+}
+
+TEST(EtcdServerTest, AStoppedOwnerPastItsLeaseWakesKnowingItLost) {
+  ASSERT_TRUE(have_cli()) << "needs the simba CLI in $SIMBA_CLI (ctest sets it)";
+  const std::string mutex = tck::unique_mutex();
+  Client client = connect(uri());
+  Process owner = lock_process(mutex);
+  ASSERT_TRUE(wait_until([&] { return !client.owner(mutex).empty(); }, 10s));
+  auto successor = std::make_shared<tck::Recorder>(mutex);
+  auto waiter = client.contend_service(successor);
+  waiter->start();
+  ASSERT_TRUE(wait_until([&] { return !waiter->after_owner().empty(); }, 5s));
+  owner.signal(SIGSTOP);
+  const auto stopped = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_until([&] { return successor->acquired_count() == 1; }, 5s));
+  EXPECT_LE(std::chrono::steady_clock::now() - stopped, 1500ms);
+  std::this_thread::sleep_until(stopped + 2500ms);
+  owner.signal(SIGCONT);
+  EXPECT_EQ(owner.exit_status(10s), 75);  // "lease lost": it stopped its command and said so
+  EXPECT_TRUE(waiter->is_owner());
+  EXPECT_EQ(successor->released_count(), 0);
+  waiter->stop();
+}
+
+// etcd 3.4's concurrency.Mutex could tell a waiter whose key had gone (its lease expired while
+// it waited) that it held the lock once the keys before it went. Here the waiter looks at its
+// own key in the transaction that decides: its key gone, it joins again at the back, behind a
+// contender that came meanwhile, and does not own.
+TEST(EtcdServerTest, AWaiterWhoseKeyWentWhileItWaitedDoesNotOwnWhenItsPredecessorGoes) {
+  auto backend = open_backend(uri());
+  const std::string mutex = tck::unique_mutex();
+  const auto keys = etcd::mutex_keys("simba", mutex);
+  ASSERT_EQ(backend->acquire(mutex, "first", 5s, 0ms).owner.owner_id, "first");
+  ASSERT_EQ(backend->acquire(mutex, "waiter", 5s, 0ms).owner.owner_id, "first");
+  // The waiter's key goes behind its back (as when its lease expired on the server).
+  const std::string lines = keys_under(keys.contended);
+  ASSERT_EQ(std::count(lines.begin(), lines.end(), '\n'), 2) << lines;
+  const std::string waiter_key = lines.substr(lines.find('\n') + 1, lines.rfind('\n') - lines.find('\n') - 1);
+  run("ETCDCTL_API=3 etcdctl --endpoints=" + endpoint() + " del '" + waiter_key + "' >/dev/null");
+  auto other = open_backend(uri());
+  ASSERT_EQ(other->acquire(mutex, "latecomer", 5s, 0ms).owner.owner_id, "first");
+  ASSERT_TRUE(backend->release(mutex, "first"));
+  const OwnerSnapshot woken = backend->acquire(mutex, "waiter", 5s, 0ms);
+  EXPECT_EQ(woken.owner.owner_id, "latecomer") << "the waiter believed it owns though its key was gone";
+  EXPECT_EQ(other->acquire(mutex, "latecomer", 5s, 0ms).owner.owner_id, "latecomer");
+  backend->release(mutex, "waiter");
+  other->release(mutex, "latecomer");
+  EXPECT_EQ(keys_under(keys.contended), "");
+}
+
+TEST(EtcdServerTest, NamesThatWouldAliasGetTheirOwnKeysAndPlainNamesKeepTheRecipesKeys) {
+  EXPECT_EQ(etcd::mutex_keys("simba", "orders").contended, "simba/orders/");
+  EXPECT_EQ(etcd::mutex_keys("simba", "a/b").contended, "simba/a%2Fb/");
+  EXPECT_EQ(etcd::mutex_keys("simba", "a").record, "simba/a");
+  for (const std::string& name : std::vector<std::string>{"a/b", "a%2Fb", "a b", std::string("a\0b", 3), "%", "//", "é"}) {
+    EXPECT_EQ(etcd::decode_name(etcd::encode_name(name)), name);
+  }
+  auto backend = open_backend(uri());
+  const std::string base = tck::unique_mutex();
+  ASSERT_EQ(backend->acquire(base, "one", 5s, 0ms).owner.owner_id, "one");
+  EXPECT_EQ(backend->acquire(base + "/x", "two", 5s, 0ms).owner.owner_id, "two") << "a/x shares the line of a";
+  EXPECT_EQ(backend->acquire(base + "%2Fx", "three", 5s, 0ms).owner.owner_id, "three");
+  for (const auto& [name, id] : std::vector<std::pair<std::string, std::string>>{
+           {base, "one"}, {base + "/x", "two"}, {base + "%2Fx", "three"}}) {
+    EXPECT_TRUE(backend->release(name, id)) << name;
+  }
+}
+
+TEST(EtcdServerTest, AnUnreachableEndpointInAListOfThreeIsSkipped) {
+  // Two ports nobody listens on (a listener bound and closed), around the real one.
+  const std::string hosts = "127.0.0.1:1," + endpoint() + ",127.0.0.1:2";
+  auto backend = open_backend(uri("dial_timeout=3s", hosts));
+  const std::string mutex = tck::unique_mutex();
+  EXPECT_EQ(backend->acquire(mutex, "one", 5s, 0ms).owner.owner_id, "one");
+  EXPECT_TRUE(backend->release(mutex, "one"));
+}
+
+TEST(EtcdServerTest, NoEndpointAnsweringIsUnavailableWithinTheDialTimeout) {
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    open_backend(uri("dial_timeout=500ms", "127.0.0.1:1,127.0.0.1:2"));
+    FAIL() << "opened without a server";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::unavailable)) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);
+}
+
+TEST(EtcdServerTest, AWrongPasswordIsPermissionDeniedAndTheRightOneLocks) {
+  const std::string ctl = "ETCDCTL_API=3 etcdctl --endpoints=" + endpoint();
+  run(ctl + " user add root:rootpw >/dev/null 2>&1");
+  run(ctl + " user add app:secret >/dev/null 2>&1");
+  run(ctl + " role add app >/dev/null 2>&1");
+  run(ctl + " role grant-permission app --prefix=true readwrite simba/ >/dev/null 2>&1");
+  run(ctl + " user grant-role app app >/dev/null 2>&1");
+  ASSERT_NE(run(ctl + " auth enable 2>&1").find("Authentication Enabled"), std::string::npos);
+  struct Disable {
+    std::string ctl;
+    ~Disable() { run(ctl + " --user root:rootpw auth disable >/dev/null 2>&1"); }
+  } disable{ctl};
+  try {
+    open_backend(uri("", "app:wrong@" + endpoint()));
+    ADD_FAILURE() << "a wrong password opened the backend";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::permission_denied)) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("wrong"), std::string::npos) << "the password is in the message";
+  }
+  auto backend = open_backend(uri("", "app:secret@" + endpoint()));
+  const std::string mutex = tck::unique_mutex();
+  EXPECT_EQ(backend->acquire(mutex, "one", 5s, 0ms).owner.owner_id, "one");
+  EXPECT_TRUE(backend->release(mutex, "one"));
+  EXPECT_EQ(backend->describe().find("secret"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace simba

@@ -43,7 +43,8 @@ std::string run(const std::string& command) {
 
 // The keys under `prefix` on the server, one per line (etcdctl, from Debian's etcd-client).
 std::string keys_under(const std::string& prefix) {
-  return run("ETCDCTL_API=3 etcdctl --endpoints=" + endpoint() + " get --prefix --keys-only '" + prefix + "' | sed '/^$/d'");
+  return run("ETCDCTL_API=3 etcdctl --endpoints=" + endpoint() + " get --prefix --keys-only '" + prefix +
+             "' | sed '/^$/d'");
 }
 
 // A process running `args`, in a process group of its own, killed at the end.
@@ -184,7 +185,8 @@ TEST(EtcdServerTest, NamesThatWouldAliasGetTheirOwnKeysAndPlainNamesKeepTheRecip
   EXPECT_EQ(etcd::mutex_keys("simba", "orders").contended, "simba/orders/");
   EXPECT_EQ(etcd::mutex_keys("simba", "a/b").contended, "simba/a%2Fb/");
   EXPECT_EQ(etcd::mutex_keys("simba", "a").record, "simba/a");
-  for (const std::string& name : std::vector<std::string>{"a/b", "a%2Fb", "a b", std::string("a\0b", 3), "%", "//", "é"}) {
+  for (const std::string& name :
+       std::vector<std::string>{"a/b", "a%2Fb", "a b", std::string("a\0b", 3), "%", "//", "é"}) {
     EXPECT_EQ(etcd::decode_name(etcd::encode_name(name)), name);
   }
   auto backend = open_backend(uri());

@@ -90,7 +90,11 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
   }
   const auto sent = Steady::now();
   const EpochMillis sent_wall = epoch_millis_now();
-  std::optional<Leases::Answer> kept = leases_.refresh(entry.lease, sent + lease_length);
+  // The lease we may claim ends when asked or when the server may drop the key, whichever is
+  // first; if the keep-alives so far do not cover even the ttl, one goes with this call.
+  auto covered = leases_.covered_until(entry.lease);
+  std::optional<Leases::Answer> kept;
+  if (covered < sent + ttl) kept = leases_.refresh(entry.lease);
 
   pb::TxnRequest txn;
   ops::when_created_at(txn, entry.key, 0);
@@ -148,16 +152,18 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
       if (kept->get() == 0) {
         throw LeaseNotFound("etcd at " + where_ + ": the lease of '" + entry.id + "' expired");
       }
+      covered = std::max(covered, sent + std::chrono::seconds(kept->get()));
     }
+    const auto granted = std::min(lease_length, std::chrono::duration_cast<std::chrono::milliseconds>(covered - sent));
     stop_watching(entry);
     const bool renewal = entry.claimed;
     entry.claimed = true;
-    entry.deadline = sent + lease_length;
+    entry.deadline = sent + granted;
     const bool idle = parse_contender(first.value(), entry.lease).idle;
     entry.owner.owner_id = entry.id;
     entry.owner.acquired_at = sent_wall;
-    entry.owner.ttl_at = sent_wall + millis(ttl);
-    entry.owner.transition_at = sent_wall + millis(lease_length);
+    entry.owner.ttl_at = sent_wall + millis(std::min(ttl, granted));
+    entry.owner.transition_at = sent_wall + millis(granted);
     entry.owner.fencing_token = static_cast<std::uint64_t>(revision);
     entry.owner.idle = renewal && idle;
     OwnerSnapshot out{entry.owner, epoch_millis_now()};

@@ -58,15 +58,18 @@ Leases::Granted Leases::lease(std::int64_t seconds, int slot) {
   return {granted.id(), lease.ttl};
 }
 
-std::optional<Leases::Answer> Leases::refresh(std::int64_t id, Steady::time_point until) {
-  internal::UniqueMutexLock lock(mutex_);
+Steady::time_point Leases::covered_until(std::int64_t id) {
+  internal::MutexLock lock(mutex_);
   auto it = leases_.find(id);
-  if (it == leases_.end()) return ready(-1);
-  if (it->second.confirmed_until >= until) return std::nullopt;
+  return it == leases_.end() ? Steady::time_point() : it->second.confirmed_until;
+}
+
+Leases::Answer Leases::refresh(std::int64_t id) {
+  internal::UniqueMutexLock lock(mutex_);
   // The stream opens (again) in the background: wait for it, as long as a call may take.
   wake_.wait_for(lock.native(), channel_.command_timeout(),
                  [&]() REQUIRES(mutex_) { return stream_ != nullptr || closing_; });
-  it = leases_.find(id);
+  auto it = leases_.find(id);
   if (it == leases_.end() || stream_ == nullptr) return ready(-1);
   auto promise = std::make_shared<std::promise<std::int64_t>>();
   Answer answer = promise->get_future().share();
@@ -175,7 +178,7 @@ void Leases::tick_loop() {
       if (closing_) return;
       const auto now = Steady::now();
       for (auto& [id, lease] : leases_) {
-        if (now - lease.last_sent >= lease.ttl / 3) send_locked(id, lease, nullptr);
+        if (now - lease.last_sent >= lease.ttl / 6) send_locked(id, lease, nullptr);
       }
     }
     if (events_.on_tick) events_.on_tick();

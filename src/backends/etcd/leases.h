@@ -3,10 +3,10 @@
 // One lease per (length in seconds, slot): the contenders of the backend that ask for leases
 // of one length share one, except that two contenders of one mutex need two keys, so two
 // leases (slot 0, 1, ...). One bidirectional LeaseKeepAlive stream keeps them all: a thread
-// sends a keep-alive for each lease every third of its TTL and another reads the answers.
-// An owner's renewal asks for a keep-alive of its own when the last confirmed one does not
-// cover the lease it is about to claim (Leases::refresh). A lease the server reports gone
-// (TTL 0) is dropped and reported; the stream reconnects by itself when it breaks.
+// sends a keep-alive for each lease every sixth of its TTL (so the server keeps it at least
+// 5/6 of its TTL ahead) and another reads the answers. An owner's renewal asks for a
+// keep-alive of its own when the confirmed ones do not cover even its ttl (Leases::refresh). A lease the server reports
+// gone (TTL 0) is dropped and reported; the stream reconnects by itself when it breaks.
 #pragma once
 
 #include <chrono>
@@ -45,12 +45,15 @@ class Leases {
   // The lease of `seconds` and `slot`, granted now if there is none. Throws Error.
   Granted lease(std::int64_t seconds, int slot);
 
+  // Until when the server keeps `lease` at least, by its last confirmed keep-alive (or its
+  // grant); the epoch if it is unknown.
+  Steady::time_point covered_until(std::int64_t lease);
+
   // A keep-alive answer: the lease's TTL in seconds (0: gone), or -1 when the stream broke first.
   using Answer = std::shared_future<std::int64_t>;
-  // If the last confirmed keep-alive of `lease` does not keep it until `until`, sends one now
-  // and returns its answer; nothing if the lease is covered. An unknown lease, or no stream,
-  // answers -1 at once.
-  std::optional<Answer> refresh(std::int64_t lease, Steady::time_point until);
+  // Sends a keep-alive of `lease` now and returns its answer. An unknown lease, or no stream
+  // within the command timeout, answers -1 at once.
+  Answer refresh(std::int64_t lease);
 
   // Drops a lease the caller found gone (a call said "lease not found").
   void forget(std::int64_t lease);

@@ -26,7 +26,7 @@ run_one() {
     return 1
   fi
 }
-targets=(simba-fuzz-uri simba-fuzz-duration simba-fuzz-zookeeper_names simba-fuzz-redis_reply)
+targets=(simba-fuzz-uri simba-fuzz-duration simba-fuzz-zookeeper_names simba-fuzz-redis_reply simba-fuzz-etcd_names)
 for ((i = 0; i < ${#targets[@]}; i += 2)); do
   pids=()
   for target in "${targets[@]:i:2}"; do run_one "$target" & pids+=($!); done

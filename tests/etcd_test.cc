@@ -7,6 +7,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
@@ -181,6 +182,49 @@ TEST(EtcdServerTest, AWaiterWhoseKeyWentWhileItWaitedDoesNotOwnWhenItsPredecesso
   backend->release(mutex, "waiter");
   other->release(mutex, "latecomer");
   EXPECT_EQ(keys_under(keys.contended), "");
+}
+
+// Counts the acquire calls that go through it.
+class CountingBackend final : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
+    calls.fetch_add(1);
+    return ForwardingBackend::acquire(mutex, contender_id, ttl, transition);
+  }
+  std::atomic<int> calls{0};
+};
+
+// Each waiter watches the key created just before its own: a release wakes the next in line,
+// and nobody else looks (no herd).
+TEST(EtcdServerTest, AReleaseWakesOnlyTheNextWaiter) {
+  ContendOptions options = tck::fast_options();
+  options.ttl = 20s;  // no waiter looks again on its own while the test runs
+  options.transition = 5s;
+  auto backend = open_backend(uri());
+  auto runtime = std::make_shared<Runtime>();
+  const std::string mutex = tck::unique_mutex();
+  std::vector<std::shared_ptr<CountingBackend>> counters;
+  std::vector<std::shared_ptr<tck::Recorder>> recorders;
+  std::vector<std::unique_ptr<MutexContendService>> services;
+  for (int i = 0; i < 5; ++i) {
+    counters.push_back(std::make_shared<CountingBackend>(backend));
+    recorders.push_back(std::make_shared<tck::Recorder>(mutex));
+    services.push_back(Client(counters.back(), options, runtime).contend_service(recorders.back()));
+    services.back()->start();
+    // One at a time, so the line is in this order.
+    ASSERT_TRUE(wait_until([&] { return !services[i]->after_owner().empty(); }, 5s)) << "contender " << i;
+  }
+  ASSERT_TRUE(services[0]->is_owner());
+  std::this_thread::sleep_for(200ms);  // let every first round settle
+  std::vector<int> before;
+  for (auto& counter : counters) before.push_back(counter->calls.load());
+  services[0]->stop();
+  ASSERT_TRUE(wait_until([&] { return recorders[1]->acquired_count() == 1; }, 5s));  // the next in line
+  std::this_thread::sleep_for(300ms);
+  for (int i = 2; i < 5; ++i) EXPECT_EQ(counters[i]->calls.load(), before[i]) << "waiter " << i << " was woken";
+  for (int i = 1; i < 5; ++i) services[i]->stop();
 }
 
 TEST(EtcdServerTest, NamesThatWouldAliasGetTheirOwnKeysAndPlainNamesKeepTheRecipesKeys) {

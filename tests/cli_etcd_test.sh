@@ -72,11 +72,12 @@ grep -q "\"owner\":\"go-proposal-$$\"" status.json || fail "simba status does no
 "$simba" list --backend "$uri" "$name-b" >list.txt 2>&1
 grep -q "go-proposal-$$" list.txt || fail "simba list does not show etcdctl's leader: $(cat list.txt)"
 # While etcdctl leads, simba waits; when it goes, simba leads.
-"$simba" lock --backend "$uri" --timeout 300ms "$name-b" -- true 2>err.txt
+# (a short lease: a key it may leave if its claim was still under way at the timeout lapses soon)
+"$simba" lock --backend "$uri" --ttl 1s --transition 500ms --timeout 300ms "$name-b" -- true 2>err.txt
 [ $? -eq 124 ] || fail "simba lock got a mutex etcdctl elect leads"
 kill -INT "$elector"
 timeout 10 tail --pid="$elector" -f /dev/null || { kill -9 "$elector"; fail "etcdctl elect did not resign on SIGINT"; }
-"$simba" lock --backend "$uri" --timeout 10s "$name-b" -- true || fail "simba lock after etcdctl's leader resigned: exit $?"
+"$simba" lock --backend "$uri" --timeout 20s "$name-b" -- true || fail "simba lock after etcdctl's leader resigned: exit $?"
 left=$(ctl get --prefix --keys-only "simba/$name-" | sed '/^$/d' | grep -v "^simba/$name-[ab]\$")
 [ -z "$left" ] || fail "keys left behind: $left"
 finish

@@ -4,6 +4,7 @@
 // backend.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -24,6 +25,15 @@ namespace simba::etcd {
 using Steady = std::chrono::steady_clock;
 using WatcherList = std::vector<std::shared_ptr<internal::Watcher>>;
 
+// What the watch on an owner's line has seen since the owner claimed it (shared between the
+// entry's copies and the watch's callback).
+struct OwnerFlags {
+  std::atomic<bool> gone{false};          // our key was deleted (evicted, its lease revoked)
+  std::atomic<bool> demanded{false};      // another key joined the line
+  std::atomic<bool> idle{false};          // our key's value carries the idle mark
+  std::atomic<std::uint64_t> resyncs{0};  // the watch was made again (events may be missing)
+};
+
 // One contender's key on one mutex.
 struct Entry {
   std::string mutex;
@@ -36,8 +46,13 @@ struct Entry {
   bool claimed = false;       // owns, and believes so until `deadline`
   Steady::time_point deadline;
   MutexOwner owner;      // claimed: the lease as returned (wall clock times)
-  std::string watching;  // the predecessor key whose deletion wakes it
-  WatchHub::Id watch = 0;
+  std::string watching;  // a waiter: the predecessor key whose deletion wakes it
+  WatchHub::Id watch = 0;  // the watch of `watching`, or of the owner's line
+  // An owner: what its line's watch saw, and the stream epoch and resync count with which a
+  // transaction last showed the key first while that watch was in place.
+  std::shared_ptr<OwnerFlags> flags;
+  std::uint64_t verified_epoch = 0;
+  std::uint64_t verified_resyncs = 0;
 };
 
 class ContenderBook {

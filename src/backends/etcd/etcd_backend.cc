@@ -84,6 +84,7 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
   // An owner past its lease has stopped believing it owns: its key goes before it asks again
   // (a renewal after the lease ran out is a new acquisition, at the back of the line).
   if (entry.claimed && Steady::now() > entry.deadline) {
+    stop_watching(entry);
     remove_key(entry, keys, "its lease ran out before it renewed");
     entry.claimed = false;
     entry.revision = 0;
@@ -92,9 +93,16 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
   const EpochMillis sent_wall = epoch_millis_now();
   // The lease we may claim ends when asked or when the server may drop the key, whichever is
   // first; if the keep-alives so far do not cover even the ttl, one goes with this call.
-  auto covered = leases_.covered_until(entry.lease);
+  const Leases::Coverage coverage = leases_.coverage(entry.lease);
+  auto covered = coverage.until;
   std::optional<Leases::Answer> kept;
   if (covered < sent + ttl) kept = leases_.refresh(entry.lease);
+  if (!kept) {
+    if (auto renewed = renew_from_watch(entry, sent, sent_wall, coverage, ttl, lease_length)) return renewed;
+  }
+  const std::uint64_t epoch = hub_.epoch();
+  const bool watched = entry.flags && entry.watch != 0 && hub_.live(entry.watch);
+  const std::uint64_t resyncs = entry.flags ? entry.flags->resyncs.load() : 0;
 
   pb::TxnRequest txn;
   ops::when_created_at(txn, entry.key, 0);
@@ -155,8 +163,16 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
       covered = std::max(covered, sent + std::chrono::seconds(kept->get()));
     }
     const auto granted = std::min(lease_length, std::chrono::duration_cast<std::chrono::milliseconds>(covered - sent));
-    stop_watching(entry);
     const bool renewal = entry.claimed;
+    if (!renewal || !entry.flags) watch_line(entry, keys, response.header().revision());
+    // The key was first at this transaction; the line's watch (in place before it was sent, or
+    // made from its revision on) tells of every change since, unless its stream broke meanwhile.
+    if (hub_.epoch() == epoch && (watched || !renewal)) {
+      entry.verified_epoch = epoch;
+      entry.verified_resyncs = resyncs;
+    } else {
+      entry.verified_epoch = 0;
+    }
     entry.claimed = true;
     entry.deadline = sent + granted;
     const bool idle = parse_contender(first.value(), entry.lease).idle;
@@ -173,6 +189,7 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
 
   // We wait: behind the key created last before ours, whose deletion wakes us.
   entry.claimed = false;
+  if (entry.flags) stop_watching(entry);  // the owner's line watch
   if (predecessor && entry.watching != predecessor->key()) {
     stop_watching(entry);
     entry.watching = predecessor->key();
@@ -342,7 +359,62 @@ void EtcdBackend::stop_watching(Entry& entry) {
   if (entry.watch != 0) hub_.remove(entry.watch);
   entry.watch = 0;
   entry.watching.clear();
+  entry.flags.reset();
+  entry.verified_epoch = 0;
 }
+
+// A new owner watches its line from the revision that made it owner: its key's deletion, a key
+// joining (a demand) and its idle mark, so that its renewals need not ask the server.
+void EtcdBackend::watch_line(Entry& entry, const MutexKeys& keys, std::int64_t revision) {
+  stop_watching(entry);
+  auto flags = std::make_shared<OwnerFlags>();
+  const std::string key = entry.key, mutex = entry.mutex, id = entry.id;
+  entry.flags = flags;
+  entry.watch = hub_.add(keys.contended, keys.end, revision + 1, /*deletes_only=*/false,
+                         [this, flags, key, mutex, id](const pb::WatchResponse& response) {
+                           if (response.events_size() == 0) ++flags->resyncs;  // made again: look
+                           for (const auto& event : response.events()) {
+                             if (event.kv().key() == key) {
+                               if (event.type() == pb::Event::DELETE) {
+                                 flags->gone = true;
+                                 wake(mutex, id, WatchEvent::lost);  // the owner finds out now
+                               } else {
+                                 flags->idle = parse_contender(event.kv().value(), event.kv().lease()).idle;
+                               }
+                             } else if (event.type() == pb::Event::PUT && event.kv().version() == 1) {
+                               flags->demanded = true;
+                             }
+                           }
+                         });
+}
+
+// A renewal without a round trip: a transaction showed our key first, the watch on the line, in
+// place since, has seen neither its deletion nor a break, and the lease's keep-alives are
+// answered. The lease counts from the last keep-alive the server answered (the last word from
+// it: a partitioned owner stops believing within a lease of the partition, as after a round
+// trip), and ends no later than the server keeps the key.
+std::optional<OwnerSnapshot> EtcdBackend::renew_from_watch(Entry& entry, Steady::time_point sent,
+                                                           EpochMillis sent_wall, const Leases::Coverage& coverage,
+                                                           std::chrono::milliseconds ttl,
+                                                           std::chrono::milliseconds lease_length) {
+  if (!entry.claimed || !entry.flags || entry.verified_epoch == 0 || entry.flags->gone) return std::nullopt;
+  if (entry.flags->resyncs.load() != entry.verified_resyncs) return std::nullopt;
+  if (hub_.epoch() != entry.verified_epoch || !hub_.live(entry.watch)) return std::nullopt;
+  const auto from = std::min(sent, coverage.confirmed_sent);
+  const auto granted =
+      std::min(lease_length, std::chrono::duration_cast<std::chrono::milliseconds>(coverage.until - from));
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(sent - from);
+  if (granted <= waited + std::chrono::milliseconds(1)) return std::nullopt;  // nothing left: ask the server
+  entry.deadline = from + granted;
+  entry.owner.acquired_at = sent_wall - waited.count();
+  entry.owner.ttl_at = entry.owner.acquired_at + millis(std::min(ttl, granted));
+  entry.owner.transition_at = entry.owner.acquired_at + millis(granted);
+  entry.owner.idle = entry.flags->idle;
+  OwnerSnapshot out{entry.owner, epoch_millis_now()};
+  out.demanded = entry.flags->demanded;
+  return out;
+}
+
 
 void EtcdBackend::wake(const std::string& mutex, const std::string& id, WatchEvent event) {
   tell(book_.contenders_of(mutex, id), event);
@@ -353,10 +425,10 @@ void EtcdBackend::wake(const std::string& mutex, const std::string& id, WatchEve
 void EtcdBackend::reap_lapsed(const std::string* only_key) {
   for (Entry& entry : book_.take_lapsed(Steady::now(), only_key)) {
     try {
+      stop_watching(entry);
       remove_key(entry, mutex_keys(options_.prefix, entry.mutex), "its lease ran out unrenewed");
       entry.claimed = false;
       entry.revision = 0;
-      stop_watching(entry);
       book_.done(entry);
     } catch (const std::exception& e) {
       book_.done(entry);  // tried again at the next tick

@@ -52,6 +52,10 @@ class EtcdBackend final : public BackendOffering<Push, DemandSignal, DemandPush,
   // The owner `kv` stands for (times from this backend's book if it is one of ours, else from
   // its etcd lease), with `count` keys in the line; nothing if it is one of ours that lapsed.
   std::optional<OwnerSnapshot> owner_view(const std::string& mutex, const pb::KeyValue& kv, std::int64_t count);
+  std::optional<OwnerSnapshot> renew_from_watch(Entry& entry, Steady::time_point sent, EpochMillis sent_wall,
+                                                const Leases::Coverage& coverage, std::chrono::milliseconds ttl,
+                                                std::chrono::milliseconds lease_length);
+  void watch_line(Entry& entry, const MutexKeys& keys, std::int64_t revision);
   void stop_watching(Entry& entry);
   void wake(const std::string& mutex, const std::string& id, WatchEvent event);
 

@@ -52,16 +52,18 @@ Leases::Granted Leases::lease(std::int64_t seconds, int slot) {
   lease.seconds = seconds;
   lease.slot = slot;
   lease.ttl = std::chrono::seconds(granted.ttl());
+  lease.confirmed_sent = sent;
   lease.confirmed_until = sent + lease.ttl;
   lease.last_sent = sent;
   by_slot_[{seconds, slot}] = granted.id();
   return {granted.id(), lease.ttl};
 }
 
-Steady::time_point Leases::covered_until(std::int64_t id) {
+Leases::Coverage Leases::coverage(std::int64_t id) {
   internal::MutexLock lock(mutex_);
   auto it = leases_.find(id);
-  return it == leases_.end() ? Steady::time_point() : it->second.confirmed_until;
+  if (it == leases_.end()) return {};
+  return {it->second.confirmed_sent, it->second.confirmed_until};
 }
 
 Leases::Answer Leases::refresh(std::int64_t id) {
@@ -118,6 +120,7 @@ void Leases::answer(const pb::LeaseKeepAliveResponse& response) {
       auto [sent, promise] = std::move(lease.pending.front());
       lease.pending.pop_front();
       lease.ttl = std::chrono::seconds(response.ttl());
+      lease.confirmed_sent = std::max(lease.confirmed_sent, sent);
       lease.confirmed_until = std::max(lease.confirmed_until, sent + lease.ttl);
       if (promise) promise->set_value(response.ttl());
     }

@@ -45,9 +45,13 @@ class Leases {
   // The lease of `seconds` and `slot`, granted now if there is none. Throws Error.
   Granted lease(std::int64_t seconds, int slot);
 
-  // Until when the server keeps `lease` at least, by its last confirmed keep-alive (or its
-  // grant); the epoch if it is unknown.
-  Steady::time_point covered_until(std::int64_t lease);
+  // What the server confirmed of `lease`: when the last keep-alive it answered (or the grant)
+  // was sent, and until when it keeps the lease at least. Both the epoch if it is unknown.
+  struct Coverage {
+    Steady::time_point confirmed_sent;
+    Steady::time_point until;
+  };
+  Coverage coverage(std::int64_t lease);
 
   // A keep-alive answer: the lease's TTL in seconds (0: gone), or -1 when the stream broke first.
   using Answer = std::shared_future<std::int64_t>;
@@ -63,6 +67,7 @@ class Leases {
     std::int64_t seconds = 0;  // asked for
     int slot = 0;
     std::chrono::seconds ttl{0};         // granted
+    Steady::time_point confirmed_sent;   // when the last keep-alive answered (or the grant) went
     Steady::time_point confirmed_until;  // when the server keeps it at least until
     Steady::time_point last_sent;
     std::deque<std::pair<Steady::time_point, std::shared_ptr<std::promise<std::int64_t>>>> pending;

@@ -49,6 +49,17 @@ void WatchHub::remove(Id id) {
   targets_.erase(it);
 }
 
+bool WatchHub::live(Id id) {
+  internal::MutexLock lock(mutex_);
+  auto it = targets_.find(id);
+  return stream_ != nullptr && it != targets_.end() && it->second.server_id >= 0;
+}
+
+std::uint64_t WatchHub::epoch() {
+  internal::MutexLock lock(mutex_);
+  return epoch_;
+}
+
 void WatchHub::create_locked(Id id, Target& target) {
   pb::WatchRequest request;
   *request.mutable_create_request() = target.request;
@@ -137,6 +148,7 @@ void WatchHub::read_loop() {
       internal::MutexLock lock(mutex_);
       stream_ = nullptr;
       context_ = nullptr;
+      ++epoch_;
     }
     const grpc::Status status = stream->Finish();
     {

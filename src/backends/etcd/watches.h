@@ -35,6 +35,10 @@ class WatchHub {
   Id add(std::string key, std::string end, std::int64_t start_revision, bool deletes_only, OnEvents on_events);
   // Ends a watch: once this returns, its callback is not called again (unless running now).
   void remove(Id id);
+  // Whether the server confirmed the watch and the stream it is on is up.
+  bool live(Id id);
+  // Rises each time the stream breaks (and with it every watch's stream of events).
+  std::uint64_t epoch();
 
  private:
   struct Target {
@@ -55,6 +59,7 @@ class WatchHub {
   std::condition_variable wake_;
   bool closing_ GUARDED_BY(mutex_) = false;
   Id next_id_ GUARDED_BY(mutex_) = 1;
+  std::uint64_t epoch_ GUARDED_BY(mutex_) = 1;
   std::map<Id, Target> targets_ GUARDED_BY(mutex_);
   std::deque<Id> creating_ GUARDED_BY(mutex_);  // creates sent, answered in this order (0: removed since)
   std::map<std::int64_t, Id> by_server_id_ GUARDED_BY(mutex_);

@@ -21,13 +21,19 @@
 //   a waiter whose lease had expired that it holds the lock; this re-read is the check.)
 // * Leases: one etcd lease per lease length in seconds (ttl + transition, rounded up; the
 //   server may grant more) and per contender slot, shared by the contenders of this backend;
-//   one keep-alive stream per backend keeps them, every third of their TTL. A renewal is that
-//   transaction plus, when the lease's last confirmed keep-alive does not cover the new lease,
-//   a keep-alive sent with it; the owner's lease runs from when the earlier of the two was
-//   sent. A contender of a live process that stops renewing (stalled, unreachable) has its key
-//   deleted by this backend when its lease, by this host's monotonic clock, runs out: leases
-//   lapse by time, as on the other engines. A stopped or killed process stops its keep-alives
-//   and the server deletes its keys when the etcd lease ends.
+//   one keep-alive stream per backend keeps them, every sixth of their TTL. An owner's lease
+//   ends when asked or when the server may drop its key (the last answered keep-alive plus the
+//   TTL), whichever is first. A new owner watches its line (push, on the same stream as every
+//   watch): its renewals then need no round trip while that watch, in place since a
+//   transaction showed the key first, has seen no deletion of the key and no break of the
+//   stream; they count the lease from the last keep-alive the server answered, so an owner cut
+//   off from the server stops believing within a lease, as after a round trip. Otherwise a
+//   renewal is the acquire transaction (plus a keep-alive sent with it when the answered ones
+//   do not cover the ttl). An operator's eviction reaches the owner by push at once. A
+//   contender of a live process that stops renewing (stalled, unreachable) has its key deleted
+//   by this backend when its lease, by this host's monotonic clock, runs out: leases lapse by
+//   time, as on the other engines. A stopped or killed process stops its keep-alives and the
+//   server deletes its keys when the etcd lease ends.
 // * Fencing token: the owner key's create revision. etcd's revision counts every write of the
 //   cluster, is kept across restarts and leader changes, and never goes back (compaction
 //   forgets history, not the counter); a key that owns was created after every earlier owner's

@@ -237,6 +237,7 @@ TEST_F(WireFaultTest, ARenewalAnsweredAfterTheLeaseRanOutIsALoss) {
   // lease ended at the server and their answers after it ended here.
   const auto lease = lease_options().ttl + lease_options().transition;
   ASSERT_NO_FATAL_FAILURE(start_owned());
+  WireProbe rival_wire(*rival_client_->backend(), mutex_);  // the rival's own connection
   auto at = Clock::now();
   proxy_->delay(2000ms);
   ASSERT_TRUE(wait_until([&] { return !owner_service_->is_owner(); }, lease + 2s));
@@ -248,11 +249,23 @@ TEST_F(WireFaultTest, ARenewalAnsweredAfterTheLeaseRanOutIsALoss) {
   // ends the rival's lease.
   const auto rival_token = rival_service_->fencing_token();
   std::this_thread::sleep_for(3s);  // more than the 2 s delay: every late byte has landed
+  rival_wire.stop();
   EXPECT_FALSE(owner_service_->is_owner());
-  EXPECT_TRUE(rival_service_->is_owner()) << "a late renewal ended the successor's lease";
-  EXPECT_EQ(rival_service_->fencing_token(), rival_token);
-  EXPECT_EQ(rival_->released_count(), 0);
   EXPECT_EQ(owner_->acquired_count(), 1) << "a late answer made the old owner believe again";
+  // The successor's belief, if its own wire stayed healthy (as in the late release's case
+  // below: a machine too busy to run its renewals in time ends its belief by its own clock,
+  // seen in CI on PostgreSQL with a 1.3 s read on the direct connection). The old owner's
+  // belief and the sampler's overlaps are checked either way.
+  const bool rival_wire_healthy =
+      rival_wire.errors() == 0 && rival_wire.slowest_ms() < lease_options().transition.count();
+  if (rival_wire_healthy) {
+    EXPECT_TRUE(rival_service_->is_owner()) << "a late renewal ended the successor's lease";
+    EXPECT_EQ(rival_service_->fencing_token(), rival_token);
+    EXPECT_EQ(rival_->released_count(), 0);
+  } else {
+    std::cout << "[ NOTE     ] the rival's own wire stalled (slowest read " << rival_wire.slowest_ms() << " ms, "
+              << rival_wire.errors() << " errors): its belief is not checked\n";
+  }
   EXPECT_EQ(sampler_->overlaps(), 0);
   expect_recovers("delay_past_lease",
                   "\"revoked_ms\":" + std::to_string(revoked) + ",\"takeover_ms\":" + std::to_string(takeover));

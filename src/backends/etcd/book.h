@@ -45,8 +45,8 @@ struct Entry {
   std::int64_t revision = 0;  // the key's create revision; 0: unknown
   bool claimed = false;       // owns, and believes so until `deadline`
   Steady::time_point deadline;
-  MutexOwner owner;      // claimed: the lease as returned (wall clock times)
-  std::string watching;  // a waiter: the predecessor key whose deletion wakes it
+  MutexOwner owner;        // claimed: the lease as returned (wall clock times)
+  std::string watching;    // a waiter: the predecessor key whose deletion wakes it
   WatchHub::Id watch = 0;  // the watch of `watching`, or of the owner's line
   // An owner: what its line's watch saw, and the stream epoch and resync count with which a
   // transaction last showed the key first while that watch was in place.

@@ -393,8 +393,8 @@ void EtcdBackend::watch_line(Entry& entry, const MutexKeys& keys, std::int64_t r
 // answered. The lease counts from the last keep-alive the server answered (the last word from
 // it: a partitioned owner stops believing within a lease of the partition, as after a round
 // trip), and ends no later than the server keeps the key.
-std::optional<OwnerSnapshot> EtcdBackend::renew_from_watch(Entry& entry, Steady::time_point sent,
-                                                           EpochMillis sent_wall, const Leases::Coverage& coverage,
+std::optional<OwnerSnapshot> EtcdBackend::renew_from_watch(Entry& entry, Steady::time_point sent, EpochMillis sent_wall,
+                                                           const Leases::Coverage& coverage,
                                                            std::chrono::milliseconds ttl,
                                                            std::chrono::milliseconds lease_length) {
   if (!entry.claimed || !entry.flags || entry.verified_epoch == 0 || entry.flags->gone) return std::nullopt;
@@ -414,7 +414,6 @@ std::optional<OwnerSnapshot> EtcdBackend::renew_from_watch(Entry& entry, Steady:
   out.demanded = entry.flags->demanded;
   return out;
 }
-
 
 void EtcdBackend::wake(const std::string& mutex, const std::string& id, WatchEvent event) {
   tell(book_.contenders_of(mutex, id), event);

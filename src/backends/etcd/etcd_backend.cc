@@ -164,10 +164,18 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
     }
     const auto granted = std::min(lease_length, std::chrono::duration_cast<std::chrono::milliseconds>(covered - sent));
     const bool renewal = entry.claimed;
-    if (!renewal || !entry.flags) watch_line(entry, keys, response.header().revision());
+    // The line is watched from an owner's first renewal on (a lock held for less than its ttl,
+    // the common cycle, costs no watch).
+    bool watched_now = false;
+    if (!renewal) {
+      stop_watching(entry);  // a waiter's watch of its predecessor
+    } else if (!entry.flags) {
+      watch_line(entry, keys, response.header().revision());
+      watched_now = true;
+    }
     // The key was first at this transaction; the line's watch (in place before it was sent, or
     // made from its revision on) tells of every change since, unless its stream broke meanwhile.
-    if (hub_.epoch() == epoch && (watched || !renewal)) {
+    if (entry.flags && hub_.epoch() == epoch && (watched || watched_now)) {
       entry.verified_epoch = epoch;
       entry.verified_resyncs = resyncs;
     } else {
@@ -363,8 +371,9 @@ void EtcdBackend::stop_watching(Entry& entry) {
   entry.verified_epoch = 0;
 }
 
-// A new owner watches its line from the revision that made it owner: its key's deletion, a key
-// joining (a demand) and its idle mark, so that its renewals need not ask the server.
+// An owner watches its line from the revision of a transaction that showed it first: its key's
+// deletion, a key joining (a demand) and its idle mark, so that its renewals need not ask the
+// server.
 void EtcdBackend::watch_line(Entry& entry, const MutexKeys& keys, std::int64_t revision) {
   stop_watching(entry);
   auto flags = std::make_shared<OwnerFlags>();

@@ -1,7 +1,7 @@
 // The etcd backend against a server of its own (src/backends/etcd/test_server.sh): a server
 // restart mid-run, a killed and a stopped `simba lock` process ($SIMBA_CLI), a waiter whose own
 // key went while it waited (etcd 3.4's lock bug), name encoding, several endpoints and
-// credentials.
+// credentials (a refused password, a token that expired).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -290,6 +290,19 @@ TEST(EtcdServerTest, AWrongPasswordIsPermissionDeniedAndTheRightOneLocks) {
   EXPECT_EQ(backend->acquire(mutex, "one", 5s, 0ms).owner.owner_id, "one");
   EXPECT_TRUE(backend->release(mutex, "one"));
   EXPECT_EQ(backend->describe().find("secret"), std::string::npos);
+  // The test server's tokens expire after 1 s unused (--auth-token-ttl 1): the backend gets a
+  // new one and the call goes through.
+  std::this_thread::sleep_for(2500ms);
+  EXPECT_EQ(backend->acquire(mutex, "two", 5s, 0ms).owner.owner_id, "two");
+  // A watch made on a stream opened with the old token: the release still wakes the waiter.
+  std::atomic<int> woken{0};
+  auto watch = backend->watch(mutex, "three", [&](WatchEvent event) { woken += event == WatchEvent::released; });
+  std::this_thread::sleep_for(2500ms);
+  EXPECT_EQ(backend->acquire(mutex, "three", 5s, 0ms).owner.owner_id, "two");
+  EXPECT_TRUE(backend->release(mutex, "two"));
+  EXPECT_TRUE(wait_until([&] { return woken.load() > 0; }, 3s)) << "the waiter was not woken";
+  EXPECT_EQ(backend->acquire(mutex, "three", 5s, 0ms).owner.owner_id, "three");
+  EXPECT_TRUE(backend->release(mutex, "three"));
 }
 
 }  // namespace

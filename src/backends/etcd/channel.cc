@@ -99,6 +99,15 @@ void Channel::prepare_stream(grpc::ClientContext& context) {
   add_token(context);
 }
 
+void Channel::after_stream(const grpc::Status& status) noexcept {
+  if (status.ok() || options_.user.empty() || !token_expired(status)) return;
+  try {
+    authenticate();
+  } catch (const std::exception& e) {
+    internal::log_warn(std::string(e.what()) + " (a stream will try again)");
+  }
+}
+
 template <class Response, class Invoke>
 Response Channel::call(const std::string& what, Invoke&& invoke) {
   for (int attempt = 0;; ++attempt) {

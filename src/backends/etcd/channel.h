@@ -37,6 +37,9 @@ class Channel {
 
   // A stream's context: the auth token, no deadline (the stream lives until it breaks).
   void prepare_stream(grpc::ClientContext& context);
+  // After a stream ended with `status`: if the server refused its token (simple tokens expire
+  // when unused), gets a new one for the next stream; a failure is logged.
+  void after_stream(const grpc::Status& status) noexcept;
   pb::Watch::Stub& watch_stub() { return *watch_; }
   pb::Lease::Stub& lease_stub() { return *lease_; }
 

@@ -163,6 +163,7 @@ void Leases::read_loop() {
       }
     }
     const grpc::Status status = stream->Finish();
+    channel_.after_stream(status);
     internal::UniqueMutexLock lock(mutex_);
     if (closing_) return;
     internal::log_debug("etcd at " + channel_.where() + ": the keep-alive stream broke (" + status.error_message() +

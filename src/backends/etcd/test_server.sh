@@ -36,7 +36,7 @@ etcd --name simba-test --data-dir "$dir/data" \\
      --listen-client-urls http://127.0.0.1:\$port --advertise-client-urls http://127.0.0.1:\$port \\
      --listen-peer-urls http://127.0.0.1:\$peer --initial-advertise-peer-urls http://127.0.0.1:\$peer \\
      --initial-cluster simba-test=http://127.0.0.1:\$peer \\
-     --heartbeat-interval 10 --election-timeout 100 --log-level warn --logger zap \\
+     --heartbeat-interval 10 --election-timeout 100 --auth-token-ttl 1 --log-level warn --logger zap \\
      >>"$dir/server.log" 2>&1 &
 echo \$! >"$dir/pid"
 for _ in \$(seq 400); do

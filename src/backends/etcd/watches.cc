@@ -95,12 +95,19 @@ void WatchHub::handle(const pb::WatchResponse& response, bool& resync) {
     if (at != by_server_id_.end()) {
       auto it = targets_.find(at->second);
       if (response.canceled() && it != targets_.end()) {
-        // Refused (its start revision was compacted) or ended by the server: watch again from
-        // now and let the owner of the watch look (an empty response is its cue).
+        // Ended by the server. Its start revision was compacted: watch again from now. Refused
+        // otherwise (permission): it is made again with the stream. Either way the owner of the
+        // watch looks (an empty response is its cue) and polls meanwhile.
         by_server_id_.erase(at);
         it->second.server_id = -1;
         it->second.request.set_start_revision(0);
-        create_locked(it->first, it->second);
+        if (response.compact_revision() > 0) {
+          create_locked(it->first, it->second);
+        } else {
+          internal::log_warn("etcd at " + channel_.where() + ": a watch of " + it->second.request.key() +
+                             " was refused (" + response.cancel_reason() +
+                             "); waiters poll until the stream is made again");
+        }
         deliver = it->second.on_events;
       } else if (it != targets_.end() && response.events_size() > 0) {
         deliver = it->second.on_events;
@@ -151,6 +158,7 @@ void WatchHub::read_loop() {
       ++epoch_;
     }
     const grpc::Status status = stream->Finish();
+    channel_.after_stream(status);
     {
       internal::UniqueMutexLock lock(mutex_);
       if (closing_) return;

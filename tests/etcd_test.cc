@@ -3,11 +3,9 @@
 // key went while it waited (etcd 3.4's lock bug), name encoding, several endpoints and
 // credentials (a refused password, a token that expired).
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
@@ -16,8 +14,6 @@
 #include "kit.h"
 #include "server_test.h"
 #include "simba/error.h"
-
-extern char** environ;
 
 namespace simba {
 namespace {
@@ -48,53 +44,25 @@ std::string keys_under(const std::string& prefix) {
              "' | sed '/^$/d'");
 }
 
-// A process running `args`, in a process group of its own, killed at the end.
-class Process {
- public:
-  explicit Process(std::vector<std::string> args) {
-    std::vector<char*> argv;
-    for (auto& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    EXPECT_EQ(posix_spawnp(&pid_, argv[0], nullptr, &attr, argv.data(), environ), 0);
-    posix_spawnattr_destroy(&attr);
-  }
-  ~Process() {
-    if (pid_ > 0) {
-      ::kill(-pid_, SIGKILL);
-      ::kill(-pid_, SIGCONT);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  void signal(int signal) { ::kill(-pid_, signal); }
-  // Its exit status, once it exited within `timeout`; -1 otherwise.
-  int exit_status(std::chrono::milliseconds timeout) {
-    int status = 0;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-};
-
 bool have_cli() { return !env("SIMBA_CLI").empty(); }
 
-// `simba lock` holding `mutex` with a 1 s lease (etcd's shortest here) until killed.
-Process lock_process(const std::string& mutex) {
-  return Process({env("SIMBA_CLI"), "lock", "--backend", uri(), "--ttl", "700ms", "--transition", "300ms", mutex, "--",
-                  "sleep", "600"});
-}
+// A `simba lock` process holding a fresh mutex with a 1 s lease (etcd's shortest here), and a
+// waiter of ours in line behind it.
+struct ProcessOwnerScene {
+  const std::string mutex = tck::unique_mutex();
+  Client client = connect(uri());
+  test::ChildProcess owner{{env("SIMBA_CLI"), "lock", "--backend", uri(), "--ttl", "700ms", "--transition", "300ms",
+                            mutex, "--", "sleep", "600"}};
+  std::shared_ptr<tck::Recorder> successor = std::make_shared<tck::Recorder>(mutex);
+  std::unique_ptr<MutexContendService> waiter;
+
+  void start() {
+    ASSERT_TRUE(wait_until([&] { return !client.owner(mutex).empty(); }, 10s)) << "simba lock never owned";
+    waiter = client.contend_service(successor);
+    waiter->start();
+    ASSERT_TRUE(wait_until([&] { return !waiter->after_owner().empty(); }, 5s));
+  }
+};
 
 void kill_server() {
   std::ifstream file(env("SIMBA_TEST_ETCD_PIDFILE"));
@@ -118,44 +86,32 @@ TEST(EtcdServerTest, ARestartRevokesAtOnceAndTheOwnerContendsAgainWithARisingTok
 
 TEST(EtcdServerTest, AKilledOwnerProcessIsFollowedWithinItsLeasePlusHalfASecond) {
   ASSERT_TRUE(have_cli()) << "needs the simba CLI in $SIMBA_CLI (ctest sets it)";
-  const std::string mutex = tck::unique_mutex();
-  Client client = connect(uri());
-  Process owner = lock_process(mutex);
-  ASSERT_TRUE(wait_until([&] { return !client.owner(mutex).empty(); }, 10s));
-  auto successor = std::make_shared<tck::Recorder>(mutex);
-  auto waiter = client.contend_service(successor);
-  waiter->start();
-  ASSERT_TRUE(wait_until([&] { return !waiter->after_owner().empty(); }, 5s));
-  owner.signal(SIGKILL);
+  ProcessOwnerScene scene;
+  ASSERT_NO_FATAL_FAILURE(scene.start());
+  scene.owner.signal(SIGKILL);
   const auto killed = std::chrono::steady_clock::now();
-  ASSERT_TRUE(wait_until([&] { return successor->acquired_count() == 1; }, 5s));
+  ASSERT_TRUE(wait_until([&] { return scene.successor->acquired_count() == 1; }, 5s));
   // The etcd lease (1 s asked, 700 ms + 300 ms, as granted) runs out at most 1 s after the kill,
   // etcd revokes expired leases every 500 ms, and then the waiter hears of it: within the lease
   // + 0.5 s, and 0.5 s for a loaded machine (simba-bench --workload kill measures it quietly).
   EXPECT_LE(std::chrono::steady_clock::now() - killed, 2000ms);
-  waiter->stop();
+  scene.waiter->stop();
 }
 
 TEST(EtcdServerTest, AStoppedOwnerPastItsLeaseWakesKnowingItLost) {
   ASSERT_TRUE(have_cli()) << "needs the simba CLI in $SIMBA_CLI (ctest sets it)";
-  const std::string mutex = tck::unique_mutex();
-  Client client = connect(uri());
-  Process owner = lock_process(mutex);
-  ASSERT_TRUE(wait_until([&] { return !client.owner(mutex).empty(); }, 10s));
-  auto successor = std::make_shared<tck::Recorder>(mutex);
-  auto waiter = client.contend_service(successor);
-  waiter->start();
-  ASSERT_TRUE(wait_until([&] { return !waiter->after_owner().empty(); }, 5s));
-  owner.signal(SIGSTOP);
+  ProcessOwnerScene scene;
+  ASSERT_NO_FATAL_FAILURE(scene.start());
+  scene.owner.signal(SIGSTOP);
   const auto stopped = std::chrono::steady_clock::now();
-  ASSERT_TRUE(wait_until([&] { return successor->acquired_count() == 1; }, 5s));
+  ASSERT_TRUE(wait_until([&] { return scene.successor->acquired_count() == 1; }, 5s));
   EXPECT_LE(std::chrono::steady_clock::now() - stopped, 2000ms);  // as for a killed owner
   std::this_thread::sleep_until(stopped + 2500ms);
-  owner.signal(SIGCONT);
-  EXPECT_EQ(owner.exit_status(10s), 75);  // "lease lost": it stopped its command and said so
-  EXPECT_TRUE(waiter->is_owner());
-  EXPECT_EQ(successor->released_count(), 0);
-  waiter->stop();
+  scene.owner.signal(SIGCONT);
+  EXPECT_EQ(scene.owner.exit_status(10s), 75);  // "lease lost": it stopped its command and said so
+  EXPECT_TRUE(scene.waiter->is_owner());
+  EXPECT_EQ(scene.successor->released_count(), 0);
+  scene.waiter->stop();
 }
 
 // etcd 3.4's concurrency.Mutex could tell a waiter whose key had gone (its lease expired while
@@ -184,47 +140,10 @@ TEST(EtcdServerTest, AWaiterWhoseKeyWentWhileItWaitedDoesNotOwnWhenItsPredecesso
   EXPECT_EQ(keys_under(keys.contended), "");
 }
 
-// Counts the acquire calls that go through it.
-class CountingBackend final : public ForwardingBackend {
- public:
-  using ForwardingBackend::ForwardingBackend;
-  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
-                        std::chrono::milliseconds transition) override {
-    calls.fetch_add(1);
-    return ForwardingBackend::acquire(mutex, contender_id, ttl, transition);
-  }
-  std::atomic<int> calls{0};
-};
-
 // Each waiter watches the key created just before its own: a release wakes the next in line,
 // and nobody else looks (no herd).
 TEST(EtcdServerTest, AReleaseWakesOnlyTheNextWaiter) {
-  ContendOptions options = tck::fast_options();
-  options.ttl = 20s;  // no waiter looks again on its own while the test runs
-  options.transition = 5s;
-  auto backend = open_backend(uri());
-  auto runtime = std::make_shared<Runtime>();
-  const std::string mutex = tck::unique_mutex();
-  std::vector<std::shared_ptr<CountingBackend>> counters;
-  std::vector<std::shared_ptr<tck::Recorder>> recorders;
-  std::vector<std::unique_ptr<MutexContendService>> services;
-  for (int i = 0; i < 5; ++i) {
-    counters.push_back(std::make_shared<CountingBackend>(backend));
-    recorders.push_back(std::make_shared<tck::Recorder>(mutex));
-    services.push_back(Client(counters.back(), options, runtime).contend_service(recorders.back()));
-    services.back()->start();
-    // One at a time, so the line is in this order.
-    ASSERT_TRUE(wait_until([&] { return !services[i]->after_owner().empty(); }, 5s)) << "contender " << i;
-  }
-  ASSERT_TRUE(services[0]->is_owner());
-  std::this_thread::sleep_for(200ms);  // let every first round settle
-  std::vector<int> before;
-  for (auto& counter : counters) before.push_back(counter->calls.load());
-  services[0]->stop();
-  ASSERT_TRUE(wait_until([&] { return recorders[1]->acquired_count() == 1; }, 5s));  // the next in line
-  std::this_thread::sleep_for(300ms);
-  for (int i = 2; i < 5; ++i) EXPECT_EQ(counters[i]->calls.load(), before[i]) << "waiter " << i << " was woken";
-  for (int i = 1; i < 5; ++i) services[i]->stop();
+  test::expect_release_wakes_only_the_next_waiter(open_backend(uri()));
 }
 
 TEST(EtcdServerTest, NamesThatWouldAliasGetTheirOwnKeysAndPlainNamesKeepTheRecipesKeys) {

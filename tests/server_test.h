@@ -1,13 +1,22 @@
-// What the server backends' tests share: the wrappers' environment, and a server restart in
-// the middle of a run.
+// What the server backends' tests share: the wrappers' environment, a server restart in the
+// middle of a run, child processes (`simba lock` owners to kill and stop), and the check that a
+// release wakes only the next waiter.
 #pragma once
 
 #include <algorithm>
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <functional>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "kit.h"
 
@@ -56,6 +65,92 @@ inline void expect_restart_revokes_and_resumes(const std::string& uri, const std
   if (token_before && !tokens.empty()) *token_before = tokens.front();
   if (token_after && tokens.size() > 1) *token_after = tokens[1];
   service->stop();
+}
+
+// A process running `args` (found on $PATH if it has no '/'), in a process group of its own,
+// killed with its group at the end.
+class ChildProcess {
+ public:
+  explicit ChildProcess(std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (auto& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    EXPECT_EQ(posix_spawnp(&pid_, argv[0], nullptr, &attr, argv.data(), environ), 0);
+    posix_spawnattr_destroy(&attr);
+  }
+  ~ChildProcess() {
+    if (pid_ > 0) {
+      ::kill(-pid_, SIGKILL);
+      ::kill(-pid_, SIGCONT);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  void signal(int signal) { ::kill(-pid_, signal); }
+  // Its exit status, once it exited within `timeout`; -1 otherwise.
+  int exit_status(std::chrono::milliseconds timeout) {
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// Counts the acquire calls that go through it.
+class CountingBackend final : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
+    calls.fetch_add(1);
+    return ForwardingBackend::acquire(mutex, contender_id, ttl, transition);
+  }
+  std::atomic<int> calls{0};
+};
+
+// Five contenders line up on one mutex of `backend`, one at a time; the owner's release wakes
+// the next in line and nobody else (an engine whose waiters watch only their predecessor).
+inline void expect_release_wakes_only_the_next_waiter(const std::shared_ptr<Backend>& backend) {
+  using namespace std::chrono_literals;
+  ContendOptions options = tck::fast_options();
+  options.ttl = 20s;  // no waiter looks again on its own while the test runs
+  options.transition = 5s;
+  auto runtime = std::make_shared<Runtime>();
+  const std::string mutex = tck::unique_mutex();
+  std::vector<std::shared_ptr<CountingBackend>> counters;
+  std::vector<std::shared_ptr<tck::Recorder>> recorders;
+  std::vector<std::unique_ptr<MutexContendService>> services;
+  for (int i = 0; i < 5; ++i) {
+    counters.push_back(std::make_shared<CountingBackend>(backend));
+    recorders.push_back(std::make_shared<tck::Recorder>(mutex));
+    services.push_back(Client(counters.back(), options, runtime).contend_service(recorders.back()));
+    services.back()->start();
+    // One at a time, so the line is in this order.
+    ASSERT_TRUE(tck::wait_until([&] { return !services[i]->after_owner().empty(); }, 5s)) << "contender " << i;
+  }
+  ASSERT_TRUE(services[0]->is_owner());
+  std::this_thread::sleep_for(200ms);  // let every first round settle
+  std::vector<int> before;
+  for (auto& counter : counters) before.push_back(counter->calls.load());
+  services[0]->stop();
+  ASSERT_TRUE(tck::wait_until([&] { return recorders[1]->acquired_count() == 1; }, 5s));  // the next in line
+  std::this_thread::sleep_for(300ms);
+  for (int i = 2; i < 5; ++i) EXPECT_EQ(counters[i]->calls.load(), before[i]) << "waiter " << i << " was woken";
+  for (int i = 1; i < 5; ++i) services[i]->stop();
 }
 
 }  // namespace simba::test

@@ -2,9 +2,6 @@
 // sessions (a server restart mid-run, a killed owner process, a stalled owner), digest ACLs,
 // chroots and fencing across sessions. The process cases run `simba lock` ($SIMBA_CLI).
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <zookeeper/zookeeper.h>
 
 #include <atomic>
@@ -16,8 +13,6 @@
 #include "backends/zookeeper/latch_names.h"
 #include "kit.h"
 #include "server_test.h"
-
-extern char** environ;
 
 namespace simba {
 namespace {
@@ -58,46 +53,11 @@ class RawSession {
 };
 
 // `simba lock` holding a mutex until killed, in a process group of its own.
-class LockProcess {
+class LockProcess : public test::ChildProcess {
  public:
-  LockProcess(const std::string& backend, const std::string& mutex) {
-    std::vector<std::string> args = {env("SIMBA_CLI"), "lock", "--backend", backend, "--ttl", "10s",
-                                     "--transition",   "6s",   mutex,       "--",    "sleep", "600"};
-    std::vector<char*> argv;
-    for (auto& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    EXPECT_EQ(posix_spawn(&pid_, argv[0], nullptr, &attr, argv.data(), environ), 0);
-    posix_spawnattr_destroy(&attr);
-  }
-  ~LockProcess() {
-    if (pid_ > 0) {
-      ::kill(-pid_, SIGKILL);
-      ::kill(-pid_, SIGCONT);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  void signal(int signal) { ::kill(-pid_, signal); }
-  // Its exit status, once it exited within `timeout`; -1 otherwise.
-  int exit_status(std::chrono::milliseconds timeout) {
-    int status = 0;
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return -1;
-  }
-
- private:
-  pid_t pid_ = -1;
+  LockProcess(const std::string& backend, const std::string& mutex)
+      : ChildProcess({env("SIMBA_CLI"), "lock", "--backend", backend, "--ttl", "10s", "--transition", "6s", mutex, "--",
+                      "sleep", "600"}) {}
 };
 
 bool have_cli() { return !env("SIMBA_CLI").empty(); }
@@ -156,45 +116,8 @@ TEST(ZookeeperNamesTest, EncodedNamesAreDistinctLeasesOnTheServer) {
   for (std::size_t i = 0; i < names.size(); ++i) EXPECT_EQ(client.owner(names[i]).owner_id, held[i]->contender_id());
 }
 
-// Counts the acquire calls that go through it.
-class CountingBackend final : public ForwardingBackend {
- public:
-  using ForwardingBackend::ForwardingBackend;
-  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
-                        std::chrono::milliseconds transition) override {
-    calls.fetch_add(1);
-    return ForwardingBackend::acquire(mutex, contender_id, ttl, transition);
-  }
-  std::atomic<int> calls{0};
-};
-
 TEST(ZookeeperLatchTest, AReleaseWakesOnlyTheNextWaiter) {
-  ContendOptions options = tck::fast_options();
-  options.ttl = 20s;  // no waiter looks again on its own while the test runs
-  options.transition = 5s;
-  auto backend = open_backend(uri("session_timeout=40s"));
-  auto runtime = std::make_shared<Runtime>();
-  const std::string mutex = tck::unique_mutex();
-  std::vector<std::shared_ptr<CountingBackend>> counters;
-  std::vector<std::shared_ptr<tck::Recorder>> recorders;
-  std::vector<std::unique_ptr<MutexContendService>> services;
-  for (int i = 0; i < 5; ++i) {
-    counters.push_back(std::make_shared<CountingBackend>(backend));
-    recorders.push_back(std::make_shared<tck::Recorder>(mutex));
-    services.push_back(Client(counters.back(), options, runtime).contend_service(recorders.back()));
-    services.back()->start();
-    // One at a time, so the queue is in this order.
-    ASSERT_TRUE(wait_until([&] { return !services[i]->after_owner().empty(); }, 5s)) << "contender " << i;
-  }
-  ASSERT_TRUE(services[0]->is_owner());
-  std::this_thread::sleep_for(200ms);  // let every first round settle
-  std::vector<int> before;
-  for (auto& counter : counters) before.push_back(counter->calls.load());
-  services[0]->stop();
-  ASSERT_TRUE(wait_until([&] { return recorders[1]->acquired_count() == 1; }, 5s));  // the next in line
-  std::this_thread::sleep_for(300ms);
-  for (int i = 2; i < 5; ++i) EXPECT_EQ(counters[i]->calls.load(), before[i]) << "waiter " << i << " was woken";
-  for (int i = 1; i < 5; ++i) services[i]->stop();
+  test::expect_release_wakes_only_the_next_waiter(open_backend(uri("session_timeout=40s")));
 }
 
 TEST(ZookeeperSessionTest, ServerRestartRevokesAtOnceAndTheSurvivingSessionOwnsAgainWithItsToken) {

@@ -49,6 +49,8 @@ class EtcdBackend final : public BackendOffering<Push, DemandSignal, DemandPush,
   // Deletes the key of `entry` (at its create revision, if known), leaving the record of its
   // token if it owned; true if this deleted it.
   bool remove_key(const Entry& entry, const MutexKeys& keys, const std::string& why);
+  // records.cc: the key of the owner of `mutex`, if `owner_id` owns it.
+  std::optional<pb::KeyValue> owner_key(const MutexKeys& keys, const std::string& mutex, const std::string& owner_id);
   // The owner `kv` stands for (times from this backend's book if it is one of ours, else from
   // its etcd lease), with `count` keys in the line; nothing if it is one of ours that lapsed.
   std::optional<OwnerSnapshot> owner_view(const std::string& mutex, const pb::KeyValue& kv, std::int64_t count);

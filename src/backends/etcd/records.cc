@@ -88,13 +88,21 @@ std::size_t EtcdBackend::sweep(std::chrono::milliseconds idle_for, std::size_t l
   return swept;
 }
 
-bool EtcdBackend::evict(const std::string& mutex, const std::string& owner_id) {
-  const MutexKeys keys = mutex_keys(options_.prefix, mutex);
+std::optional<pb::KeyValue> EtcdBackend::owner_key(const MutexKeys& keys, const std::string& mutex,
+                                                   const std::string& owner_id) {
   const auto line =
       channel_.range(ops::first_created(keys.contended, keys.end), "reading the owner of mutex '" + mutex + "'");
-  if (line.kvs_size() == 0) return false;
+  if (line.kvs_size() == 0) return std::nullopt;
   const pb::KeyValue& owner = line.kvs(0);
-  if (parse_contender(owner.value(), owner.lease()).owner_id != owner_id) return false;
+  if (parse_contender(owner.value(), owner.lease()).owner_id != owner_id) return std::nullopt;
+  return owner;
+}
+
+bool EtcdBackend::evict(const std::string& mutex, const std::string& owner_id) {
+  const MutexKeys keys = mutex_keys(options_.prefix, mutex);
+  const auto found = owner_key(keys, mutex, owner_id);
+  if (!found) return false;
+  const pb::KeyValue& owner = *found;
   pb::TxnRequest txn;
   ops::when_created_at(txn, owner.key(), owner.create_revision());
   ops::add_delete(txn.mutable_success(), owner.key());
@@ -108,11 +116,9 @@ bool EtcdBackend::evict(const std::string& mutex, const std::string& owner_id) {
 // The mark is in the owner key's value; a new key (a new lease) starts without it.
 bool EtcdBackend::mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) {
   const MutexKeys keys = mutex_keys(options_.prefix, mutex);
-  const auto line =
-      channel_.range(ops::first_created(keys.contended, keys.end), "reading the owner of mutex '" + mutex + "'");
-  if (line.kvs_size() == 0) return false;
-  const pb::KeyValue& owner = line.kvs(0);
-  if (parse_contender(owner.value(), owner.lease()).owner_id != owner_id) return false;
+  const auto found = owner_key(keys, mutex, owner_id);
+  if (!found) return false;
+  const pb::KeyValue& owner = *found;
   pb::TxnRequest txn;
   ops::when_created_at(txn, owner.key(), owner.create_revision());
   auto* put = txn.add_success()->mutable_request_put();

@@ -1,6 +1,7 @@
 // The etcd backend: etcd's lock recipe (one key per contender under the mutex's prefix, the
 // first created owns) with leases whose times simba judges. See simba/etcd_backend.h for the
-// design; administration is in records.cc.
+// design. Here: release, read, the watches and the events of the lease and watch streams; the
+// acquire path is in acquire.cc, administration in records.cc.
 #include "backends/etcd/etcd_backend_impl.h"
 
 #include <algorithm>
@@ -23,16 +24,9 @@ std::string describe_of(const EtcdOptions& options) {
   return where + "?prefix=" + options.prefix;
 }
 
-// Lease lengths are whole seconds on etcd: ttl + transition, rounded up.
-std::int64_t seconds_for(std::chrono::milliseconds lease) {
-  return std::max<std::int64_t>(1, (lease.count() + 999) / 1000);
-}
-
 void tell(const WatcherList& watchers, WatchEvent event) {
   for (const auto& watcher : watchers) watcher->call(event);
 }
-
-std::int64_t millis(std::chrono::milliseconds d) { return d.count(); }
 
 }  // namespace
 
@@ -46,199 +40,6 @@ EtcdBackend::EtcdBackend(const EtcdOptions& options)
               Leases::Events{[this](std::int64_t lease) { lease_gone(lease); }, [this] { reap_lapsed(nullptr); }}) {}
 
 EtcdBackend::~EtcdBackend() = default;
-
-OwnerSnapshot EtcdBackend::acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,
-                                   std::chrono::milliseconds transition) {
-  const MutexKeys keys = mutex_keys(options_.prefix, mutex);
-  const std::int64_t seconds = seconds_for(ttl + transition);
-  for (int round = 0; round < kRounds; ++round) {
-    Entry entry = book_.begin(mutex, id, seconds);
-    std::optional<OwnerSnapshot> owner;
-    try {
-      owner = attempt(entry, keys, ttl, transition);
-    } catch (const LeaseNotFound&) {
-      leases_.forget(entry.lease);  // expired under us: its keys are gone; a new lease next round
-      stop_watching(entry);
-      book_.done_and_forget(entry);
-      continue;
-    } catch (...) {
-      book_.done(entry);
-      throw;
-    }
-    book_.done(entry);
-    if (owner) return *owner;
-  }
-  throw Error(errc::unavailable,
-              "etcd at " + where_ + ": the line of mutex '" + mutex + "' kept changing while it was read; try again");
-}
-
-std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys& keys, std::chrono::milliseconds ttl,
-                                                  std::chrono::milliseconds transition) {
-  const auto lease_length = ttl + transition;
-  if (entry.lease == 0) {
-    const Leases::Granted granted = leases_.lease(entry.seconds, entry.slot);
-    entry.lease = granted.id;
-    entry.key = keys.contender(granted.id);
-    entry.revision = 0;
-  }
-  // An owner past its lease has stopped believing it owns: its key goes before it asks again
-  // (a renewal after the lease ran out is a new acquisition, at the back of the line).
-  if (entry.claimed && Steady::now() > entry.deadline) {
-    stop_watching(entry);
-    remove_key(entry, keys, "its lease ran out before it renewed");
-    entry.claimed = false;
-    entry.revision = 0;
-  }
-  const auto sent = Steady::now();
-  const EpochMillis sent_wall = epoch_millis_now();
-  // The lease we may claim ends when asked or when the server may drop the key, whichever is
-  // first; if the keep-alives so far do not cover even the ttl, one goes with this call.
-  const Leases::Coverage coverage = leases_.coverage(entry.lease);
-  auto covered = coverage.until;
-  std::optional<Leases::Answer> kept;
-  if (covered < sent + ttl) kept = leases_.refresh(entry.lease);
-  if (!kept) {
-    if (auto renewed = renew_from_watch(entry, sent, sent_wall, coverage, ttl, lease_length)) return renewed;
-  }
-  const std::uint64_t epoch = hub_.epoch();
-  const bool watched = entry.flags && entry.watch != 0 && hub_.live(entry.watch);
-  const std::uint64_t resyncs = entry.flags ? entry.flags->resyncs.load() : 0;
-
-  pb::TxnRequest txn;
-  ops::when_created_at(txn, entry.key, 0);
-  // Absent: the last key before ours (read first), our put, the owner.
-  ops::add(txn.mutable_success(), ops::last_created(keys.contended, keys.end, 0));
-  ops::add_put(txn.mutable_success(), entry.key, contender_value(entry.id, false), entry.lease);
-  ops::add(txn.mutable_success(), ops::first_created(keys.contended, keys.end));
-  // There: our key, the owner, the last key before ours.
-  ops::add(txn.mutable_failure(), ops::get(entry.key));
-  ops::add(txn.mutable_failure(), ops::first_created(keys.contended, keys.end));
-  if (entry.revision > 0) ops::add(txn.mutable_failure(), ops::last_created(keys.contended, keys.end, entry.revision));
-  const pb::TxnResponse response = channel_.txn(txn, "acquiring mutex '" + entry.mutex + "' for '" + entry.id + "'");
-
-  std::int64_t revision = 0;
-  std::optional<pb::KeyValue> predecessor;
-  const pb::RangeResponse* line = nullptr;
-  if (response.succeeded()) {
-    revision = response.header().revision();
-    const auto& before = response.responses(0).response_range();
-    if (before.kvs_size() > 0) predecessor = before.kvs(0);
-    line = &response.responses(2).response_range();
-  } else {
-    const auto& mine = response.responses(0).response_range();
-    if (mine.kvs_size() == 0) return std::nullopt;  // gone in between: look again
-    const auto mine_value = parse_contender(mine.kvs(0).value(), entry.lease);
-    if (mine_value.owner_id != entry.id) {
-      throw Error(errc::internal, "etcd at " + where_ + ": the key " + entry.key + " of '" + entry.id +
-                                      "' holds another contender's id ('" + mine_value.owner_id + "')");
-    }
-    revision = mine.kvs(0).create_revision();
-    line = &response.responses(1).response_range();
-    if (entry.revision == revision && response.responses_size() > 2) {
-      const auto& before = response.responses(2).response_range();
-      if (before.kvs_size() > 0) predecessor = before.kvs(0);
-    } else if (revision > 1) {
-      const auto before = channel_.range(ops::last_created(keys.contended, keys.end, revision),
-                                         "reading the line of mutex '" + entry.mutex + "'");
-      if (before.kvs_size() > 0) predecessor = before.kvs(0);
-    }
-  }
-  if (revision != entry.revision) {
-    entry.claimed = false;
-    entry.revision = revision;
-  }
-  if (line->kvs_size() == 0) return std::nullopt;
-  const pb::KeyValue& first = line->kvs(0);
-
-  if (first.create_revision() == revision) {  // our key is the first: we own
-    if (kept) {
-      const auto answered = kept->wait_for(channel_.command_timeout());
-      if (answered != std::future_status::ready || kept->get() < 0) {
-        throw Error(errc::unavailable, "etcd at " + where_ + ": the keep-alive of the lease of '" + entry.id +
-                                           "' on mutex '" + entry.mutex + "' was not answered");
-      }
-      if (kept->get() == 0) {
-        throw LeaseNotFound("etcd at " + where_ + ": the lease of '" + entry.id + "' expired");
-      }
-      covered = std::max(covered, sent + std::chrono::seconds(kept->get()));
-    }
-    const auto granted = std::min(lease_length, std::chrono::duration_cast<std::chrono::milliseconds>(covered - sent));
-    const bool renewal = entry.claimed;
-    // The line is watched from an owner's first renewal on (a lock held for less than its ttl,
-    // the common cycle, costs no watch).
-    bool watched_now = false;
-    if (!renewal) {
-      stop_watching(entry);  // a waiter's watch of its predecessor
-    } else if (!entry.flags) {
-      watch_line(entry, keys, response.header().revision());
-      watched_now = true;
-    }
-    // The key was first at this transaction; the line's watch (in place before it was sent, or
-    // made from its revision on) tells of every change since, unless its stream broke meanwhile.
-    if (entry.flags && hub_.epoch() == epoch && (watched || watched_now)) {
-      entry.verified_epoch = epoch;
-      entry.verified_resyncs = resyncs;
-    } else {
-      entry.verified_epoch = 0;
-    }
-    entry.claimed = true;
-    entry.deadline = sent + granted;
-    const bool idle = parse_contender(first.value(), entry.lease).idle;
-    entry.owner.owner_id = entry.id;
-    entry.owner.acquired_at = sent_wall;
-    entry.owner.ttl_at = sent_wall + millis(std::min(ttl, granted));
-    entry.owner.transition_at = sent_wall + millis(granted);
-    entry.owner.fencing_token = static_cast<std::uint64_t>(revision);
-    entry.owner.idle = renewal && idle;
-    OwnerSnapshot out{entry.owner, epoch_millis_now()};
-    out.demanded = line->count() > 1;
-    return out;
-  }
-
-  // We wait: behind the key created last before ours, whose deletion wakes us.
-  entry.claimed = false;
-  if (entry.flags) stop_watching(entry);  // the owner's line watch
-  if (predecessor && entry.watching != predecessor->key()) {
-    stop_watching(entry);
-    entry.watching = predecessor->key();
-    const std::string mutex = entry.mutex, id = entry.id;
-    entry.watch = hub_.add(predecessor->key(), "", response.header().revision() + 1, /*deletes_only=*/true,
-                           [this, mutex, id](const pb::WatchResponse&) { wake(mutex, id, WatchEvent::released); });
-  }
-  std::optional<OwnerSnapshot> owner = owner_view(entry.mutex, first, line->count());
-  if (!owner) {
-    reap_lapsed(&first.key());  // one of ours whose lease ran out: it goes; look again
-    return std::nullopt;
-  }
-  return owner;
-}
-
-std::optional<OwnerSnapshot> EtcdBackend::owner_view(const std::string& mutex, const pb::KeyValue& kv,
-                                                     std::int64_t count) {
-  OwnerSnapshot out;
-  if (auto ours = book_.owner_of_key(mutex, kv.key())) {
-    if (Steady::now() > ours->deadline) return std::nullopt;
-    out.owner = ours->owner;
-    out.owner.idle = parse_contender(kv.value(), kv.lease()).idle;
-  } else {
-    const auto parsed = parse_contender(kv.value(), kv.lease());
-    out.owner.owner_id = parsed.owner_id;
-    out.owner.idle = parsed.idle;
-    out.owner.fencing_token = static_cast<std::uint64_t>(kv.create_revision());
-    const EpochMillis now = epoch_millis_now();
-    const auto lease = channel_.time_to_live(kv.lease());
-    // The key goes when its lease does: that is its owner's deadline, as far as this host can
-    // tell (whole seconds; a lease being kept alive reads a full TTL again soon).
-    const std::int64_t left = std::max<std::int64_t>(lease.ttl(), 0) * 1000;
-    out.owner.transition_at = now + left;
-    out.owner.ttl_at = out.owner.transition_at;
-    out.owner.acquired_at = out.owner.transition_at - std::max<std::int64_t>(lease.grantedttl(), 0) * 1000;
-  }
-  out.owner.fencing_token = static_cast<std::uint64_t>(kv.create_revision());
-  out.now = epoch_millis_now();
-  out.demanded = count > 1;
-  return out;
-}
 
 bool EtcdBackend::release(const std::string& mutex, const std::string& id) {
   auto known = book_.peek(mutex, id);
@@ -369,59 +170,6 @@ void EtcdBackend::stop_watching(Entry& entry) {
   entry.watching.clear();
   entry.flags.reset();
   entry.verified_epoch = 0;
-}
-
-// An owner watches its line from the revision of a transaction that showed it first: its key's
-// deletion, a key joining (a demand) and its idle mark, so that its renewals need not ask the
-// server.
-void EtcdBackend::watch_line(Entry& entry, const MutexKeys& keys, std::int64_t revision) {
-  stop_watching(entry);
-  auto flags = std::make_shared<OwnerFlags>();
-  const std::string key = entry.key, mutex = entry.mutex, id = entry.id;
-  entry.flags = flags;
-  entry.watch = hub_.add(keys.contended, keys.end, revision + 1, /*deletes_only=*/false,
-                         [this, flags, key, mutex, id](const pb::WatchResponse& response) {
-                           if (response.events_size() == 0) ++flags->resyncs;  // made again: look
-                           for (const auto& event : response.events()) {
-                             if (event.kv().key() == key) {
-                               if (event.type() == pb::Event::DELETE) {
-                                 flags->gone = true;
-                                 wake(mutex, id, WatchEvent::lost);  // the owner finds out now
-                               } else {
-                                 flags->idle = parse_contender(event.kv().value(), event.kv().lease()).idle;
-                               }
-                             } else if (event.type() == pb::Event::PUT && event.kv().version() == 1) {
-                               flags->demanded = true;
-                             }
-                           }
-                         });
-}
-
-// A renewal without a round trip: a transaction showed our key first, the watch on the line, in
-// place since, has seen neither its deletion nor a break, and the lease's keep-alives are
-// answered. The lease counts from the last keep-alive the server answered (the last word from
-// it: a partitioned owner stops believing within a lease of the partition, as after a round
-// trip), and ends no later than the server keeps the key.
-std::optional<OwnerSnapshot> EtcdBackend::renew_from_watch(Entry& entry, Steady::time_point sent, EpochMillis sent_wall,
-                                                           const Leases::Coverage& coverage,
-                                                           std::chrono::milliseconds ttl,
-                                                           std::chrono::milliseconds lease_length) {
-  if (!entry.claimed || !entry.flags || entry.verified_epoch == 0 || entry.flags->gone) return std::nullopt;
-  if (entry.flags->resyncs.load() != entry.verified_resyncs) return std::nullopt;
-  if (hub_.epoch() != entry.verified_epoch || !hub_.live(entry.watch)) return std::nullopt;
-  const auto from = std::min(sent, coverage.confirmed_sent);
-  const auto granted =
-      std::min(lease_length, std::chrono::duration_cast<std::chrono::milliseconds>(coverage.until - from));
-  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(sent - from);
-  if (granted <= waited + std::chrono::milliseconds(1)) return std::nullopt;  // nothing left: ask the server
-  entry.deadline = from + granted;
-  entry.owner.acquired_at = sent_wall - waited.count();
-  entry.owner.ttl_at = entry.owner.acquired_at + millis(std::min(ttl, granted));
-  entry.owner.transition_at = entry.owner.acquired_at + millis(granted);
-  entry.owner.idle = entry.flags->idle;
-  OwnerSnapshot out{entry.owner, epoch_millis_now()};
-  out.demanded = entry.flags->demanded;
-  return out;
 }
 
 void EtcdBackend::wake(const std::string& mutex, const std::string& id, WatchEvent event) {

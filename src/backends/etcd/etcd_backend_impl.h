@@ -1,6 +1,7 @@
-// The etcd backend's class, shared by its files: etcd_backend.cc (acquire, release, read,
-// watches, lease and stream events) and records.cc (administration, idle marks, the raw
-// probe). Internal to the etcd backend; see simba/etcd_backend.h for the design.
+// The etcd backend's class, shared by its files: acquire.cc (acquire, renewals from the line's
+// watch, other owners' records), etcd_backend.cc (release, read, watches, lease and stream
+// events) and records.cc (administration, idle marks, the raw probe). Internal to the etcd backend; see
+// simba/etcd_backend.h for the design.
 #pragma once
 
 #include <optional>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fuzz/run.sh BUILD_DIR SECONDS: runs every fuzz target of BUILD_DIR for SECONDS, two at a time,
+# fuzz/run.sh BUILD_DIR SECONDS: runs every fuzz target of BUILD_DIR for SECONDS, three at a time,
 # on its seed corpus (fuzz/corpus/<target>, read only: new inputs go to a temporary folder),
 # after replaying the crashes found before (fuzz/regressions/<target>). Fails on any crash.
 set -uo pipefail
@@ -27,9 +27,9 @@ run_one() {
   fi
 }
 targets=(simba-fuzz-uri simba-fuzz-duration simba-fuzz-zookeeper_names simba-fuzz-redis_reply simba-fuzz-etcd_names)
-for ((i = 0; i < ${#targets[@]}; i += 2)); do
+for ((i = 0; i < ${#targets[@]}; i += 3)); do
   pids=()
-  for target in "${targets[@]:i:2}"; do run_one "$target" & pids+=($!); done
+  for target in "${targets[@]:i:3}"; do run_one "$target" & pids+=($!); done
   for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 done
 exit $status

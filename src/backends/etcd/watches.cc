@@ -87,6 +87,13 @@ void WatchHub::handle(const pb::WatchResponse& response, bool& resync) {
       } else {
         it->second.server_id = response.watch_id();
         by_server_id_[response.watch_id()] = id;
+        // A watch of deletions made from a revision the store has passed meanwhile starts behind
+        // (etcd catches such watches up every 100 ms): its owner looks now instead.
+        const auto& request = it->second.request;
+        if (request.filters_size() > 0 && request.start_revision() > 0 &&
+            response.header().revision() >= request.start_revision()) {
+          deliver = it->second.on_events;
+        }
       }
       confirmed_all = resync && creating_.empty();
       if (confirmed_all) resync = false;

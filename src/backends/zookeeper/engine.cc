@@ -1,5 +1,6 @@
 // "zookeeper://[user:password@]host:port[,host:port...][/chroot][?session_timeout=10s]".
 #include "backends/engine.h"
+#include "backends/common/host_list.h"
 #include "backends/common/sweep.h"
 #include "simba/error.h"
 #include "simba/zookeeper_backend.h"
@@ -7,31 +8,10 @@
 namespace simba::internal {
 namespace {
 
-// One host (its port parsed by the URI parser) or a list "h1:2181,h2" kept whole: every host
-// without a port gets 2181.
-std::string host_list(const Uri& uri) {
-  const std::string hosts = uri.host + (uri.port != 0 ? ":" + std::to_string(uri.port) : "");
+// "h1:2181,h2:2181": every host without a port gets 2181.
+std::string host_string(const Uri& uri) {
   std::string out;
-  for (std::size_t start = 0; start <= hosts.size();) {
-    auto comma = hosts.find(',', start);
-    std::string host = hosts.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    auto colon = host.find(':');
-    if (colon == 0 || host.empty())
-      throw Error(errc::invalid_argument, "zookeeper URI has an empty host: " + uri.redacted());
-    if (colon == std::string::npos) {
-      host += ":2181";
-    } else {
-      const std::string port = host.substr(colon + 1);
-      if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
-          std::stoi(port) < 1 || std::stoi(port) > 65535) {
-        throw Error(errc::invalid_argument, "zookeeper URI: port '" + port + "' of '" + host.substr(0, colon) +
-                                                "' is not a number from 1 to 65535");
-      }
-    }
-    out += (out.empty() ? "" : ",") + host;
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  for (const auto& host : host_list(uri, 2181, "zookeeper")) out += (out.empty() ? "" : ",") + host;
   return out;
 }
 
@@ -51,7 +31,7 @@ const OptionTable<Options>& options_table() {
 std::shared_ptr<Backend> open(const Uri& uri, const EngineQuery& query) {
   Options options;
   if (uri.host.empty()) throw Error(errc::invalid_argument, "zookeeper URI needs host:port: " + uri.redacted());
-  options.hosts = host_list(uri);
+  options.hosts = host_string(uri);
   options.user = uri.user;
   options.password = uri.password;
   if (uri.path.size() > 1) options.chroot = uri.path;

@@ -17,15 +17,19 @@
 
 #include "simba/backend.h"
 #include "simba/contender.h"
+#include "simba/metrics.h"
 #include "simba/mutex.h"
 #include "simba/options.h"
 #include "simba/runtime.h"
 #include "simba/service.h"
 
 namespace simba {
+class Client;
 namespace internal {
 class LockTable;
-}
+class Telemetry;
+const std::shared_ptr<Telemetry>& telemetry_of(const Client& client);
+}  // namespace internal
 
 class Client {
  public:
@@ -75,12 +79,25 @@ class Client {
   // logged; the lease then expires).
   std::size_t release_cached() const noexcept;
 
+  // What this client and its copies counted so far (simba/metrics.h): always on, cheap to
+  // take (a scrape walks the lock manager's entries once). simba::to_prometheus renders it.
+  MetricsSnapshot metrics() const;
+  // Per-mutex series (MetricsSnapshot::mutexes) for the first `at_most` names that get a lock
+  // entry or a service from now on; the names after them are counted together under
+  // kOtherMutexes, so any number of mutexes keeps a scrape bounded. 0 (the default): none.
+  void label_mutexes(std::size_t at_most) const;
+  // Delivers what happens (acquired, released, lost with its reason, backend errors, demands)
+  // to `hook` on one event thread of this client's, in order, off the locking threads (see
+  // EventHook). Replaces the hook installed before; nullptr removes it.
+  void on_event(EventHook hook) const;
+
   const std::shared_ptr<Backend>& backend() const { return backend_; }
   const std::shared_ptr<Runtime>& runtime() const { return runtime_; }
   const ContendOptions& options() const { return options_; }
 
  private:
   friend class Locker;
+  friend const std::shared_ptr<internal::Telemetry>& internal::telemetry_of(const Client& client);
   // mutex(), with the entry of its own that contends as `contender_id` if that is not empty.
   Mutex mutex_as(const std::string& mutex, const std::string& contender_id) const;
 
@@ -88,7 +105,8 @@ class Client {
   ContendOptions options_;
   std::shared_ptr<Runtime> runtime_;
   LockOptions lock_options_;
-  std::shared_ptr<internal::LockTable> locks_;  // shared by copies
+  std::shared_ptr<internal::Telemetry> telemetry_;  // shared by copies
+  std::shared_ptr<internal::LockTable> locks_;      // shared by copies
 };
 
 }  // namespace simba

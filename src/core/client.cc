@@ -61,7 +61,8 @@ Client::Client(std::shared_ptr<Backend> backend, ContendOptions options, std::sh
   require(backend_, "backend");
   require(runtime_, "runtime");
   options_.validate();
-  locks_ = std::make_shared<internal::LockTable>(internal::LockContext{backend_, runtime_, options_});
+  telemetry_ = std::make_shared<internal::Telemetry>(backend_->capabilities().engine);
+  locks_ = std::make_shared<internal::LockTable>(internal::LockContext{backend_, runtime_, options_, telemetry_});
 }
 
 std::unique_ptr<MutexContendService> Client::contend_service(std::shared_ptr<MutexContender> contender) const {
@@ -71,13 +72,17 @@ std::unique_ptr<MutexContendService> Client::contend_service(std::shared_ptr<Mut
 std::unique_ptr<MutexContendService> Client::contend_service(std::shared_ptr<MutexContender> contender,
                                                              const ContendOptions& options) const {
   require(contender, "contender");
-  auto core = std::make_shared<ServiceCore>(contender, contender, backend_, runtime_, options);
+  internal::CoreHooks hooks;
+  hooks.telemetry = telemetry_;
+  auto core = std::make_shared<ServiceCore>(contender, contender, backend_, runtime_, options, std::move(hooks));
   return std::make_unique<ContendServiceImpl>(std::move(core));
 }
 
 std::unique_ptr<MutexRetrievalService> Client::retrieval_service(std::shared_ptr<MutexRetriever> retriever) const {
   require(retriever, "retriever");
-  auto core = std::make_shared<ServiceCore>(retriever, nullptr, backend_, runtime_, options_);
+  internal::CoreHooks hooks;
+  hooks.telemetry = telemetry_;
+  auto core = std::make_shared<ServiceCore>(retriever, nullptr, backend_, runtime_, options_, std::move(hooks));
   return std::make_unique<RetrievalServiceImpl>(std::move(core));
 }
 
@@ -115,5 +120,13 @@ Client Client::with_lock_options(LockOptions options) const {
 std::size_t Client::lock_entries() const { return locks_->size(); }
 
 std::size_t Client::release_cached() const noexcept { return locks_->release_cached(); }
+
+MetricsSnapshot Client::metrics() const { return telemetry_->snapshot(locks_->fast_relocks()); }
+
+void Client::label_mutexes(std::size_t at_most) const { telemetry_->label_mutexes(at_most); }
+
+void Client::on_event(EventHook hook) const { telemetry_->on_event(std::move(hook)); }
+
+const std::shared_ptr<internal::Telemetry>& internal::telemetry_of(const Client& client) { return client.telemetry_; }
 
 }  // namespace simba

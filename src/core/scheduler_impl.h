@@ -33,7 +33,10 @@ class SchedulerImpl {
     }
     auto contender = make_contender(
         std::move(mutex), [this](const MutexState&) { on_acquired(); }, [this](const MutexState&) { on_released(); });
-    core_ = std::make_shared<ServiceCore>(contender, contender, client.backend(), client.runtime(), client.options());
+    CoreHooks hooks;
+    hooks.telemetry = telemetry_of(client);
+    core_ = std::make_shared<ServiceCore>(contender, contender, client.backend(), client.runtime(), client.options(),
+                                          std::move(hooks));
   }
 
   ~SchedulerImpl() {

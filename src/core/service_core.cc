@@ -44,7 +44,8 @@ ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever, std::shared_
       push_acquisitions_(push_ && backend_->push()->pushes_acquisitions()),
       waiters_hear_acquisitions_(push_ && backend_->push()->waiters_hear_acquisitions()),
       poll_(poll_of(*backend_, options_)),
-      strand_(runtime_->make_strand()) {
+      strand_(runtime_->make_strand()),
+      slot_(hooks_.telemetry ? &hooks_.telemetry->slot(retriever_->mutex()) : nullptr) {
   options_.validate();
   validate_mutex_name(retriever_->mutex());
   if (contender_) validate_contender_id(contender_->contender_id());
@@ -203,7 +204,7 @@ void ServiceCore::on_watch(std::uint64_t generation, WatchEvent event) {
       channel_lost_at_ = Clock::now();
       if (owned_) {
         log_warn("mutex '" + mutex() + "': lost the backend's push channel; no longer owner until renewed");
-        revoke_locked(generation);
+        revoke_locked(generation, LostReason::error);
       }
     }
     trigger(generation, false);
@@ -239,6 +240,7 @@ void ServiceCore::trigger(std::uint64_t generation, bool from_timer) {
 }
 
 void ServiceCore::run_round(std::uint64_t generation) {
+  BackendOp op = contender_ ? BackendOp::acquire : BackendOp::read;
   {
     internal::UniqueMutexLock lock(mutex_);
     if (generation != generation_) {  // stop() came before this round ran: nothing to send
@@ -247,6 +249,7 @@ void ServiceCore::run_round(std::uint64_t generation) {
       if (next) trigger(*next, true);
       return;
     }
+    if (contender_ && owned_) op = BackendOp::renew;
   }
   auto sent = Clock::now();
   OwnerSnapshot snapshot;
@@ -254,9 +257,14 @@ void ServiceCore::run_round(std::uint64_t generation) {
     snapshot = contender_ ? backend_->acquire(mutex(), contender_->contender_id(), options_.ttl, options_.transition)
                           : backend_->read(mutex());
   } catch (const std::exception& e) {
+    if (hooks_.telemetry) {
+      hooks_.telemetry->round_trip(op, Clock::now() - sent);
+      hooks_.telemetry->backend_error(op, mutex(), e.what());
+    }
     fail_round(generation, sent, e.what());
     return;
   }
+  if (hooks_.telemetry) hooks_.telemetry->round_trip(op, Clock::now() - sent);
   finish_round(generation, sent, snapshot);
 }
 
@@ -295,7 +303,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       // may have held the mutex meanwhile. That is a loss, whichever timer ran first.
       log_warn("mutex '" + mutex() + "': the renewal of " + contender_id() +
                " left after its lease had run out (the process stalled?); no longer owner");
-      revoke_locked(generation);
+      revoke_locked(generation, LostReason::stall);
     }
     // The lease counts from when the request was sent, and lasts what we asked for or what
     // the backend granted, whichever is shorter (ZooKeeper caps it by the session timeout).
@@ -314,14 +322,16 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       // backend's clock) and this renewal took it anew: a loss, then perhaps a new ownership.
       log_warn("mutex '" + mutex() + "': the lease of " + contender_id() + " ended between renewals (token " +
                std::to_string(token_) + " -> " + std::to_string(snapshot.owner.fencing_token) + "); no longer owner");
-      revoke_locked(generation);
+      revoke_locked(generation, LostReason::evicted);
       ours = !dormant_;
     }
     if (ours) {
+      const bool won = !owned_;
       owned_ = true;
       lease_deadline_ = lease_deadline;
       ttl_deadline_ = sent + std::min(options_.ttl, granted_ttl);
       token_ = snapshot.owner.fencing_token;
+      if (won) won_locked(now);
       // Renewed: the next renewal arms the deadline again (trigger()).
       if (deadline_timer_) runtime_->cancel(*deadline_timer_);
       deadline_timer_.reset();
@@ -334,7 +344,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       if (owned_) {
         log_warn("mutex '" + mutex() + "': the renewal of " + contender_id() +
                  " came back after its lease had run out; no longer owner");
-        revoke_locked(generation);
+        revoke_locked(generation, LostReason::stall);
       }
       again_ = true;
     } else {
@@ -345,7 +355,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
         owned_ = false;
         if (deadline_timer_) runtime_->cancel(*deadline_timer_);
         deadline_timer_.reset();
-        lost_locked(generation);
+        lost_locked(generation, LostReason::evicted);
       }
       post_apply(generation, snapshot.owner);
     }
@@ -383,7 +393,7 @@ void ServiceCore::fail_round(std::uint64_t generation, Clock::time_point sent, c
     ++failures_;
     last_owner_id_.clear();
     last_error_ = what;
-    if (owned_) revoke_locked(generation);
+    if (owned_) revoke_locked(generation, LostReason::error);
     auto delay = backoff_delay(failures_, options_.backoff_initial, options_.ttl, rng());
     if ((failures_ & (failures_ - 1)) == 0) {  // 1st, 2nd, 4th, 8th... failure in a row
       log_warn("mutex '" + mutex() + "': backend error (" + std::to_string(failures_) + " in a row): " + what +
@@ -417,18 +427,29 @@ void ServiceCore::on_lease_deadline(std::uint64_t generation) {
   if (!current_locked(generation) || !owned_ || Clock::now() < lease_deadline_) return;
   log_warn("mutex '" + mutex() + "': the lease of " + contender_id() +
            " ran out before it could be renewed; no longer owner");
-  revoke_locked(generation);
+  revoke_locked(generation, LostReason::stall);
 }
 
-void ServiceCore::revoke_locked(std::uint64_t generation) {
+void ServiceCore::revoke_locked(std::uint64_t generation, LostReason reason) {
   owned_ = false;
   if (deadline_timer_) runtime_->cancel(*deadline_timer_);
   deadline_timer_.reset();
-  lost_locked(generation);
+  lost_locked(generation, reason);
   post_apply(generation, MutexOwner::none());
 }
 
-void ServiceCore::lost_locked(std::uint64_t generation) {
+void ServiceCore::won_locked(Clock::time_point now) {
+  owned_since_ = now;
+  if (!hooks_.telemetry || hooks_.one_shot) return;  // a lock entry counts its holds instead
+  hooks_.telemetry->acquired(*slot_, mutex(), contender_id(), token_, std::nullopt);
+}
+
+void ServiceCore::lost_locked(std::uint64_t generation, LostReason reason) {
+  if (hooks_.telemetry) {
+    const auto held = Clock::now() - owned_since_;
+    hooks_.telemetry->lost(*slot_, reason, mutex(), contender_id(), token_, held);
+    if (!hooks_.one_shot) hooks_.telemetry->ended(*slot_, held);
+  }
   if (hooks_.one_shot) dormant_ = true;
   if (hooks_.on_lost) {
     // Not under our lock: the hook may call back into this core (an entry stopping it).

@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "base/thread_annotations.h"
+#include "metrics/telemetry.h"
 #include "simba/backend.h"
 #include "simba/contender.h"
 #include "simba/options.h"
@@ -47,6 +48,9 @@ struct CoreHooks {
   // renewed this contender's lease says another contender wants the mutex (the backend's
   // OwnerSnapshot::demanded).
   std::function<void()> on_demand;
+  // Where its rounds, releases and losses are counted (the Client's); null: nowhere. A
+  // service's contender (not one_shot) also counts its lease as an acquisition and a holder.
+  std::shared_ptr<Telemetry> telemetry;
 };
 
 class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
@@ -117,8 +121,10 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void arm_deadline_locked(std::uint64_t generation) REQUIRES(mutex_);
   void on_lease_deadline(std::uint64_t generation);
   void arm_timer_locked(std::uint64_t generation, std::chrono::milliseconds delay) REQUIRES(mutex_);
-  void revoke_locked(std::uint64_t generation) REQUIRES(mutex_);
-  void lost_locked(std::uint64_t generation) REQUIRES(mutex_);
+  void revoke_locked(std::uint64_t generation, LostReason reason) REQUIRES(mutex_);
+  void lost_locked(std::uint64_t generation, LostReason reason) REQUIRES(mutex_);
+  // Telemetry: this contender now owns the lease (it did not before).
+  void won_locked(Clock::time_point now) REQUIRES(mutex_);
   void post_apply(std::uint64_t generation, const MutexOwner& owner);
   void apply(std::uint64_t generation, const MutexOwner& owner);
   void release_remote(const char* why) noexcept;
@@ -138,6 +144,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   const bool waiters_hear_acquisitions_;
   const std::chrono::milliseconds poll_;
   const Strand strand_;
+  MutexSlot* const slot_;  // in hooks_.telemetry, if any
 
   std::atomic<ServiceStatus> status_{ServiceStatus::initial};
 
@@ -159,6 +166,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // answer to a round sent before then proves nothing and restores no ownership.
   Clock::time_point channel_lost_at_ GUARDED_BY(mutex_){};
   Clock::time_point ttl_deadline_ GUARDED_BY(mutex_){};
+  Clock::time_point owned_since_ GUARDED_BY(mutex_){};  // telemetry: when owned_ became true
   std::uint64_t token_ GUARDED_BY(mutex_) = 0;
   std::string last_owner_id_ GUARDED_BY(mutex_);
   std::string last_error_ GUARDED_BY(mutex_);

@@ -26,9 +26,17 @@ void ServiceCore::stop() {
   }
   std::unique_ptr<Subscription> subscription;
   std::uint64_t generation;
+  bool gave_back = false;  // telemetry: a service's lease ends here
+  std::uint64_t token = 0;
+  Clock::duration held{};
   {
     internal::UniqueMutexLock lock(mutex_);
     generation = ++generation_;
+    if (owned_) {
+      gave_back = true;
+      token = token_;
+      held = Clock::now() - owned_since_;
+    }
     if (timer_) runtime_->cancel(*timer_);
     if (deadline_timer_) runtime_->cancel(*deadline_timer_);
     timer_.reset();
@@ -44,6 +52,10 @@ void ServiceCore::stop() {
   }
   subscription.reset();
   if (contender_) release_remote("stop()");
+  if (gave_back && hooks_.telemetry && !hooks_.one_shot) {
+    hooks_.telemetry->ended(*slot_, held);
+    hooks_.telemetry->released(*slot_, mutex(), contender_id(), token, held);
+  }
   // Deliver on_released (if we owned) before returning: a release is applied even though
   // this generation is no longer running.
   post_apply(generation, MutexOwner::none());
@@ -63,15 +75,19 @@ void ServiceCore::release_remote(const char* why) noexcept {
   // A release is idempotent (only the owner's own lease goes), so one that failed on a broken
   // connection (reset, timed out) is sent again, twice at most, on a new one.
   for (int attempt = 1;; ++attempt) {
+    const auto sent = Clock::now();
     try {
       backend_->release(mutex(), contender_->contender_id());
+      if (hooks_.telemetry) hooks_.telemetry->round_trip(BackendOp::release, Clock::now() - sent);
       return;
     } catch (const std::system_error& e) {
+      if (hooks_.telemetry) hooks_.telemetry->backend_error(BackendOp::release, mutex(), e.what());
       if (attempt < 3 && e.code() == make_error_code(errc::unavailable)) continue;
       log_warn("mutex '" + mutex() + "': could not release the lease of " + contender_id() + " on " + why + " (" +
                e.what() + "); it expires by itself after ttl + transition");
       return;
     } catch (const std::exception& e) {
+      if (hooks_.telemetry) hooks_.telemetry->backend_error(BackendOp::release, mutex(), e.what());
       log_warn("mutex '" + mutex() + "': releasing the lease of " + contender_id() + ": " + e.what());
       return;
     }

@@ -99,6 +99,7 @@ void LeaseCache::demand_arrived() {
   {
     internal::MutexLock lock(mutex_);
     if (!running()) return;  // nothing held here: a demand for the next owner
+    if (!demanded_) telemetry().demand(name(), core().contender_id());
     demanded_ = true;
     if (!cached_ || settle_cache_locked()) return;  // a holder ends first, then releases
     leave_cache_locked();
@@ -115,6 +116,7 @@ bool LeaseCache::read_demand() {
     poll_failures_.succeeded();
     return snapshot.demanded && snapshot.owner.owner_id == core().contender_id();
   } catch (const std::exception& e) {
+    telemetry().backend_error(BackendOp::read, name(), e.what());
     poll_failures_.failed("reading the demand", e);
     return false;
   }
@@ -130,7 +132,17 @@ void LeaseCache::sync_idle_mark() noexcept {
         if (!running() || !core().is_owner()) return std::nullopt;
         return cached_ && idle_seen_ ? fast_.token() : 0;
       },
-      [this](bool idle) { return idle_marks_->mark_idle(name(), core().contender_id(), idle); });
+      [this](bool idle) {
+        const auto sent = Clock::now();
+        try {
+          const bool kept = idle_marks_->mark_idle(name(), core().contender_id(), idle);
+          telemetry().round_trip(BackendOp::mark_idle, Clock::now() - sent);
+          return kept;
+        } catch (const std::exception& e) {
+          telemetry().backend_error(BackendOp::mark_idle, name(), e.what());
+          throw;
+        }
+      });
 }
 
 Runtime::TimerId LeaseCache::after_on_io(std::chrono::milliseconds delay, std::function<void(LeaseCache&)> work) {

@@ -59,12 +59,17 @@ void LocalLine::on_lost(std::uint64_t generation) {
   }
 }
 
-void LocalLine::revoke(std::uint64_t hold_id, const char* why) {
+void LocalLine::revoke(std::uint64_t hold_id, const char* why, bool max_hold) {
   std::stop_source to_stop{std::nostopstate};
   {
     internal::MutexLock lock(mutex_);
     if (!holder_ || holder_->id != hold_id) return;
     log_warn("mutex '" + name() + "': " + why + "; the hold is revoked (lost() requested)");
+    // A lost lease was counted where it was lost (the core); max_hold is the hold's own end.
+    if (max_hold) {
+      telemetry().lost(slot(), LostReason::max_hold, name(), core().contender_id(), holder_->token,
+                       Clock::now() - holder_->granted_at);
+    }
     end_holder_locked(&to_stop);
     want_release();
   }
@@ -78,6 +83,7 @@ void LocalLine::end_hold(std::uint64_t hold_id) noexcept {
     internal::MutexLock lock(mutex_);
     if (!holder_ || holder_->id != hold_id) return;  // revoked earlier: nothing left to do
     const auto terms = holder_->terms;
+    telemetry().released(slot(), name(), core().contender_id(), holder_->token, Clock::now() - holder_->granted_at);
     end_holder_locked(nullptr);
     pass_on_locked(terms, outcomes);
     if (!outcomes) {
@@ -110,7 +116,7 @@ void LocalLine::pass_on_locked(const Terms& ending, Outcomes& outcomes) {
   if (hand_over && lease.owner) {
     switch (offer_.hand_over(requests_.front(), ending, now)) {
       case Offer::Next::grant:
-        handovers_.handed_over();
+        handover_locked();
         grant_front_locked(outcomes, lease);
         break;
       case Offer::Next::wake: requests_.front().waker->wake(); break;  // under the lock: its waiter is there
@@ -137,7 +143,8 @@ bool LocalLine::pass_locked(Request& request, Outcomes& outcomes) {
   const auto lease = core().lease(Clock::now());
   if (!lease.owner) return false;
   requests_.push_front(std::move(request));
-  handovers_.handed_over();
+  telemetry().waiting(slot(), 1);
+  handover_locked();
   grant_front_locked(outcomes, lease);
   return true;
 }
@@ -151,7 +158,7 @@ LocalLine::Claim LocalLine::claim(std::uint64_t ticket) {
     if (!requests_.find(ticket)) return Claim::granted;  // granted meanwhile: its Hold is on the way
     if (holder_ || !offer_.on_offer() || !requests_.is_front(ticket) || release_wanted()) return Claim::passed;
     if (const auto lease = core().lease(Clock::now()); lease.owner) {
-      handovers_.handed_over();
+      handover_locked();
       grant_front_locked(outcomes, lease);
     } else {
       offer_.closed();  // the lease ran out by our clock: contend anew (on_round grants)
@@ -182,6 +189,8 @@ void LocalLine::reoffer() {
 }
 
 void LocalLine::end_holder_locked(std::stop_source* to_stop) {
+  hold_ended_at_ = Clock::now();
+  telemetry().ended(slot(), hold_ended_at_ - holder_->granted_at);
   if (holder_->max_hold_timer) runtime_->cancel(*holder_->max_hold_timer);
   if (to_stop) *to_stop = holder_->lost;
   if (holder_->id == fast_hold_id_) fast_hold_id_ = 0;  // a settled fast hold (fast_ closes at its unlock)
@@ -192,16 +201,24 @@ void LocalLine::grant_front_locked(Outcomes& outcomes, const ServiceCore::Lease&
   Request request = requests_.pop_front();
   if (request.deadline) runtime_->cancel(*request.deadline);
   offer_.granted(request.ticket);
-  Holder holder{++next_id_, lease.token, lease.generation, std::stop_source(), std::nullopt, request.terms};
+  const auto now = Clock::now();
+  Holder holder{++next_id_, lease.token, lease.generation, std::stop_source(), std::nullopt, request.terms, now};
+  telemetry().waiting(slot(), -1);
+  telemetry().acquired(slot(), name(), core().contender_id(), lease.token, now - request.queued_at);
   if (request.terms.max_hold.count() > 0) {
     // Releasing takes a round trip: off the timer's short path.
     holder.max_hold_timer = internal::after_on_io<LocalLine>(
         *runtime_, request.terms.max_hold, weak_line(),
-        [id = holder.id](LocalLine& line) { line.revoke(id, "the hold outlived its max_hold"); });
+        [id = holder.id](LocalLine& line) { line.revoke(id, "the hold outlived its max_hold", true); });
   }
   Hold hold(request.self, holder.id, holder.token, holder.lost);
   holder_ = std::move(holder);
   settle(outcomes, Outcome{std::move(request.done), std::error_code(), std::move(hold), std::move(request.self)});
+}
+
+void LocalLine::handover_locked() {
+  handovers_.handed_over();
+  telemetry().handed_over(Clock::now() - hold_ended_at_);
 }
 
 void LocalLine::settle(Outcomes& outcomes, Outcome outcome) noexcept {
@@ -229,7 +246,9 @@ EntryFacts LocalLine::local_facts() const {
 
 void LocalLine::adopt_fast_hold_locked(std::uint64_t token, std::uint64_t generation, std::stop_source lost,
                                        const Terms& terms) {
-  Holder holder{++next_id_, token, generation, std::move(lost), std::nullopt, terms};
+  // A fast hold taken over is counted from here on (its start was not timed: the fast path is not).
+  Holder holder{++next_id_, token, generation, std::move(lost), std::nullopt, terms, Clock::now()};
+  telemetry().acquired(slot(), name(), core().contender_id(), token, std::nullopt);
   fast_hold_id_ = holder.id;
   holder_ = std::move(holder);
 }

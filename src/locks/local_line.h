@@ -92,13 +92,18 @@ class LocalLine : protected LeaseCache {
     std::stop_source lost;
     std::optional<Runtime::TimerId> max_hold_timer;
     Terms terms{};  // of the request it came from (a fast hold: of the hold that cached)
+    Clock::time_point granted_at{};
   };
 
   // RemoteContender's questions and news.
   EntryFacts local_facts() const override REQUIRES(mutex_);
   void on_round(const RoundTimes& times);
   void on_lost(std::uint64_t generation);
-  void revoke(std::uint64_t hold_id, const char* why);
+  // `max_hold`: the hold outlived its max_hold (counted as its loss here; a lost lease was
+  // counted by the core).
+  void revoke(std::uint64_t hold_id, const char* why, bool max_hold = false);
+  // A local handover (its count, against the limit, and its time since the last hold ended).
+  void handover_locked() REQUIRES(mutex_);
   // The lease of a hold that ended with `ending` terms (or that was on offer to a request that
   // left): handed to the next local request, cached, or given back.
   void pass_on_locked(const Terms& ending, Outcomes& outcomes) REQUIRES(mutex_);
@@ -109,7 +114,8 @@ class LocalLine : protected LeaseCache {
 
   std::optional<Holder> holder_ GUARDED_BY(mutex_);
   Handovers handovers_ GUARDED_BY(mutex_);
-  std::uint64_t fast_hold_id_ GUARDED_BY(mutex_) = 0;  // the holder_ a settled fast hold became
+  std::uint64_t fast_hold_id_ GUARDED_BY(mutex_) = 0;     // the holder_ a settled fast hold became
+  Clock::time_point hold_ended_at_ GUARDED_BY(mutex_){};  // of the last hold (a handover's start)
 };
 
 }  // namespace simba::internal

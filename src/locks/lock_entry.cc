@@ -32,6 +32,7 @@ LockEntry::LockEntry(std::shared_ptr<LockTable> table, std::string key, std::str
     : LocalLine(std::move(name), table->context()), table_(std::move(table)), key_(std::move(key)) {}
 
 LockEntry::~LockEntry() {
+  telemetry().relocks_retired(fast().uses());
   // The contender stops before the slot goes: a new entry of the name never contends beside it.
   stop_contending();
   if (in_table_) table_->forget(key_);
@@ -60,19 +61,13 @@ void LockEntry::on_io(std::function<void(LockEntry&)> work) {
 }
 
 std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done,
-                                 bool inline_round, bool may_give_up, Waker* waker) {
+                                 bool inline_round, Waker* waker) {
   std::uint64_t ticket;
   Outcomes outcomes;
   {
     internal::MutexLock lock(mutex_);
     ticket = ++next_id_;
-    Request request{ticket,
-                    terms,
-                    std::move(done),
-                    std::nullopt,
-                    rounds(),
-                    shared_from_this(),
-                    may_give_up ? Clock::now() : Clock::time_point{}};
+    Request request{ticket, terms, std::move(done), std::nullopt, rounds(), shared_from_this(), Clock::now()};
     request.waker = waker;
     if (timeout != kNoTimeout) {
       std::weak_ptr<LockEntry> weak = shared_from_this();
@@ -82,6 +77,7 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
     }
     if (!pass_locked(request, outcomes)) {
       requests_.push(std::move(request));
+      telemetry().waiting(slot(), 1);
       // A cached lease is taken with no backend call (unless a fast hold has it: wait behind
       // it; or the lease ran out by our clock: contend anew).
       if (uncache_locked()) {
@@ -105,6 +101,7 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
 std::optional<Request> LockEntry::leave_locked(std::uint64_t ticket, bool& vacant) {
   auto request = requests_.take(ticket);
   if (!request) return std::nullopt;
+  telemetry().waiting(slot(), -1);
   if (request->deadline) runtime_->cancel(*request->deadline);  // false if it is what fired
   vacant = offer_.left(ticket) && !held_locked();
   return request;

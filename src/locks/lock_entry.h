@@ -55,11 +55,10 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   const std::string& contender_id() const noexcept { return core().contender_id(); }
 
   // Queues a request with its handle's terms. `inline_round`: the caller may block for the
-  // first remote round (a thread that waits anyway). `may_give_up`: its waiter may call
-  // give_up() (the single-attempt rule needs the time it came). `waker`: a Locker's request,
+  // first remote round (a thread that waits anyway). `waker`: a Locker's request,
   // whose thread is woken to claim() a handover (offer.h). Returns the ticket.
   std::uint64_t request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done, bool inline_round,
-                        bool may_give_up = false, Waker* waker = nullptr);
+                        Waker* waker = nullptr);
   using LocalLine::Claim;
   using LocalLine::claim;
   bool cancel(std::uint64_t ticket, std::error_code reason);

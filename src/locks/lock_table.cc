@@ -37,14 +37,25 @@ std::size_t LockTable::size() const {
   return entries_.size();
 }
 
-std::size_t LockTable::release_cached() noexcept {
+// Outside mutex_, the caller drops what it got: an entry let go last there forgets its slot.
+std::vector<std::shared_ptr<LockEntry>> LockTable::alive() const {
   std::vector<std::shared_ptr<LockEntry>> entries;
-  {
-    internal::MutexLock lock(mutex_);
-    for (auto& [name, weak] : entries_) {
-      if (auto entry = weak.lock()) entries.push_back(std::move(entry));
-    }
+  internal::MutexLock lock(mutex_);
+  entries.reserve(entries_.size());
+  for (const auto& [name, weak] : entries_) {
+    if (auto entry = weak.lock()) entries.push_back(std::move(entry));
   }
+  return entries;
+}
+
+std::uint64_t LockTable::fast_relocks() const {
+  std::uint64_t relocks = 0;
+  for (const auto& entry : alive()) relocks += entry->fast().uses();
+  return relocks;
+}
+
+std::size_t LockTable::release_cached() noexcept {
+  auto entries = alive();
   std::size_t released = 0;
   for (auto& entry : entries) released += entry->release_cached() ? 1 : 0;
   return released;

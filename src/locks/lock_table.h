@@ -11,8 +11,10 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "base/thread_annotations.h"
+#include "metrics/telemetry.h"
 #include "simba/backend.h"
 #include "simba/options.h"
 #include "simba/runtime.h"
@@ -21,11 +23,13 @@ namespace simba::internal {
 
 class LockEntry;
 
-// What every entry of a table contends with: the Client's backend, runtime and timing options.
+// What every entry of a table contends with: the Client's backend, runtime and timing options,
+// and where it counts (never null).
 struct LockContext {
   std::shared_ptr<Backend> backend;
   std::shared_ptr<Runtime> runtime;
   ContendOptions options;
+  std::shared_ptr<Telemetry> telemetry;
 };
 
 class LockTable : public std::enable_shared_from_this<LockTable> {
@@ -46,8 +50,12 @@ class LockTable : public std::enable_shared_from_this<LockTable> {
   std::size_t size() const;
   // Gives back every cached lease of the entries; how many (Client::release_cached()).
   std::size_t release_cached() noexcept;
+  // Holds the entries alive took from their cached leases' fast paths so far (metrics).
+  std::uint64_t fast_relocks() const;
 
  private:
+  std::vector<std::shared_ptr<LockEntry>> alive() const;
+
   const LockContext context_;
   mutable internal::AnnotatedMutex mutex_;
   std::unordered_map<std::string, std::weak_ptr<LockEntry>> entries_ GUARDED_BY(mutex_);

@@ -153,8 +153,7 @@ Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, std::stop
         at->done = true;
         at->arrived.notify_one();
       },
-      /*inline_round=*/!internal::on_runtime_thread(), /*may_give_up=*/deadline != kForever,
-      for_locker_ ? &landing : nullptr);
+      /*inline_round=*/!internal::on_runtime_thread(), for_locker_ ? &landing : nullptr);
   {
     // Granted already (an inline round won, or a cached lease): no interrupt to listen for.
     internal::MutexLock lock(landing.mutex);

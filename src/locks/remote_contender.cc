@@ -10,12 +10,15 @@ RemoteContender::RemoteContender(std::string name, const LockContext& context)
     : name_(std::move(name)),
       push_(context.backend->push() != nullptr),
       poll_(context.options.poll_interval.count() > 0 ? context.options.poll_interval
-                                                      : context.backend->capabilities().poll_interval) {}
+                                                      : context.backend->capabilities().poll_interval),
+      telemetry_(context.telemetry),
+      slot_(telemetry_->slot(name_)) {}
 
 RemoteContender::~RemoteContender() { stop_contending(); }
 
 void RemoteContender::make_core(std::string id, const LockContext& context, CoreHooks hooks) {
   auto contender = make_contender(name_, {}, {}, std::move(id));
+  hooks.telemetry = telemetry_;
   core_ = std::make_shared<ServiceCore>(contender, contender, context.backend, context.runtime, context.options,
                                         std::move(hooks));
 }

@@ -67,6 +67,9 @@ class RemoteContender {
   const std::string& name() const noexcept { return name_; }
   bool push() const noexcept { return push_; }
   std::chrono::milliseconds poll() const noexcept { return poll_; }
+  // Where the entry counts (the Client's telemetry, never null), and its name's slot there.
+  Telemetry& telemetry() const noexcept { return *telemetry_; }
+  MutexSlot& slot() const noexcept { return slot_; }
 
   bool running() const REQUIRES(mutex_) { return running_; }
   bool release_wanted() const REQUIRES(mutex_) { return release_wanted_; }
@@ -103,6 +106,8 @@ class RemoteContender {
   const std::string name_;
   const bool push_;
   const std::chrono::milliseconds poll_;
+  const std::shared_ptr<Telemetry> telemetry_;
+  MutexSlot& slot_;  // in telemetry_
   std::shared_ptr<ServiceCore> core_;
 
   bool running_ GUARDED_BY(mutex_) = false;

@@ -1,0 +1,86 @@
+// What one Client (and its copies) counts, and its event hook. Internal; Client::metrics()
+// and Client::on_event() are its public face (simba/metrics.h).
+//
+// The lock manager's parts and the contention loop report to it; every report is a few
+// relaxed atomic adds, and builds an Event only while a hook is installed. The per-mutex
+// series go to a slot each part resolves once (at its making), so no report looks up a name.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "base/thread_annotations.h"
+#include "metrics/event_queue.h"
+#include "metrics/histogram.h"
+#include "simba/metrics.h"
+
+namespace simba::internal {
+
+class Telemetry {
+ public:
+  using Duration = std::chrono::nanoseconds;
+
+  explicit Telemetry(std::string backend_name) : backend_(std::move(backend_name)) {}
+
+  // Labels the first `at_most` names that get a slot from now on; the rest share "(other)".
+  void label_mutexes(std::size_t at_most);
+  // The slot a new lock entry or service of `mutex` counts in (stable for the Telemetry's life).
+  MutexSlot& slot(const std::string& mutex);
+
+  // A hold granted (or a service's lease won): `waited` from the request (nullopt: not a
+  // lock manager request, not timed).
+  void acquired(MutexSlot& slot, const std::string& mutex, const std::string& owner, std::uint64_t token, std::optional<Duration> waited);
+  // The hold (or a service's lease) ended, however: the holders gauge and the hold time.
+  void ended(MutexSlot& slot, Duration held);
+  void released(MutexSlot& slot, const std::string& mutex, const std::string& owner, std::uint64_t token, Duration held);
+  void lost(MutexSlot& slot, LostReason reason, const std::string& mutex, const std::string& owner,
+            std::uint64_t token, Duration held);
+  void waiting(MutexSlot& slot, std::int64_t delta) noexcept;
+  void handed_over(Duration gap) noexcept;
+  void round_trip(BackendOp op, Duration took) noexcept { round_trip_[static_cast<std::size_t>(op)].observe(took); }
+  void backend_error(BackendOp op, const std::string& mutex, const std::string& what);
+  void demand(const std::string& mutex, const std::string& owner);
+  // A lock entry going away adds the cached re-locks of its fast path.
+  void relocks_retired(std::uint64_t count) noexcept { relocks_retired_.fetch_add(count, std::memory_order_relaxed); }
+
+  // `live_relocks`: the fast paths' counts of the entries alive (the lock table's).
+  MetricsSnapshot snapshot(std::uint64_t live_relocks) const;
+
+  void on_event(EventHook hook) { events_.set_hook(std::move(hook)); }
+
+ private:
+  // Queues an event if a hook is installed; `fill` sets what is particular to its kind.
+  template <class Fill>
+  void emit(EventKind kind, const std::string& mutex, const std::string& owner, std::uint64_t token, Fill&& fill);
+
+  const std::string backend_;
+  std::atomic<std::uint64_t> acquisitions_{0};
+  std::atomic<std::uint64_t> releases_{0};
+  std::atomic<std::uint64_t> local_handovers_{0};
+  std::atomic<std::uint64_t> relocks_retired_{0};
+  std::array<std::atomic<std::uint64_t>, kLostReasons> lost_{};
+  std::array<std::atomic<std::uint64_t>, kBackendOps> errors_{};
+  std::atomic<std::int64_t> holders_{0};
+  std::atomic<std::int64_t> waiters_{0};
+  Histogram acquire_wait_;
+  Histogram hold_;
+  Histogram handover_;
+  std::array<Histogram, kBackendOps> round_trip_;
+
+  mutable internal::AnnotatedMutex slots_mutex_;
+  std::size_t label_limit_ GUARDED_BY(slots_mutex_) = 0;
+  // Labelled slots by name, and "(other)"; a deque keeps every slot where it is.
+  std::deque<MutexSlot> slots_ GUARDED_BY(slots_mutex_);
+  std::unordered_map<std::string, MutexSlot*> by_name_ GUARDED_BY(slots_mutex_);
+  MutexSlot other_{kOtherMutexes};
+
+  EventQueue events_;
+};
+
+}  // namespace simba::internal

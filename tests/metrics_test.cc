@@ -131,8 +131,8 @@ TEST(MetricsTest, ALostLeaseRaisesTheLostCounterWithItsReason) {
 TEST(MetricsTest, TheHookSeesEveryEventOfAScriptedSequenceInOrder) {
   auto memory = make_memory_backend();
   auto faulty = std::make_shared<simba::testing::FaultInjectingBackend>(memory);
-  Client client = Client(faulty, tck::fast_options(), std::make_shared<Runtime>())
-                      .with_lock_options(LockOptions{.linger = 0ms});
+  Client client =
+      Client(faulty, tck::fast_options(), std::make_shared<Runtime>()).with_lock_options(LockOptions{.linger = 0ms});
   Recorder recorder;
   client.on_event(recorder.hook());
 
@@ -159,9 +159,8 @@ TEST(MetricsTest, TheHookSeesEveryEventOfAScriptedSequenceInOrder) {
     std::string mutex;
   };
   const std::vector<Expected> expected{
-      {EventKind::backend_error, "seq/error"}, {EventKind::acquired, "seq/error"},
-      {EventKind::released, "seq/error"},      {EventKind::acquired, "seq/max_hold"},
-      {EventKind::lost, "seq/max_hold"},       {EventKind::acquired, "seq/demand"},
+      {EventKind::backend_error, "seq/error"}, {EventKind::acquired, "seq/error"}, {EventKind::released, "seq/error"},
+      {EventKind::acquired, "seq/max_hold"},   {EventKind::lost, "seq/max_hold"},  {EventKind::acquired, "seq/demand"},
       {EventKind::released, "seq/demand"},     {EventKind::demand, "seq/demand"},
   };
   const auto events = recorder.events();

@@ -63,25 +63,27 @@ struct MetricsSnapshot {
   std::string backend;  // the engine's name (Capabilities::name)
   std::uint64_t acquisitions = 0;
   std::uint64_t releases = 0;
-  std::uint64_t local_handovers = 0;  // a hold's lease passed to the next local request
-  std::uint64_t cached_relocks = 0;   // holds taken from a cached lease with no backend call
-  std::array<std::uint64_t, kLostReasons> lost{};          // by LostReason
+  std::uint64_t local_handovers = 0;                        // a hold's lease passed to the next local request
+  std::uint64_t cached_relocks = 0;                         // holds taken from a cached lease with no backend call
+  std::array<std::uint64_t, kLostReasons> lost{};           // by LostReason
   std::array<std::uint64_t, kBackendOps> backend_errors{};  // by BackendOp
-  std::int64_t holders = 0;  // lock manager holds (fast holds excepted) and owning services, now
-  std::int64_t waiters = 0;  // lock manager requests waiting, now
+  std::int64_t holders = 0;        // lock manager holds (fast holds excepted) and owning services, now
+  std::int64_t waiters = 0;        // lock manager requests waiting, now
   HistogramSnapshot acquire_wait;  // a lock manager request: from its call to its grant
   HistogramSnapshot hold;          // a hold or a service's lease: from its grant to its end
   HistogramSnapshot handover;      // a local handover: from one hold's end to the next one's grant
   std::array<HistogramSnapshot, kBackendOps> round_trip;  // by BackendOp
-  std::vector<MutexMetrics> mutexes;  // empty unless Client::label_mutexes was called
-  std::uint64_t events_dropped = 0;   // events the hook could not take in time (its queue was full)
-  std::uint64_t hook_errors = 0;      // calls of the hook that threw
+  std::vector<MutexMetrics> mutexes;                      // empty unless Client::label_mutexes was called
+  std::uint64_t events_dropped = 0;                       // events the hook could not take in time (its queue was full)
+  std::uint64_t hook_errors = 0;                          // calls of the hook that threw
 };
 
 // The Prometheus text exposition (version 0.0.4) of `snapshot`: simba_* names, units in the
 // names (seconds), counters ending in _total, histograms with _bucket/_sum/_count.
 // `extra` is appended as it is (e.g. a program's own gauges, already in the text format).
 std::string to_prometheus(const MetricsSnapshot& snapshot, const std::string& extra = {});
+// `value` as a label value of the exposition: backslash, double quote and newline escaped.
+std::string prometheus_label_value(const std::string& value);
 
 // What Client::on_event delivers.
 enum class EventKind { acquired, released, lost, backend_error, demand };
@@ -90,13 +92,13 @@ const char* to_string(EventKind kind) noexcept;
 struct Event {
   EventKind kind = EventKind::acquired;
   std::string mutex;
-  std::string owner;                   // our contender id (demand: the owner asked to hand back)
-  std::uint64_t token = 0;             // the fencing token of the hold or lease (0 if none)
-  LostReason reason = LostReason::error;  // lost only
-  BackendOp operation = BackendOp::acquire;  // backend_error only
-  std::string error;                   // backend_error: the backend's message
-  std::chrono::nanoseconds waited{0};  // acquired: from the request to the grant
-  std::chrono::nanoseconds held{0};    // released, lost: from the grant to the end
+  std::string owner;                           // our contender id (demand: the owner asked to hand back)
+  std::uint64_t token = 0;                     // the fencing token of the hold or lease (0 if none)
+  LostReason reason = LostReason::error;       // lost only
+  BackendOp operation = BackendOp::acquire;    // backend_error only
+  std::string error;                           // backend_error: the backend's message
+  std::chrono::nanoseconds waited{0};          // acquired: from the request to the grant
+  std::chrono::nanoseconds held{0};            // released, lost: from the grant to the end
   std::chrono::system_clock::time_point at{};  // when it happened, by this host's clock
 };
 

@@ -9,11 +9,12 @@
 namespace simba::cli {
 
 // What lock, leader and schedule share: the mutex, the command, how long a terminated command
-// gets before SIGKILL.
+// gets before SIGKILL, the operator's HTTP endpoint.
 struct CommandRun {
   std::string mutex;
   std::vector<std::string> command;
   std::string kill_after = "10s";
+  std::string http;  // --http ADDR:PORT: serve /metrics, /healthz and /leader (http_endpoint.h)
 };
 
 int run_lock(const BackendChoice& backend, const CommandRun& run, const std::string& timeout);

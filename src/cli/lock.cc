@@ -9,6 +9,7 @@
 #include "cli/child.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/http_endpoint.h"
 #include "cli/terminal.h"
 
 namespace simba::cli {
@@ -23,6 +24,13 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
 
   // The signal thread, which outlives this function, holds it weakly: it is released here.
   auto locker = std::make_shared<Locker>(run.mutex, client);
+  std::optional<HttpEndpoint> http;  // before the locker goes
+  if (!run.http.empty()) {
+    http.emplace(run.http, client, run.mutex, [weak = std::weak_ptr<Locker>(locker)] {
+      auto locker = weak.lock();
+      return locker && locker->is_owner();
+    });
+  }
   struct Shared {
     internal::AnnotatedMutex mutex;
     std::shared_ptr<RunningChild> child GUARDED_BY(mutex);

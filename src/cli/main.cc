@@ -33,6 +33,9 @@ int main_impl(int argc, char** argv) {
     add_backend_options(*sub, backend);
     add_lease_options(*sub, backend);
     sub->add_option("--kill-after", run.kill_after, "SIGKILL the command this long after its SIGTERM (default 10s)");
+    sub->add_option("--http", run.http,
+                    "Serve GET /metrics (Prometheus), /healthz and /leader (200 only while this process owns "
+                    "the mutex) on ADDR:PORT, e.g. 127.0.0.1:9464");
     sub->add_option("mutex", run.mutex, "Mutex name")->required();
     sub->footer(kCommandFooter);
   };

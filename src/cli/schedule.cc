@@ -11,6 +11,7 @@
 #include "cli/child.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/http_endpoint.h"
 #include "cli/terminal.h"
 
 namespace simba::cli {
@@ -62,6 +63,8 @@ int run_schedule(const BackendChoice& backend, const CommandRun& run, const Ever
     }
   });
   contender = scheduler.contender_id();
+  std::optional<HttpEndpoint> http;  // before the scheduler goes
+  if (!run.http.empty()) http.emplace(run.http, client, run.mutex, [&scheduler] { return scheduler.is_leader(); });
   scheduler.start();
   int sig;
   {

@@ -78,7 +78,8 @@ void EventQueue::deliver(const EventHook& hook, const Event& event) {
   }
   const auto took = std::chrono::steady_clock::now() - started;
   if (took >= kSlowHook && !slow_) {
-    log_warn("the event hook took " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()) +
+    log_warn("the event hook took " +
+             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()) +
              " ms for one event; the lock callers do not wait for it, but events queue up");
   }
   slow_ = took >= kSlowHook;

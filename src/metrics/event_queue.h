@@ -48,7 +48,7 @@ class EventQueue {
   EventHook hook_ GUARDED_BY(mutex_);
   std::deque<Event> queue_ GUARDED_BY(mutex_);
   bool stopping_ GUARDED_BY(mutex_) = false;
-  bool slow_ = false;  // the event thread's: the last call was slow (reported once per run)
+  bool slow_ = false;   // the event thread's: the last call was slow (reported once per run)
   std::thread thread_;  // started once, under mutex_
 };
 

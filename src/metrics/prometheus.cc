@@ -7,21 +7,6 @@
 namespace simba {
 namespace {
 
-// A label value: backslash, double quote and newline escaped, as the format asks.
-std::string label_value(const std::string& value) {
-  std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::string number(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.9g", value);
@@ -72,6 +57,20 @@ class Exposition {
 
 }  // namespace
 
+std::string prometheus_label_value(const std::string& value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 const char* to_string(LostReason reason) noexcept {
   switch (reason) {
     case LostReason::error: return "error";
@@ -107,7 +106,7 @@ const char* to_string(EventKind kind) noexcept {
 std::string to_prometheus(const MetricsSnapshot& m, const std::string& extra) {
   Exposition x;
   x.family("simba_info", "gauge", "The backend engine this process's simba client uses.");
-  x.sample("simba_info", "backend=\"" + label_value(m.backend) + "\"", 1);
+  x.sample("simba_info", "backend=\"" + prometheus_label_value(m.backend) + "\"", 1);
   x.family("simba_acquisitions_total", "counter",
            "Holds granted by the lock manager and leases won by contender services.");
   x.sample("simba_acquisitions_total", "", m.acquisitions);
@@ -124,8 +123,8 @@ std::string to_prometheus(const MetricsSnapshot& m, const std::string& extra) {
   }
   x.family("simba_backend_errors_total", "counter", "Failed backend calls, by operation.");
   for (std::size_t i = 0; i < kBackendOps; ++i) {
-    x.sample("simba_backend_errors_total",
-             std::string("operation=\"") + to_string(static_cast<BackendOp>(i)) + "\"", m.backend_errors[i]);
+    x.sample("simba_backend_errors_total", std::string("operation=\"") + to_string(static_cast<BackendOp>(i)) + "\"",
+             m.backend_errors[i]);
   }
   x.family("simba_holders", "gauge", "Holds (fast holds of a cached lease excepted) and owning services now.");
   x.sample("simba_holders", "", m.holders);
@@ -167,7 +166,7 @@ std::string to_prometheus(const MetricsSnapshot& m, const std::string& extra) {
     };
     for (const auto& f : families) {
       x.family(f.name, f.type, f.help);
-      for (const auto& v : m.mutexes) x.sample(f.name, "mutex=\"" + label_value(v.mutex) + "\"", f.value(v));
+      for (const auto& v : m.mutexes) x.sample(f.name, "mutex=\"" + prometheus_label_value(v.mutex) + "\"", f.value(v));
     }
   }
   return x.take() + extra;

@@ -35,12 +35,14 @@ class Telemetry {
 
   // A hold granted (or a service's lease won): `waited` from the request (nullopt: not a
   // lock manager request, not timed).
-  void acquired(MutexSlot& slot, const std::string& mutex, const std::string& owner, std::uint64_t token, std::optional<Duration> waited);
+  void acquired(MutexSlot& slot, const std::string& mutex, const std::string& owner, std::uint64_t token,
+                std::optional<Duration> waited);
   // The hold (or a service's lease) ended, however: the holders gauge and the hold time.
   void ended(MutexSlot& slot, Duration held);
-  void released(MutexSlot& slot, const std::string& mutex, const std::string& owner, std::uint64_t token, Duration held);
-  void lost(MutexSlot& slot, LostReason reason, const std::string& mutex, const std::string& owner,
-            std::uint64_t token, Duration held);
+  void released(MutexSlot& slot, const std::string& mutex, const std::string& owner, std::uint64_t token,
+                Duration held);
+  void lost(MutexSlot& slot, LostReason reason, const std::string& mutex, const std::string& owner, std::uint64_t token,
+            Duration held);
   void waiting(MutexSlot& slot, std::int64_t delta) noexcept;
   void handed_over(Duration gap) noexcept;
   void round_trip(BackendOp op, Duration took) noexcept { round_trip_[static_cast<std::size_t>(op)].observe(took); }

@@ -4,7 +4,7 @@
 # `simba leader --http` processes and sum(simba_leader{mutex=...}) is exactly 1; /leader answers
 # 200 on exactly one of them, and on the other within lease + 1 s of the leader's SIGKILL;
 # /healthz says 503 with a reason once the backend fails; 3,000 malformed requests get
-# 400/404 and leave the server serving.
+# 400/404 and leave the server serving. `simba top` without a terminal and on a pseudo-terminal.
 #
 #   cli_metrics_test.sh SIMBA
 set -uo pipefail
@@ -185,5 +185,33 @@ for ((i = 0; i < 200; i++)); do [ "$(code_of "$port" /leader)" = 200 ] && break;
 "$simba" lock "${lease[@]}" --http 127.0.0.1:nope "$mutex-bad" -- true 2>bad.err
 rc=$?
 [ "$rc" = 64 ] && grep -q "port is not a number" bad.err || fail "a bad --http: exit $rc, $(cat bad.err)"
+
+# --- simba top: one view without a terminal; on a pseudo-terminal, redrawn in place, sorted
+# by hold time, until q
+top_prefix="$mutex-top/"
+"$simba" lock "${lease[@]}" "${top_prefix}z-early" -- sleep "86$$" 2>/dev/null &
+"$simba" lock "${lease[@]}" "${top_prefix}free" -- true || fail "simba lock ${top_prefix}free failed"
+for ((i = 0; i < 200; i++)); do
+  "$simba" status --backend "$uri" "${top_prefix}z-early" 2>/dev/null | grep -q "owner" && break
+  sleep 0.05
+done
+"$simba" top --backend "$uri" "$top_prefix" > top.txt 2>&1 || fail "simba top without a terminal: $(cat top.txt)"
+grep -q "^${top_prefix}z-early  *held  .*  [0-9]*:[0-9]*@" top.txt || fail "simba top lacks the held mutex: $(cat top.txt)"
+grep -q "^${top_prefix}free  *free " top.txt || fail "simba top lacks the free mutex: $(cat top.txt)"
+[ "$(grep -c "^$top_prefix" top.txt)" = 2 ] || fail "simba top shows other rows: $(cat top.txt)"
+{
+  sleep 1
+  "$simba" lock "${lease[@]}" "${top_prefix}a-later" -- sleep "86$$" 2>/dev/null &
+  sleep 2
+  printf q
+} | timeout 20 script -qec "'$simba' top --backend '$uri' --interval 200ms '$top_prefix'" /dev/null > tty-top.txt 2>&1
+rc=$?
+[ "$rc" = 0 ] || fail "simba top on a terminal: exit $rc (q did not quit?)"
+redraws=$(grep -o $'\x1b\[H\x1b\[2J' tty-top.txt | wc -l)
+((redraws >= 5)) || fail "simba top redrew $redraws times in 3 s at 200 ms"
+last=$(awk 'BEGIN { RS = "\x1b\\[H\x1b\\[2J" } { screen = $0 } END { print screen }' tty-top.txt | tr -d '\r')
+order=$(echo "$last" | grep -o "^${top_prefix}[a-z-]*  *held" | awk '{ print $1 }' | tr '\n' ' ')
+[ "$order" = "${top_prefix}z-early ${top_prefix}a-later " ] || fail "simba top's last screen is not sorted by hold time: $last"
+echo "$last" | grep -q "^${top_prefix}z-early  *held  *[1-9][0-9]*s " || fail "simba top's held for did not count: $last"
 
 finish

@@ -107,7 +107,8 @@ struct Event {
 // capture the Client it is installed on (that would keep the Client alive forever). A hook that
 // throws is caught, counted (hook_errors) and logged; one slower than the events come makes the
 // queue (65,536 events) fill up, and the events past it are dropped, counted (events_dropped)
-// and logged.
+// and logged. When the last copy of the Client goes, the events still queued are delivered
+// first, for up to a second.
 using EventHook = std::function<void(const Event&)>;
 
 }  // namespace simba

@@ -23,6 +23,7 @@
 #include "simba/error.h"
 #include "simba/locker.h"
 #include "simba/log.h"
+#include "simba/metrics.h"
 #include "simba/mutex.h"
 #include "simba/options.h"
 #include "simba/owner.h"

@@ -32,6 +32,8 @@ int run_schedule(const BackendChoice& backend, const CommandRun& run, const Ever
 int run_status(const BackendChoice& backend, const std::string& mutex, bool json);
 int run_watch(const BackendChoice& backend, const std::string& mutex, bool json);
 int run_list(const BackendChoice& backend, const std::string& prefix, std::size_t limit, bool json);
+// `simba top`: a live view of the mutexes under `prefix` (top.cc).
+int run_top(const BackendChoice& backend, const std::string& prefix, std::size_t limit, const std::string& interval);
 int run_release(const BackendChoice& backend, const std::string& mutex, bool force, bool yes);
 
 }  // namespace simba::cli

@@ -19,7 +19,8 @@ struct HostPort {
 
 HostPort parse_address(const std::string& address) {
   const auto bad = [&](const std::string& why) {
-    return Error(errc::invalid_argument, "--http '" + address + "': " + why + " (expected HOST:PORT, e.g. 127.0.0.1:9464)");
+    return Error(errc::invalid_argument,
+                 "--http '" + address + "': " + why + " (expected HOST:PORT, e.g. 127.0.0.1:9464)");
   };
   const auto colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0) throw bad("no host and port");
@@ -54,10 +55,11 @@ HttpEndpoint::HttpEndpoint(const std::string& address, Client client, std::strin
   server.set_write_timeout(5, 0);
   server.set_payload_max_length(64 * 1024);
   server.Get("/metrics", [client, mutex, leads](const httplib::Request&, httplib::Response& res) {
-    const std::string leader = "# HELP simba_leader 1 while this process owns the mutex, else 0.\n"
-                               "# TYPE simba_leader gauge\n"
-                               "simba_leader{mutex=\"" +
-                               prometheus_label_value(mutex) + "\"} " + (leads() ? "1" : "0") + "\n";
+    const std::string leader =
+        "# HELP simba_leader 1 while this process owns the mutex, else 0.\n"
+        "# TYPE simba_leader gauge\n"
+        "simba_leader{mutex=\"" +
+        prometheus_label_value(mutex) + "\"} " + (leads() ? "1" : "0") + "\n";
     res.set_content(to_prometheus(client.metrics(), leader), "text/plain; version=0.0.4; charset=utf-8");
   });
   server.Get("/healthz", [client, mutex](const httplib::Request&, httplib::Response& res) {
@@ -87,13 +89,17 @@ HttpEndpoint::HttpEndpoint(const std::string& address, Client client, std::strin
   server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.status == 404) res.set_content("not found (GET /metrics, /healthz or /leader)\n", "text/plain");
   });
-  port_ = where.port == 0 ? server.bind_to_any_port(where.host) : (server.bind_to_port(where.host, where.port) ? where.port : -1);
+  port_ = where.port == 0 ? server.bind_to_any_port(where.host)
+                          : (server.bind_to_port(where.host, where.port) ? where.port : -1);
   if (port_ <= 0) {
-    throw Error(errc::invalid_argument, "--http '" + address + "': cannot listen there (in use, not permitted, or not an address of this host)");
+    throw Error(
+        errc::invalid_argument,
+        "--http '" + address + "': cannot listen there (in use, not permitted, or not an address of this host)");
   }
   thread_ = std::thread([&server] { server.listen_after_bind(); });
-  std::cerr << "simba: serving http://" << (where.host.find(':') != std::string::npos ? "[" + where.host + "]" : where.host)
-            << ":" << port_ << "/metrics, /healthz and /leader\n";
+  std::cerr << "simba: serving http://"
+            << (where.host.find(':') != std::string::npos ? "[" + where.host + "]" : where.host) << ":" << port_
+            << "/metrics, /healthz and /leader\n";
 }
 
 HttpEndpoint::~HttpEndpoint() {

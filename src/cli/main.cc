@@ -74,6 +74,16 @@ int main_impl(int argc, char** argv) {
   list->add_option("--limit", limit, "At most this many (default 1000)")->check(CLI::PositiveNumber);
   list->add_flag("--json", json, "One JSON object per line");
 
+  std::string interval = "1s";
+  auto* top = app.add_subcommand("top", "A live view of the mutexes under a prefix: owner, token, held for; q quits");
+  add_backend_options(*top, backend);
+  top->add_option("prefix", prefix, "Only names starting with this");
+  top->add_option("--limit", limit, "At most this many (default 1000)")->check(CLI::PositiveNumber);
+  top->add_option("--interval", interval, "Redraw this often (default 1s)");
+  top->footer(
+      "Without a terminal on stdout it prints one view and exits. HELD FOR counts from when this view first "
+      "saw the owner's token.");
+
   auto* release = app.add_subcommand("release", "Delete whatever lease holds a mutex (clear a hung holder)");
   add_backend_options(*release, backend);
   release->add_option("mutex", run.mutex, "Mutex name")->required();
@@ -113,6 +123,7 @@ int main_impl(int argc, char** argv) {
     if (*watch) return run_watch(backend, run.mutex, json);
     if (*list) return run_list(backend, prefix, limit, json);
     if (*release) return run_release(backend, run.mutex, force, yes);
+    if (*top) return run_top(backend, prefix, limit, interval);
     return run_status(backend, run.mutex, json);
   } catch (const std::system_error& e) {
     return exit_for(e);

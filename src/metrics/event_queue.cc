@@ -6,15 +6,20 @@
 namespace simba::internal {
 
 EventQueue::~EventQueue() {
+  const bool on_event_thread = thread_.joinable() && thread_.get_id() == std::this_thread::get_id();
   {
-    internal::MutexLock lock(mutex_);
+    internal::UniqueMutexLock lock(mutex_);
+    // Events recorded before the last Client went reach the hook, unless it takes too long.
+    if (!on_event_thread) {
+      drained_.wait_for(lock.native(), kDrainBound, [this]() REQUIRES(mutex_) { return queue_.empty() && !busy_; });
+    }
     stopping_ = true;
   }
   wake_.notify_all();
   if (!thread_.joinable()) return;
   // The last Client let go on the event thread itself (its hook held the last copy): it cannot
   // join itself, and ends once it sees stopping_.
-  if (thread_.get_id() == std::this_thread::get_id()) {
+  if (on_event_thread) {
     thread_.detach();
   } else {
     thread_.join();
@@ -54,9 +59,12 @@ void EventQueue::run() {
     Event event = std::move(queue_.front());
     queue_.pop_front();
     EventHook hook = hook_;  // a copy: set_hook may replace it meanwhile
+    busy_ = true;
     lock.unlock();
     deliver(hook, event);
     lock.lock();
+    busy_ = false;
+    if (queue_.empty()) drained_.notify_all();
   }
 }
 

@@ -18,9 +18,11 @@ class EventQueue {
   static constexpr std::size_t kCapacity = 65'536;
   // A hook slower than this per event is reported (once per run of slow calls).
   static constexpr auto kSlowHook = std::chrono::seconds(1);
+  // How long the end of the last Client waits for the hook to take the events still queued.
+  static constexpr auto kDrainBound = std::chrono::seconds(1);
 
   EventQueue() = default;
-  ~EventQueue();
+  ~EventQueue();  // delivers what is queued first (up to kDrainBound)
   EventQueue(const EventQueue&) = delete;
   EventQueue& operator=(const EventQueue&) = delete;
 
@@ -45,11 +47,13 @@ class EventQueue {
 
   internal::AnnotatedMutex mutex_;
   std::condition_variable wake_;
+  std::condition_variable drained_;  // the queue emptied and no event is being delivered
   EventHook hook_ GUARDED_BY(mutex_);
   std::deque<Event> queue_ GUARDED_BY(mutex_);
   bool stopping_ GUARDED_BY(mutex_) = false;
-  bool slow_ = false;   // the event thread's: the last call was slow (reported once per run)
-  std::thread thread_;  // started once, under mutex_
+  bool busy_ GUARDED_BY(mutex_) = false;  // an event is with the hook
+  bool slow_ = false;                     // the event thread's: the last call was slow (reported once per run)
+  std::thread thread_;                    // started once, under mutex_
 };
 
 }  // namespace simba::internal

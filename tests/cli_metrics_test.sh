@@ -9,6 +9,7 @@
 #   cli_metrics_test.sh SIMBA
 set -uo pipefail
 simba=$(realpath "${1:?usage: cli_metrics_test.sh SIMBA}")
+root=$(cd "$(dirname "$0")/.." && pwd)
 source "$(dirname "$0")/cli_lib.sh"  # fail, finish; cd's into a folder of its own
 cleanup() {
   exec 2>/dev/null
@@ -72,6 +73,14 @@ grep -q '^simba_acquisitions_total 1$' metrics.txt || fail "the leader's /metric
 grep -q '^simba_backend_round_trip_seconds_count{operation="acquire"} [1-9]' metrics.txt ||
   fail "the leader's /metrics lacks its acquire round trips"
 [ "$(code_of "${ports[$first]}" /healthz)" = 200 ] || fail "/healthz is not 200 while the backend answers"
+
+# --- the scrape configs the README and docs/observability.md show are ones Prometheus takes
+for doc in README.md docs/observability.md; do
+  awk '/^```yaml$/ { inside = 1; block = ""; next } inside && /^```$/ { inside = 0; if (block ~ /scrape_configs:/) print block; next }
+       inside { block = block $0 "\n" }' "$root/$doc" | sed '/^$/d' > "scrape-$(basename "$doc").yml"
+  grep -q "scrape_configs:" "scrape-$(basename "$doc").yml" || fail "$doc shows no scrape config"
+  promtool check config "scrape-$(basename "$doc").yml" > check.txt 2>&1 || fail "$doc's scrape config: $(cat check.txt)"
+done
 
 # --- a real Prometheus scrapes both: sum(simba_leader) is exactly 1
 prom_port=""

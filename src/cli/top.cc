@@ -36,7 +36,7 @@ struct Seen {
 struct Row {
   std::string mutex;
   MutexOwner owner;
-  std::string state;  // free, held, cached, cached+idle
+  std::string state;    // free, held, cached, cached+idle
   std::string waiting;  // "yes", "-", or "?" (the engine carries no demand)
   std::optional<Clock::duration> held;
 };
@@ -156,8 +156,11 @@ class TopView {
     out << "simba top  " << client_.describe() << "  prefix '" << prefix_ << "'  " << rows_in.size() << " mutexes, "
         << owned << " owned" << (listing_.truncated ? " (more: --limit)" : "") << "  " << iso_time(listing_.now)
         << "\n";
-    out << std::left << std::setw(static_cast<int>(width)) << "MUTEX" << "  " << std::setw(11) << "STATE" << "  "
-        << std::setw(10) << "HELD FOR" << "  " << std::setw(7) << "WAITING" << "  " << std::setw(17) << "TOKEN"
+    out << std::left << std::setw(static_cast<int>(width)) << "MUTEX"
+        << "  " << std::setw(11) << "STATE"
+        << "  " << std::setw(10) << "HELD FOR"
+        << "  " << std::setw(7) << "WAITING"
+        << "  " << std::setw(17) << "TOKEN"
         << "  OWNER\n";
     for (std::size_t i = 0; i < rows_in.size() && i < rows; ++i) {
       const auto& row = rows_in[i];
@@ -193,7 +196,8 @@ bool quit_pressed(std::chrono::milliseconds interval) {
 
 }  // namespace
 
-int run_top(const BackendChoice& backend, const std::string& prefix, std::size_t limit, const std::string& interval_text) {
+int run_top(const BackendChoice& backend, const std::string& prefix, std::size_t limit,
+            const std::string& interval_text) {
   const auto interval = parse_duration(interval_text);
   if (interval < std::chrono::milliseconds(100)) {
     throw Error(errc::invalid_argument, "--interval " + interval_text + " is shorter than 100ms");

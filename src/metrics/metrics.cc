@@ -1,4 +1,4 @@
-// The Prometheus text exposition of a MetricsSnapshot (simba/metrics.h), and the names of the
+// simba/metrics.h: the Prometheus text exposition of a MetricsSnapshot, and the names of the
 // metrics' enums.
 #include <cstdio>
 

@@ -264,11 +264,11 @@ void ServiceCore::run_round(std::uint64_t generation) {
     fail_round(generation, sent, e.what());
     return;
   }
-  if (hooks_.telemetry) hooks_.telemetry->round_trip(op, Clock::now() - sent);
-  finish_round(generation, sent, snapshot);
+  finish_round(generation, sent, op, snapshot);
 }
 
-void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent, const OwnerSnapshot& snapshot) {
+void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent, BackendOp op,
+                               const OwnerSnapshot& snapshot) {
   const bool claims = contender_ && snapshot.owner.is_owner(contender_->contender_id());
   bool demanded = false;
   RoundTimes times{sent, {}};
@@ -316,6 +316,9 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     const bool before_loss = sent <= channel_lost_at_;
     const auto now = Clock::now();
     times.answered = now;
+    // The answer's time, read once for both (a clock read costs ~30 ns here): the round trip
+    // counts the wait for this lock too, which is short.
+    if (hooks_.telemetry) hooks_.telemetry->round_trip(op, now - sent);
     bool ours = claims && !dormant_ && !before_loss && now < lease_deadline;
     if (ours && owned_ && snapshot.owner.fencing_token != token_) {
       // A new token: our lease ended between renewals (released by force, or expired by the

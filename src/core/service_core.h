@@ -115,7 +115,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void trigger(std::uint64_t generation, bool from_timer);
   void on_watch(std::uint64_t generation, WatchEvent event);
   void run_round(std::uint64_t generation);
-  void finish_round(std::uint64_t generation, Clock::time_point sent, const OwnerSnapshot& snapshot);
+  void finish_round(std::uint64_t generation, Clock::time_point sent, BackendOp op, const OwnerSnapshot& snapshot);
   void fail_round(std::uint64_t generation, Clock::time_point sent, const std::string& what);
   // The timer that revokes at lease_deadline_ unless a renewal came back first.
   void arm_deadline_locked(std::uint64_t generation) REQUIRES(mutex_);

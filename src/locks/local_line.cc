@@ -70,7 +70,7 @@ void LocalLine::revoke(std::uint64_t hold_id, const char* why, bool max_hold) {
       telemetry().lost(slot(), LostReason::max_hold, name(), core().contender_id(), holder_->token,
                        Clock::now() - holder_->granted_at);
     }
-    end_holder_locked(&to_stop);
+    end_holder_locked(&to_stop, Clock::now());
     want_release();
   }
   to_stop.request_stop();  // outside the lock: stop callbacks may unlock
@@ -83,8 +83,9 @@ void LocalLine::end_hold(std::uint64_t hold_id) noexcept {
     internal::MutexLock lock(mutex_);
     if (!holder_ || holder_->id != hold_id) return;  // revoked earlier: nothing left to do
     const auto terms = holder_->terms;
-    telemetry().released(slot(), name(), core().contender_id(), holder_->token, Clock::now() - holder_->granted_at);
-    end_holder_locked(nullptr);
+    const auto now = Clock::now();
+    telemetry().released(slot(), name(), core().contender_id(), holder_->token, now - holder_->granted_at);
+    end_holder_locked(nullptr, now);
     pass_on_locked(terms, outcomes);
     if (!outcomes) {
       drive_after_hold_locked();  // nothing to complete first: on without letting go of the lock
@@ -188,8 +189,8 @@ void LocalLine::reoffer() {
   run(outcomes);
 }
 
-void LocalLine::end_holder_locked(std::stop_source* to_stop) {
-  hold_ended_at_ = Clock::now();
+void LocalLine::end_holder_locked(std::stop_source* to_stop, Clock::time_point now) {
+  hold_ended_at_ = now;
   telemetry().ended(slot(), hold_ended_at_ - holder_->granted_at);
   if (holder_->max_hold_timer) runtime_->cancel(*holder_->max_hold_timer);
   if (to_stop) *to_stop = holder_->lost;

@@ -107,7 +107,7 @@ class LocalLine : protected LeaseCache {
   // The lease of a hold that ended with `ending` terms (or that was on offer to a request that
   // left): handed to the next local request, cached, or given back.
   void pass_on_locked(const Terms& ending, Outcomes& outcomes) REQUIRES(mutex_);
-  void end_holder_locked(std::stop_source* to_stop) REQUIRES(mutex_);
+  void end_holder_locked(std::stop_source* to_stop, Clock::time_point now) REQUIRES(mutex_);
   // LeaseCache's question.
   void adopt_fast_hold_locked(std::uint64_t token, std::uint64_t generation, std::stop_source lost,
                               const Terms& terms) override REQUIRES(mutex_);

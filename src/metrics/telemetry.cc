@@ -46,23 +46,19 @@ void Telemetry::emit(EventKind kind, const std::string& mutex, const std::string
 
 void Telemetry::acquired(MutexSlot& slot, const std::string& mutex, const std::string& owner, std::uint64_t token,
                          std::optional<Duration> waited) {
-  acquisitions_.fetch_add(1, std::memory_order_relaxed);
   slot.acquisitions.fetch_add(1, std::memory_order_relaxed);
-  holders_.fetch_add(1, std::memory_order_relaxed);
   slot.holders.fetch_add(1, std::memory_order_relaxed);
   if (waited) acquire_wait_.observe(*waited);
   emit(EventKind::acquired, mutex, owner, token, [&](Event& e) { e.waited = waited.value_or(Duration(0)); });
 }
 
 void Telemetry::ended(MutexSlot& slot, Duration held) {
-  holders_.fetch_sub(1, std::memory_order_relaxed);
   slot.holders.fetch_sub(1, std::memory_order_relaxed);
   hold_.observe(held);
 }
 
 void Telemetry::released(MutexSlot& slot, const std::string& mutex, const std::string& owner, std::uint64_t token,
                          Duration held) {
-  releases_.fetch_add(1, std::memory_order_relaxed);
   slot.releases.fetch_add(1, std::memory_order_relaxed);
   emit(EventKind::released, mutex, owner, token, [&](Event& e) { e.held = held; });
 }
@@ -78,7 +74,6 @@ void Telemetry::lost(MutexSlot& slot, LostReason reason, const std::string& mute
 }
 
 void Telemetry::waiting(MutexSlot& slot, std::int64_t delta) noexcept {
-  waiters_.fetch_add(delta, std::memory_order_relaxed);
   slot.waiters.fetch_add(delta, std::memory_order_relaxed);
 }
 
@@ -102,8 +97,6 @@ void Telemetry::demand(const std::string& mutex, const std::string& owner) {
 MetricsSnapshot Telemetry::snapshot(std::uint64_t live_relocks) const {
   MetricsSnapshot out;
   out.backend = backend_;
-  out.acquisitions = acquisitions_.load(std::memory_order_relaxed);
-  out.releases = releases_.load(std::memory_order_relaxed);
   out.local_handovers = local_handovers_.load(std::memory_order_relaxed);
   out.cached_relocks = relocks_retired_.load(std::memory_order_relaxed) + live_relocks;
   for (std::size_t i = 0; i < kLostReasons; ++i) out.lost[i] = lost_[i].load(std::memory_order_relaxed);
@@ -111,8 +104,6 @@ MetricsSnapshot Telemetry::snapshot(std::uint64_t live_relocks) const {
     out.backend_errors[i] = errors_[i].load(std::memory_order_relaxed);
     out.round_trip[i] = round_trip_[i].snapshot();
   }
-  out.holders = holders_.load(std::memory_order_relaxed);
-  out.waiters = waiters_.load(std::memory_order_relaxed);
   out.acquire_wait = acquire_wait_.snapshot();
   out.hold = hold_.snapshot();
   out.handover = handover_.snapshot();
@@ -127,10 +118,17 @@ MetricsSnapshot Telemetry::snapshot(std::uint64_t live_relocks) const {
                         slot.waiters.load(std::memory_order_relaxed)};
   };
   internal::MutexLock lock(slots_mutex_);
-  if (label_limit_ > 0 || !slots_.empty()) {
-    for (const auto& slot : slots_) out.mutexes.push_back(copy(slot));
-    out.mutexes.push_back(copy(other_));
+  std::vector<MutexMetrics> slots;
+  slots.reserve(slots_.size() + 1);
+  for (const auto& slot : slots_) slots.push_back(copy(slot));
+  slots.push_back(copy(other_));
+  for (const auto& slot : slots) {  // the totals are the slots' sums: one count per report, not two
+    out.acquisitions += slot.acquisitions;
+    out.releases += slot.releases;
+    out.holders += slot.holders;
+    out.waiters += slot.waiters;
   }
+  if (label_limit_ > 0 || !slots_.empty()) out.mutexes = std::move(slots);
   return out;
 }
 

@@ -62,14 +62,10 @@ class Telemetry {
   void emit(EventKind kind, const std::string& mutex, const std::string& owner, std::uint64_t token, Fill&& fill);
 
   const std::string backend_;
-  std::atomic<std::uint64_t> acquisitions_{0};
-  std::atomic<std::uint64_t> releases_{0};
   std::atomic<std::uint64_t> local_handovers_{0};
   std::atomic<std::uint64_t> relocks_retired_{0};
   std::array<std::atomic<std::uint64_t>, kLostReasons> lost_{};
   std::array<std::atomic<std::uint64_t>, kBackendOps> errors_{};
-  std::atomic<std::int64_t> holders_{0};
-  std::atomic<std::int64_t> waiters_{0};
   Histogram acquire_wait_;
   Histogram hold_;
   Histogram handover_;
@@ -78,6 +74,7 @@ class Telemetry {
   mutable internal::AnnotatedMutex slots_mutex_;
   std::size_t label_limit_ GUARDED_BY(slots_mutex_) = 0;
   // Labelled slots by name, and "(other)"; a deque keeps every slot where it is.
+  // The totals of acquisitions, releases, holders and waiters are their sums (snapshot()).
   std::deque<MutexSlot> slots_ GUARDED_BY(slots_mutex_);
   std::unordered_map<std::string, MutexSlot*> by_name_ GUARDED_BY(slots_mutex_);
   MutexSlot other_{kOtherMutexes};

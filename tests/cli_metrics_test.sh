@@ -70,6 +70,7 @@ curl -s -m 5 "http://127.0.0.1:${ports[$first]}/metrics" > metrics.txt
 promtool check metrics < metrics.txt > promtool.txt 2>&1 || fail "promtool check metrics: $(cat promtool.txt)"
 grep -q "^simba_leader{mutex=\"$mutex\"} 1$" metrics.txt || fail "the leader's /metrics lacks simba_leader 1"
 grep -q '^simba_acquisitions_total 1$' metrics.txt || fail "the leader's /metrics lacks its acquisition"
+grep -q "^simba_mutex_acquisitions_total{mutex=\"$mutex\"} 1$" metrics.txt || fail "the leader's /metrics lacks its mutex's series"
 grep -q '^simba_backend_round_trip_seconds_count{operation="acquire"} [1-9]' metrics.txt ||
   fail "the leader's /metrics lacks its acquire round trips"
 [ "$(code_of "${ports[$first]}" /healthz)" = 200 ] || fail "/healthz is not 200 while the backend answers"

@@ -204,6 +204,39 @@ TEST(MetricsTest, AThrowingOrBlockedHookNeverHoldsUpALock) {
   client.on_event(nullptr);
 }
 
+TEST(MetricsTest, AServiceCountsItsLeaseAsAnAcquisitionAndItsStopAsARelease) {
+  auto memory = make_memory_backend();
+  Client client(memory, tck::fast_options(), std::make_shared<Runtime>());
+  Recorder recorder;
+  client.on_event(recorder.hook());
+  auto service = client.contend_service(make_contender("service/counted", {}, {}));
+  service->start();
+  ASSERT_TRUE(wait_until([&] { return service->is_owner(); }, kSoon));
+  EXPECT_EQ(client.metrics().holders, 1);
+  const auto token = service->fencing_token();
+  // Evicted: lost, then won again (a service contends on).
+  ASSERT_TRUE(memory->administration()->evict("service/counted", service->contender_id()));
+  ASSERT_TRUE(recorder.wait_for(EventKind::lost, "service/counted"));
+  ASSERT_TRUE(wait_until([&] { return client.metrics().acquisitions == 2; }, kSoon));
+  service->stop();
+  const auto m = client.metrics();
+  EXPECT_EQ(m.holders, 0);
+  EXPECT_EQ(lost_of(m, LostReason::evicted), 1u);
+  EXPECT_EQ(m.releases, 1u);
+  EXPECT_EQ(m.hold.count, 2u);  // the lost lease and the released one
+  ASSERT_TRUE(recorder.wait_for(EventKind::released, "service/counted"));
+  const auto events = recorder.events();
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0].kind, EventKind::acquired);
+  EXPECT_EQ(events[0].token, token);
+  EXPECT_EQ(events[1].kind, EventKind::lost);
+  EXPECT_EQ(events[1].reason, LostReason::evicted);
+  EXPECT_EQ(events[2].kind, EventKind::acquired);
+  EXPECT_GT(events[2].token, token);
+  EXPECT_EQ(events[3].kind, EventKind::released);
+  EXPECT_EQ(events[3].token, events[2].token);
+}
+
 TEST(MetricsTest, PerMutexSeriesAreOptInAndBounded) {
   Client client = Client(make_memory_backend(), tck::fast_options(), std::make_shared<Runtime>())
                       .with_lock_options(LockOptions{.linger = 0ms});

@@ -47,7 +47,8 @@ int run_leader(const BackendChoice& backend, const CommandRun& run, const std::s
   const Restart restart = restart_of(restart_text);
   const auto kill_after = parse_duration(run.kill_after);
   Client client = backend.connect();
-  client.owner(run.mutex);  // fails fast if the backend is unreachable
+  client.owner(run.mutex);                         // fails fast if the backend is unreachable
+  if (!run.http.empty()) client.label_mutexes(1);  // /metrics: this mutex's own series too
 
   // The signal thread, which outlives this function, holds it weakly: it is released here.
   auto locker = std::make_shared<Locker>(run.mutex, client);

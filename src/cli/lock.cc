@@ -20,7 +20,8 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
   if (!timeout_text.empty()) timeout = parse_duration(timeout_text);
   const auto kill_after = parse_duration(run.kill_after);
   Client client = backend.connect();
-  client.owner(run.mutex);  // fails fast if the backend is unreachable
+  client.owner(run.mutex);                         // fails fast if the backend is unreachable
+  if (!run.http.empty()) client.label_mutexes(1);  // /metrics: this mutex's own series too
 
   // The signal thread, which outlives this function, holds it weakly: it is released here.
   auto locker = std::make_shared<Locker>(run.mutex, client);

@@ -26,7 +26,8 @@ int run_schedule(const BackendChoice& backend, const CommandRun& run, const Ever
   options.worker = "simba-schedule";
   const auto kill_after = parse_duration(run.kill_after);
   Client client = backend.connect();
-  client.owner(run.mutex);  // fails fast if the backend is unreachable
+  client.owner(run.mutex);                         // fails fast if the backend is unreachable
+  if (!run.http.empty()) client.label_mutexes(1);  // /metrics: this mutex's own series too
 
   struct Shared {
     internal::AnnotatedMutex mutex;

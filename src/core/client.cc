@@ -121,7 +121,9 @@ std::size_t Client::lock_entries() const { return locks_->size(); }
 
 std::size_t Client::release_cached() const noexcept { return locks_->release_cached(); }
 
-MetricsSnapshot Client::metrics() const { return telemetry_->snapshot(locks_->fast_relocks()); }
+MetricsSnapshot Client::metrics() const {
+  return telemetry_->snapshot([this] { return locks_->fast_relocks(); });
+}
 
 void Client::label_mutexes(std::size_t at_most) const { telemetry_->label_mutexes(at_most); }
 

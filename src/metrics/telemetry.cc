@@ -94,11 +94,12 @@ void Telemetry::demand(const std::string& mutex, const std::string& owner) {
   emit(EventKind::demand, mutex, owner, 0, [](Event&) {});
 }
 
-MetricsSnapshot Telemetry::snapshot(std::uint64_t live_relocks) const {
+MetricsSnapshot Telemetry::snapshot(const std::function<std::uint64_t()>& live_relocks) const {
   MetricsSnapshot out;
   out.backend = backend_;
   out.local_handovers = local_handovers_.load(std::memory_order_relaxed);
-  out.cached_relocks = relocks_retired_.load(std::memory_order_relaxed) + live_relocks;
+  out.cached_relocks = relocks_retired_.load(std::memory_order_relaxed);
+  out.cached_relocks += live_relocks();
   for (std::size_t i = 0; i < kLostReasons; ++i) out.lost[i] = lost_[i].load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < kBackendOps; ++i) {
     out.backend_errors[i] = errors_[i].load(std::memory_order_relaxed);

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,8 +52,10 @@ class Telemetry {
   // A lock entry going away adds the cached re-locks of its fast path.
   void relocks_retired(std::uint64_t count) noexcept { relocks_retired_.fetch_add(count, std::memory_order_relaxed); }
 
-  // `live_relocks`: the fast paths' counts of the entries alive (the lock table's).
-  MetricsSnapshot snapshot(std::uint64_t live_relocks) const;
+  // `live_relocks()`: the fast paths' counts of the entries alive (the lock table's). Called
+  // after the retired entries' count is read: an entry that goes meanwhile is counted at the
+  // next snapshot, never twice, so the counter never goes back.
+  MetricsSnapshot snapshot(const std::function<std::uint64_t()>& live_relocks) const;
 
   void on_event(EventHook hook) { events_.set_hook(std::move(hook)); }
 

@@ -158,7 +158,7 @@ for ((i = 0; i < 3000; i++)); do
     *) bad_codes=$((bad_codes + 1)); echo "request $i ($((i % 5))): '$status'" ;;
   esac
 done
-for ((i = 0; i < 100; i++)); do  # cut off mid-request
+for ((i = 0; i < 20; i++)); do  # cut off mid-request
   exec 3<>"/dev/tcp/127.0.0.1/$survivor" || { fail "connection refused after $i cut requests"; break; }
   printf 'GET /metr' >&3
   exec 3>&-

@@ -210,9 +210,16 @@ TEST(MetricsTest, AServiceCountsItsLeaseAsAnAcquisitionAndItsStopAsARelease) {
   Recorder recorder;
   client.on_event(recorder.hook());
   auto service = client.contend_service(make_contender("service/counted", {}, {}));
+  // A standby: another process holds the mutex; the service waits for it.
+  Client other(memory, tck::fast_options(), std::make_shared<Runtime>());
+  auto held = other.mutex("service/counted").acquire(kSoon);
   service->start();
+  EXPECT_EQ(client.metrics().waiters, 1);
+  EXPECT_EQ(client.metrics().holders, 0);
+  held.unlock();
   ASSERT_TRUE(wait_until([&] { return service->is_owner(); }, kSoon));
   EXPECT_EQ(client.metrics().holders, 1);
+  EXPECT_EQ(client.metrics().waiters, 0);
   const auto token = service->fencing_token();
   // Evicted: lost, then won again (a service contends on).
   ASSERT_TRUE(memory->administration()->evict("service/counted", service->contender_id()));
@@ -221,6 +228,7 @@ TEST(MetricsTest, AServiceCountsItsLeaseAsAnAcquisitionAndItsStopAsARelease) {
   service->stop();
   const auto m = client.metrics();
   EXPECT_EQ(m.holders, 0);
+  EXPECT_EQ(m.waiters, 0);
   EXPECT_EQ(lost_of(m, LostReason::evicted), 1u);
   EXPECT_EQ(m.releases, 1u);
   EXPECT_EQ(m.hold.count, 2u);  // the lost lease and the released one

@@ -68,7 +68,7 @@ struct MetricsSnapshot {
   std::array<std::uint64_t, kLostReasons> lost{};           // by LostReason
   std::array<std::uint64_t, kBackendOps> backend_errors{};  // by BackendOp
   std::int64_t holders = 0;        // lock manager holds (fast holds excepted) and owning services, now
-  std::int64_t waiters = 0;        // lock manager requests waiting, now
+  std::int64_t waiters = 0;        // lock manager requests waiting and services standing by, now
   HistogramSnapshot acquire_wait;  // a lock manager request: from its call to its grant
   HistogramSnapshot hold;          // a hold or a service's lease: from its grant to its end
   HistogramSnapshot handover;      // a local handover: from one hold's end to the next one's grant

@@ -78,6 +78,7 @@ void ServiceCore::start(bool first_round_inline) {
     generation = ++generation_;
     failures_ = 0;
     dormant_ = owned_ = again_ = false;
+    standing_by_locked(true);
   }
   if (!hooks_.one_shot) {
     strand_.post([self = shared_from_this()] {
@@ -444,7 +445,16 @@ void ServiceCore::revoke_locked(std::uint64_t generation, LostReason reason) {
 void ServiceCore::won_locked(Clock::time_point now) {
   owned_since_ = now;
   if (!hooks_.telemetry || hooks_.one_shot) return;  // a lock entry counts its holds instead
+  standing_by_locked(false);
   hooks_.telemetry->acquired(*slot_, mutex(), contender_id(), token_, std::nullopt);
+}
+
+void ServiceCore::standing_by_locked(bool waiting) {
+  // A service's contender that does not own the mutex waits for it (a standby leader); a lock
+  // entry's requests are counted by the entry, an observer waits for nothing.
+  if (!hooks_.telemetry || hooks_.one_shot || !contender_ || waiting == standing_by_) return;
+  standing_by_ = waiting;
+  hooks_.telemetry->waiting(*slot_, waiting ? 1 : -1);
 }
 
 void ServiceCore::lost_locked(std::uint64_t generation, LostReason reason) {
@@ -452,6 +462,7 @@ void ServiceCore::lost_locked(std::uint64_t generation, LostReason reason) {
     const auto held = Clock::now() - owned_since_;
     hooks_.telemetry->lost(*slot_, reason, mutex(), contender_id(), token_, held);
     if (!hooks_.one_shot) hooks_.telemetry->ended(*slot_, held);
+    standing_by_locked(true);  // a service contends on
   }
   if (hooks_.one_shot) dormant_ = true;
   if (hooks_.on_lost) {

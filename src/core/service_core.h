@@ -123,8 +123,10 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void arm_timer_locked(std::uint64_t generation, std::chrono::milliseconds delay) REQUIRES(mutex_);
   void revoke_locked(std::uint64_t generation, LostReason reason) REQUIRES(mutex_);
   void lost_locked(std::uint64_t generation, LostReason reason) REQUIRES(mutex_);
-  // Telemetry: this contender now owns the lease (it did not before).
+  // Telemetry: this contender now owns the lease (it did not before); a service's contender
+  // waits for the mutex (counted among the waiters) or no longer does.
   void won_locked(Clock::time_point now) REQUIRES(mutex_);
+  void standing_by_locked(bool waiting) REQUIRES(mutex_);
   void post_apply(std::uint64_t generation, const MutexOwner& owner);
   void apply(std::uint64_t generation, const MutexOwner& owner);
   void release_remote(const char* why) noexcept;
@@ -167,6 +169,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   Clock::time_point channel_lost_at_ GUARDED_BY(mutex_){};
   Clock::time_point ttl_deadline_ GUARDED_BY(mutex_){};
   Clock::time_point owned_since_ GUARDED_BY(mutex_){};  // telemetry: when owned_ became true
+  bool standing_by_ GUARDED_BY(mutex_) = false;         // telemetry: counted among the waiters
   std::uint64_t token_ GUARDED_BY(mutex_) = 0;
   std::string last_owner_id_ GUARDED_BY(mutex_);
   std::string last_error_ GUARDED_BY(mutex_);

@@ -43,6 +43,7 @@ void ServiceCore::stop() {
     deadline_timer_.reset();
     subscription = std::move(subscription_);
     owned_ = dormant_ = again_ = false;
+    standing_by_locked(false);
     // A round in flight may still win or renew the lease after our release: a renewal that
     // finds its lease gone joins again. Let it end first (its end gives back what it got, see
     // finish_round), so that nothing of ours is left once stop() returns. A runtime thread does

@@ -128,7 +128,7 @@ std::string to_prometheus(const MetricsSnapshot& m, const std::string& extra) {
   }
   x.family("simba_holders", "gauge", "Holds (fast holds of a cached lease excepted) and owning services now.");
   x.sample("simba_holders", "", m.holders);
-  x.family("simba_waiters", "gauge", "Lock manager requests waiting now.");
+  x.family("simba_waiters", "gauge", "Lock manager requests waiting and contender services standing by, now.");
   x.sample("simba_waiters", "", m.waiters);
   x.family("simba_acquire_wait_seconds", "histogram", "From a lock request to its grant.");
   x.histogram("simba_acquire_wait_seconds", "", m.acquire_wait);

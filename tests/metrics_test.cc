@@ -204,6 +204,42 @@ TEST(MetricsTest, AThrowingOrBlockedHookNeverHoldsUpALock) {
   client.on_event(nullptr);
 }
 
+TEST(MetricsTest, TheLastClientGoesWhileItsHookIsStuckOrHoldsIt) {
+  std::promise<void> go;
+  std::shared_future<void> gate = go.get_future().share();
+  auto returned = std::make_shared<std::atomic<bool>>(false);
+  // The client goes while its hook is stuck on an event: its end waits a second at most.
+  auto ended = std::async(std::launch::async, [gate, returned] {
+    Client client(make_memory_backend(), tck::fast_options(), std::make_shared<Runtime>());
+    client.on_event([gate, returned](const Event&) {
+      gate.wait();
+      returned->store(true);
+    });
+    client.with_lock_options(LockOptions{.linger = 0ms}).mutex("stuck").acquire(kSoon).unlock();
+  });
+  const bool ended_in_time = ended.wait_for(kSoon) == std::future_status::ready;
+  go.set_value();  // the hook returns; its thread ends by itself
+  EXPECT_TRUE(ended_in_time) << "the last Client waited for a stuck hook";
+  ASSERT_TRUE(wait_until([&] { return returned->load(); }, kSoon));
+
+  // A hook that holds the last copy of its Client and lets go of it while it runs: the Client
+  // ends on its own event thread.
+  auto holder = std::make_shared<std::optional<Client>>();
+  auto seen = std::make_shared<std::atomic<int>>(0);
+  auto gone = std::make_shared<std::atomic<bool>>(false);
+  {
+    Client client(make_memory_backend(), tck::fast_options(), std::make_shared<Runtime>());
+    client.on_event([holder, seen, gone](const Event&) {
+      if (seen->fetch_add(1) != 1) return;
+      holder->reset();  // at the second event: the last copy goes, here on the event thread
+      gone->store(true);
+    });
+    *holder = client;
+    client.with_lock_options(LockOptions{.linger = 0ms}).mutex("held-by-hook").acquire(kSoon).unlock();
+  }
+  ASSERT_TRUE(wait_until([&] { return gone->load(); }, kSoon));
+}
+
 TEST(MetricsTest, AServiceCountsItsLeaseAsAnAcquisitionAndItsStopAsARelease) {
   auto memory = make_memory_backend();
   Client client(memory, tck::fast_options(), std::make_shared<Runtime>());

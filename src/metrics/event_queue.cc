@@ -4,22 +4,32 @@
 #include "base/log.h"
 
 namespace simba::internal {
+namespace {
+
+// Logs the 1st, 2nd, 4th, 8th... of a count.
+bool worth_saying(std::uint64_t count) { return (count & (count - 1)) == 0; }
+
+}  // namespace
 
 EventQueue::~EventQueue() {
+  auto& s = *shared_;
   const bool on_event_thread = thread_.joinable() && thread_.get_id() == std::this_thread::get_id();
+  bool stuck = false;
   {
-    internal::UniqueMutexLock lock(mutex_);
+    internal::UniqueMutexLock lock(s.mutex);
     // Events recorded before the last Client went reach the hook, unless it takes too long.
     if (!on_event_thread) {
-      drained_.wait_for(lock.native(), kDrainBound, [this]() REQUIRES(mutex_) { return queue_.empty() && !busy_; });
+      s.drained.wait_for(lock.native(), kDrainBound, [&]() REQUIRES(s.mutex) { return s.queue.empty() && !s.busy; });
     }
-    stopping_ = true;
+    stuck = s.busy && !on_event_thread;
+    s.stopping = true;
   }
-  wake_.notify_all();
+  s.wake.notify_all();
   if (!thread_.joinable()) return;
-  // The last Client let go on the event thread itself (its hook held the last copy): it cannot
-  // join itself, and ends once it sees stopping_.
-  if (on_event_thread) {
+  // The last Client let go on the event thread itself (its hook held the last copy), or the
+  // hook has not returned: the thread ends by itself once it sees `stopping`.
+  if (on_event_thread || stuck) {
+    if (stuck) log_warn("the event hook has not returned for over a second; its thread ends when it does");
     thread_.detach();
   } else {
     thread_.join();
@@ -27,70 +37,74 @@ EventQueue::~EventQueue() {
 }
 
 void EventQueue::set_hook(EventHook hook) {
-  internal::MutexLock lock(mutex_);
-  hook_ = std::move(hook);
-  active_.store(static_cast<bool>(hook_), std::memory_order_release);
-  if (hook_ && !thread_.joinable()) thread_ = std::thread([this] { run(); });
-  if (!hook_) queue_.clear();
+  auto& s = *shared_;
+  internal::MutexLock lock(s.mutex);
+  s.hook = std::move(hook);
+  s.active.store(static_cast<bool>(s.hook), std::memory_order_release);
+  if (s.hook && !thread_.joinable()) thread_ = std::thread([shared = shared_] { run(shared); });
+  if (!s.hook) s.queue.clear();
 }
 
 void EventQueue::push(Event event) {
+  auto& s = *shared_;
   {
-    internal::MutexLock lock(mutex_);
-    if (!hook_) return;
-    if (queue_.size() >= kCapacity) {
-      const auto dropped = dropped_.fetch_add(1, std::memory_order_relaxed) + 1;
-      if ((dropped & (dropped - 1)) == 0) {  // the 1st, 2nd, 4th, 8th... drop
+    internal::MutexLock lock(s.mutex);
+    if (!s.hook) return;
+    if (s.queue.size() >= kCapacity) {
+      const auto dropped = s.dropped.fetch_add(1, std::memory_order_relaxed) + 1;
+      if (worth_saying(dropped)) {
         log_warn("the event hook is slower than the events come: " + std::to_string(dropped) +
                  " events dropped so far (metrics: events_dropped)");
       }
       return;
     }
-    queue_.push_back(std::move(event));
+    s.queue.push_back(std::move(event));
   }
-  wake_.notify_one();
+  s.wake.notify_one();
 }
 
-void EventQueue::run() {
-  internal::UniqueMutexLock lock(mutex_);
+void EventQueue::run(const std::shared_ptr<Shared>& shared) {
+  auto& s = *shared;
+  internal::UniqueMutexLock lock(s.mutex);
   for (;;) {
-    wake_.wait(lock.native(), [this]() REQUIRES(mutex_) { return stopping_ || !queue_.empty(); });
-    if (stopping_) return;
-    Event event = std::move(queue_.front());
-    queue_.pop_front();
-    EventHook hook = hook_;  // a copy: set_hook may replace it meanwhile
-    busy_ = true;
+    s.wake.wait(lock.native(), [&]() REQUIRES(s.mutex) { return s.stopping || !s.queue.empty(); });
+    if (s.stopping) return;
+    Event event = std::move(s.queue.front());
+    s.queue.pop_front();
+    EventHook hook = s.hook;  // a copy: set_hook may replace it meanwhile
+    s.busy = true;
     lock.unlock();
-    deliver(hook, event);
+    deliver(s, hook, event);
+    hook = nullptr;  // outside the lock: it may hold the last copy of the Client, which ends here
     lock.lock();
-    busy_ = false;
-    if (queue_.empty()) drained_.notify_all();
+    s.busy = false;
+    if (s.queue.empty()) s.drained.notify_all();
   }
 }
 
-void EventQueue::deliver(const EventHook& hook, const Event& event) {
+void EventQueue::deliver(Shared& s, const EventHook& hook, const Event& event) {
   if (!hook) return;
   const auto started = std::chrono::steady_clock::now();
   try {
     hook(event);
   } catch (const std::exception& e) {
-    const auto errors = hook_errors_.fetch_add(1, std::memory_order_relaxed) + 1;
-    if ((errors & (errors - 1)) == 0) {
-      log_error(std::string("the event hook threw (") + std::to_string(errors) + " so far): " + e.what());
+    const auto errors = s.hook_errors.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (worth_saying(errors)) {
+      log_error("the event hook threw (" + std::to_string(errors) + " so far): " + e.what());
     }
   } catch (...) {
-    const auto errors = hook_errors_.fetch_add(1, std::memory_order_relaxed) + 1;
-    if ((errors & (errors - 1)) == 0) {
+    const auto errors = s.hook_errors.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (worth_saying(errors)) {
       log_error("the event hook threw a non-standard exception (" + std::to_string(errors) + " so far)");
     }
   }
   const auto took = std::chrono::steady_clock::now() - started;
-  if (took >= kSlowHook && !slow_) {
+  if (took >= kSlowHook && !s.slow) {
     log_warn("the event hook took " +
              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()) +
              " ms for one event; the lock callers do not wait for it, but events queue up");
   }
-  slow_ = took >= kSlowHook;
+  s.slow = took >= kSlowHook;
 }
 
 }  // namespace simba::internal

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <thread>
 
 #include "base/thread_annotations.h"
@@ -21,39 +22,45 @@ class EventQueue {
   // How long the end of the last Client waits for the hook to take the events still queued.
   static constexpr auto kDrainBound = std::chrono::seconds(1);
 
-  EventQueue() = default;
-  ~EventQueue();  // delivers what is queued first (up to kDrainBound)
+  EventQueue() : shared_(std::make_shared<Shared>()) {}
+  // Delivers what is queued first (up to kDrainBound). A hook that has not returned by then
+  // keeps its thread, which ends once the hook returns: the destructor does not wait for it.
+  ~EventQueue();
   EventQueue(const EventQueue&) = delete;
   EventQueue& operator=(const EventQueue&) = delete;
 
-  // Installs `hook` (null: none); the thread starts with the first hook. Events queued before
-  // are delivered to the hook in place when they are.
+  // Installs `hook` (null: none, and what is queued is dropped); the thread starts with the
+  // first hook. Events queued before are delivered to the hook in place when they are.
   void set_hook(EventHook hook);
   // Whether a hook is installed: an event is built only then.
-  bool active() const noexcept { return active_.load(std::memory_order_acquire); }
+  bool active() const noexcept { return shared_->active.load(std::memory_order_acquire); }
   // Queues `event` (dropped and counted when the queue is full).
   void push(Event event);
 
-  std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
-  std::uint64_t hook_errors() const noexcept { return hook_errors_.load(std::memory_order_relaxed); }
+  std::uint64_t dropped() const noexcept { return shared_->dropped.load(std::memory_order_relaxed); }
+  std::uint64_t hook_errors() const noexcept { return shared_->hook_errors.load(std::memory_order_relaxed); }
 
  private:
-  void run();
-  void deliver(const EventHook& hook, const Event& event);
+  // What the event thread uses: it holds it too, so it may outlive the queue.
+  struct Shared {
+    std::atomic<bool> active{false};
+    std::atomic<std::uint64_t> dropped{0};
+    std::atomic<std::uint64_t> hook_errors{0};
 
-  std::atomic<bool> active_{false};
-  std::atomic<std::uint64_t> dropped_{0};
-  std::atomic<std::uint64_t> hook_errors_{0};
+    internal::AnnotatedMutex mutex;
+    std::condition_variable wake;
+    std::condition_variable drained;  // the queue emptied and no event is with the hook
+    EventHook hook GUARDED_BY(mutex);
+    std::deque<Event> queue GUARDED_BY(mutex);
+    bool stopping GUARDED_BY(mutex) = false;
+    bool busy GUARDED_BY(mutex) = false;  // an event is with the hook
+    bool slow = false;                    // the event thread's own: the last call was slow
+  };
+  static void run(const std::shared_ptr<Shared>& shared);
+  static void deliver(Shared& shared, const EventHook& hook, const Event& event);
 
-  internal::AnnotatedMutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable drained_;  // the queue emptied and no event is being delivered
-  EventHook hook_ GUARDED_BY(mutex_);
-  std::deque<Event> queue_ GUARDED_BY(mutex_);
-  bool stopping_ GUARDED_BY(mutex_) = false;
-  bool busy_ GUARDED_BY(mutex_) = false;  // an event is with the hook
-  bool slow_ = false;                     // the event thread's: the last call was slow (reported once per run)
-  std::thread thread_;                    // started once, under mutex_
+  const std::shared_ptr<Shared> shared_;
+  std::thread thread_;  // started once, under shared_->mutex; joined or detached by the destructor
 };
 
 }  // namespace simba::internal

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -127,6 +128,117 @@ TEST_F(MysqlTest, AJvmOwnersRenewalsAndReleaseInterleavedWithOursNeverMakeTwoOwn
   ours->stop();
   EXPECT_EQ(jvm_acquire(mutex), "1");  // free again after our release
   EXPECT_EQ(jvm_release(mutex), "1");
+}
+
+// A release wakes a waiter in another backend (as in another process: each has its own wake
+// locks' connections) at once, through GET_LOCK: both poll only every 30 s and the lease lasts
+// 30 s, so only a wake-up can hand it over within 15 s. With wake_locks=off the same handover
+// waits for the poll: the wake locks are what does it.
+TEST_F(MysqlTest, AWaiterInAnotherBackendTakesOverAtTheReleaseNotAtItsPoll) {
+  ContendOptions slow;
+  slow.poll_interval = 30s;  // the waiter's next look without a wake-up
+  slow.ttl = 30s;            // nor does the owner's lease end meanwhile
+  slow.transition = 1s;
+  for (const bool wake : {true, false}) {
+    SCOPED_TRACE(wake ? "wake_locks=on" : "wake_locks=off");
+    const std::string mutex = tck::unique_mutex("wake");
+    const std::string uri = uri_ + (wake ? "" : "?wake_locks=off");
+    Client owner(open_backend(uri), slow);
+    Client waiter(open_backend(uri), slow);
+    Locker held(mutex, owner);
+    held.acquire(5s);
+    Locker next(mutex, waiter);
+    std::atomic<bool> taken{false};
+    std::string failure;  // read after join()
+    std::thread waiting([&] {
+      try {
+        next.acquire(wake ? 15s : 3s);  // less than the poll interval: only a wake-up can make it
+        taken = true;
+      } catch (const Error& e) {
+        failure = e.what();
+      }
+    });
+    // The waiter has looked once and found the mutex held: its demand is on the row.
+    ASSERT_TRUE(wait_until([&] { return owner.backend()->read(mutex).demanded; }, 10s)) << "the waiter never tried";
+    held.close();
+    waiting.join();
+    if (wake) {
+      EXPECT_TRUE(taken.load()) << "not taken at the release: " << failure;
+      EXPECT_TRUE(next.is_owner());
+    } else {
+      EXPECT_FALSE(taken.load()) << "taken without wake locks before the waiter's poll: the test shows nothing";
+    }
+  }
+}
+
+// The number of statements the server ran so far (SELECTs and prepared executions).
+long statements_run() {
+  const std::string line = as_jvm(
+      "SELECT SUM(VARIABLE_VALUE) FROM information_schema.global_status "
+      "WHERE VARIABLE_NAME IN ('COM_SELECT', 'COM_STMT_EXECUTE')");
+  return std::strtol(line.c_str(), nullptr, 10);
+}
+
+// The statements of ours waiting for a wake lock now (GET_LOCK in flight), this one aside.
+long waits_in_flight() {
+  return std::strtol(as_jvm("SELECT COUNT(*) FROM information_schema.processlist "
+                            "WHERE info LIKE '%GET_LOCK(%' AND id <> CONNECTION_ID()")
+                         .c_str(),
+                     nullptr, 10);
+}
+
+// Behind an owner that holds no wake lock (a JVM Simba owner, or ours with wake_locks=off),
+// a waiter's wait finds the lock free: it asks again after a pause that grows to the poll
+// interval, and never spins. The bound is the poll interval's: over 2 s at 25 ms, the core's
+// polls and the waits' tries are at most 80 each, and a poll (a prepared SELECT) counts twice
+// in the server's counters: 240, with room for the demand writes; a spin would run thousands.
+TEST_F(MysqlTest, AWaiterBehindAnOwnerWithoutAWakeLockAsksAtThePollIntervalNotInASpin) {
+  const std::string mutex = tck::unique_mutex("nowake");
+  auto owner = open_backend(uri_ + "?wake_locks=off");
+  ASSERT_EQ(owner->acquire(mutex, "jvm-like", 30s, 0ms).owner.owner_id, "jvm-like");
+  ContendOptions options = tck::fast_options();
+  options.poll_interval = 25ms;
+  Client waiter(open_backend(uri_), options);
+  Locker next(mutex, waiter);
+  std::thread waiting([&] {
+    try {
+      next.acquire(4s);
+    } catch (const Error&) {  // expected: the owner keeps it
+    }
+  });
+  std::this_thread::sleep_for(500ms);  // past the pauses' growth
+  const long before = statements_run();
+  std::this_thread::sleep_for(2s);
+  const long during = statements_run() - before;
+  waiting.join();
+  std::printf("statements in 2 s behind an owner without a wake lock: %ld\n", during);
+  EXPECT_LE(during, 6 * 80) << "statements in 2 s behind an owner without a wake lock";
+  EXPECT_GE(during, 10) << "the waiter stopped asking";
+  EXPECT_TRUE(owner->release(mutex, "jvm-like"));
+}
+
+// A watch that ends while its wait is in flight ends that wait on the server too (KILL QUERY),
+// and the connection serves the next wait.
+TEST_F(MysqlTest, AnEndedWatchLeavesNoWaitOnTheServer) {
+  const std::string mutex = tck::unique_mutex("cancel");
+  auto owner = open_backend(uri_);
+  auto waiter = open_backend(uri_);
+  ASSERT_EQ(owner->acquire(mutex, "a", 30s, 0ms).owner.owner_id, "a");
+  std::atomic<int> released{0};
+  auto count = [&](WatchEvent event) {
+    if (event == WatchEvent::released) released.fetch_add(1);
+  };
+  auto watch = waiter->watch(mutex, "b", count);
+  ASSERT_TRUE(wait_until([] { return waits_in_flight() == 1; }, 10s)) << "no wait on the server";
+  watch.reset();
+  EXPECT_TRUE(wait_until([] { return waits_in_flight() == 0; }, 10s)) << "the ended watch's wait is still there";
+  // Watched again, the release wakes it: the wait connection still works after the KILL QUERY.
+  watch = waiter->watch(mutex, "b", count);
+  ASSERT_TRUE(wait_until([] { return waits_in_flight() == 1; }, 10s));
+  ASSERT_TRUE(owner->release(mutex, "a"));
+  EXPECT_TRUE(wait_until([&] { return released.load() >= 1; }, 10s)) << "the release woke nobody";
+  watch.reset();
+  EXPECT_TRUE(wait_until([] { return waits_in_flight() == 0; }, 10s));
 }
 
 }  // namespace

@@ -7,7 +7,8 @@
 // plus our fencing_token column (with a default, so Simba's own inserts still work), added to
 // an existing table if missing. Acquire = renew = one conditional upsert; every time comes from
 // the database clock in UTC milliseconds (never the session time zone). MySQL has no push
-// channel: waiters poll with a cheap read (only waiters poll); a monitor connection parked in
+// channel: a release wakes waiters through the server's user-level locks (wake_locks below), and
+// waiters also poll with a cheap read (only waiters poll); a monitor connection parked in
 // SELECT SLEEP() tells owners at once when the server goes away. MariaDB 10.5+ answers an
 // acquire in one statement (INSERT ... RETURNING); MySQL 8.0+ and older MariaDB (10.2+) take
 // the same upsert plus a primary-key read. Thread-safe: a small pool of connections serves
@@ -40,6 +41,12 @@ struct MysqlOptions {
   // Use INSERT ... RETURNING where the server has it (MariaDB 10.5+); false: the upsert plus a
   // read that MySQL gets. Default: true.
   bool returning = true;
+  // A release wakes the waiters of its mutex in every process at once: the owner holds a
+  // user-level lock of the server (GET_LOCK) per owned mutex on a connection of its own, and
+  // waiters wait for it on theirs (one per mutex waited for, at most 32 per backend). Waiters
+  // still poll, for owners that hold none (JVM Simba) and what else it cannot see. false:
+  // waiters only poll (a server or proxy that does not keep user-level locks). Default: true.
+  bool wake_locks = true;
   // TLS (Connector/C): `ssl` encrypts and refuses a server without TLS; the server's
   // certificate is checked against `ssl_ca` (else the system's CAs), host name included,
   // unless `ssl_verify` is false. `ssl_cert`/`ssl_key`: a client certificate. Default: off.

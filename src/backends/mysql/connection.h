@@ -55,6 +55,8 @@ class Connection {
   bool broken() const { return broken_; }
   // The socket, so another thread can shut it down to end a blocking read.
   int socket() const { return static_cast<int>(mysql_get_socket(mysql_.get())); }
+  // The server's id of this connection (for KILL QUERY from another one).
+  unsigned long thread_id() const { return mysql_thread_id(mysql_.get()); }
   std::string server_info() const;
   unsigned long server_version() const { return mysql_get_server_version(mysql_.get()); }  // 101119 = 10.11.19
 

@@ -20,6 +20,9 @@ const OptionTable<Options>& options_table() {
       server_options<Options>()
           .on_off("returning", "off: the upsert + read that servers without INSERT ... RETURNING get (default on)",
                   &Options::returning)
+          .on_off("wake_locks",
+                  "off: waiters only poll; on: a release wakes them through GET_LOCK wake locks (default on)",
+                  &Options::wake_locks)
           .custom("ssl", "on: TLS, a server without it is refused (default off; on when a TLS file is given)",
                   [](const EngineQuery& query, const std::string& key, Options& options) {
                     options.ssl = switch_option(query, key, names_tls_files(query));

@@ -14,6 +14,7 @@
 #include "backends/common/sql_backend.h"
 #include "backends/mysql/connection.h"
 #include "backends/mysql/monitor.h"
+#include "backends/mysql/wake_locks.h"
 #include "base/log.h"
 #include "simba/error.h"
 
@@ -167,7 +168,8 @@ class MysqlBackend final : public internal::SqlBackend<Connection> {
   MysqlBackend(const MysqlOptions& options, std::string where)
       : SqlBackend("mysql", std::move(where), options.pool_size, options.sweep_idle, options.poll_interval),
         options_(options),
-        monitor_(mysql::make_monitor(options, this->where())) {
+        monitor_(mysql::make_monitor(options, this->where())),
+        wake_(options.wake_locks ? std::make_unique<mysql::WakeLocks>(options, this->where()) : nullptr) {
     auto connection = std::make_unique<Connection>(options_, this->where(), options_.command_timeout);
     const std::string server = connection->server_info();
     const bool mariadb = server.find("MariaDB") != std::string::npos;
@@ -232,6 +234,7 @@ class MysqlBackend final : public internal::SqlBackend<Connection> {
           auto result = internal::snapshot_of_row(row->owner, row->now);
           const bool lost = !result.owner.empty() && result.owner.owner_id != contender_id;
           set_waiting(waiter, result.owner.owner_id != contender_id);
+          if (wake_) wake_->owns(mutex, contender_id, result.owner.owner_id == contender_id);
           if (lost) want(*row, result);
           result.demanded = !lost && !result.owner.empty() && row->wanted_until >= row->now;
           return result;
@@ -245,12 +248,31 @@ class MysqlBackend final : public internal::SqlBackend<Connection> {
 
   bool release(const std::string& mutex, const std::string& contender_id) override {
     set_waiting(mutex + '\0' + contender_id, false);
+    // The wake lock goes after the row, whatever the release did: a waiter woken too early
+    // only looks once more.
+    struct LetWakeLockGo {
+      ~LetWakeLockGo() {
+        if (wake) wake->owns(mutex, contender_id, false);
+      }
+      mysql::WakeLocks* wake;
+      const std::string& mutex;
+      const std::string& contender_id;
+    } let_go{wake_.get(), mutex, contender_id};
     return SqlBackend::release(mutex, contender_id);
   }
 
-  std::unique_ptr<Subscription> watch(const std::string&, const std::string&,
+  // The server's loss (the monitor), and releases in any process (the wake locks).
+  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string&,
                                       std::function<void(WatchEvent)> on_change) override {
-    return monitor_->watch({}, std::move(on_change));
+    auto lost = monitor_->watch({}, on_change);
+    if (!wake_) return lost;
+    struct Both final : Subscription {
+      std::unique_ptr<Subscription> released, lost;
+    };
+    auto both = std::make_unique<Both>();
+    both->released = wake_->watch(mutex, std::move(on_change));
+    both->lost = std::move(lost);
+    return both;
   }
 
  private:
@@ -327,6 +349,7 @@ class MysqlBackend final : public internal::SqlBackend<Connection> {
   const MysqlOptions options_;
   bool returning_ = true;  // set once, before the pool opens a connection
   std::unique_ptr<internal::PushChannel> monitor_;
+  std::unique_ptr<mysql::WakeLocks> wake_;  // null with wake_locks off
   internal::AnnotatedMutex waiting_mutex_;
   std::unordered_set<std::string> waiting_
       GUARDED_BY(waiting_mutex_);  // contenders of this process that last saw another owner

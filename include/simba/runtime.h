@@ -55,6 +55,9 @@ class Runtime {
   // Runs `task` on the I/O pool once `delay` has passed, ahead of normal tasks (keep it
   // short). Returns an id for cancel().
   TimerId schedule_after(std::chrono::steady_clock::duration delay, std::function<void()> task);
+  // The same at a time of the steady clock (one already past: at once), for a caller that has
+  // read the clock already.
+  TimerId schedule_at(std::chrono::steady_clock::time_point deadline, std::function<void()> task);
   // Cancels a timer that has not fired. Returns false if it fired or was cancelled already.
   bool cancel(TimerId id);
   // Runs `task` on the I/O pool as soon as a thread is free. Urgent tasks (an owner's lease

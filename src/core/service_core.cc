@@ -166,6 +166,7 @@ ServiceCore::Lease ServiceCore::lease(Clock::time_point now) const {
   lease.generation = generation_;
   lease.deadline = owned_ ? lease_deadline_ : Clock::time_point{};
   lease.rival_seen = !last_owner_id_.empty() && last_owner_id_ != contender_id();
+  lease.now = now;
   return lease;
 }
 
@@ -374,7 +375,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     const auto delay = next_round_delay(snapshot.owner, snapshot.now,
                                         contender_ ? contender_->contender_id() : std::string_view(), policy, rng());
     again_ = false;
-    if (!dormant_) arm_timer_locked(generation, delay);
+    if (!dormant_) arm_timer_locked(generation, now + delay);
     // A renewal due no sooner than the deadline (no transition, a lease the backend cut
     // short) would arm it too late: arm it now.
     if (ours && now + delay >= lease_deadline_) arm_deadline_locked(generation);
@@ -477,9 +478,13 @@ void ServiceCore::post_apply(std::uint64_t generation, const MutexOwner& owner) 
 }
 
 void ServiceCore::arm_timer_locked(std::uint64_t generation, std::chrono::milliseconds delay) {
+  arm_timer_locked(generation, Clock::now() + delay);
+}
+
+void ServiceCore::arm_timer_locked(std::uint64_t generation, Clock::time_point at) {
   if (timer_) runtime_->cancel(*timer_);
   std::weak_ptr<ServiceCore> weak = shared_from_this();
-  timer_ = runtime_->schedule_after(delay, [weak, generation] {
+  timer_ = runtime_->schedule_at(at, [weak, generation] {
     if (auto self = weak.lock()) self->trigger(generation, true);
   });
 }

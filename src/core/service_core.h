@@ -96,6 +96,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
     std::uint64_t generation = 0;  // generation()
     Clock::time_point deadline{};  // lease_deadline()
     bool rival_seen = false;       // the last round saw another contender own the mutex
+    Clock::time_point now{};       // when it was judged (lease()'s argument)
   };
   Lease lease(Clock::time_point now) const;
   // The owner id the last round saw (empty before the first, or after an error).
@@ -121,6 +122,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void arm_deadline_locked(std::uint64_t generation) REQUIRES(mutex_);
   void on_lease_deadline(std::uint64_t generation);
   void arm_timer_locked(std::uint64_t generation, std::chrono::milliseconds delay) REQUIRES(mutex_);
+  void arm_timer_locked(std::uint64_t generation, Clock::time_point at) REQUIRES(mutex_);  // `at`: read already
   void revoke_locked(std::uint64_t generation, LostReason reason) REQUIRES(mutex_);
   void lost_locked(std::uint64_t generation, LostReason reason) REQUIRES(mutex_);
   // Telemetry: this contender now owns the lease (it did not before); a service's contender

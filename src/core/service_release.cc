@@ -35,7 +35,7 @@ void ServiceCore::stop() {
     if (owned_) {
       gave_back = true;
       token = token_;
-      held = Clock::now() - owned_since_;
+      if (hooks_.telemetry && !hooks_.one_shot) held = Clock::now() - owned_since_;  // a lock entry times its holds
     }
     if (timer_) runtime_->cancel(*timer_);
     if (deadline_timer_) runtime_->cancel(*deadline_timer_);

@@ -202,7 +202,7 @@ void LocalLine::grant_front_locked(Outcomes& outcomes, const ServiceCore::Lease&
   Request request = requests_.pop_front();
   if (request.deadline) runtime_->cancel(*request.deadline);
   offer_.granted(request.ticket);
-  const auto now = Clock::now();
+  const auto now = lease.now;  // a clock read costs ~20-30 ns here: the lease's, read just before
   Holder holder{++next_id_, lease.token, lease.generation, std::stop_source(), std::nullopt, request.terms, now};
   telemetry().waiting(slot(), -1);
   telemetry().acquired(slot(), name(), core().contender_id(), lease.token, now - request.queued_at);

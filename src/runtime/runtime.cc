@@ -264,7 +264,11 @@ class RuntimeImpl {
   }
 
   Runtime::TimerId schedule_after(std::chrono::steady_clock::duration delay, std::function<void()> task) {
-    auto deadline = std::chrono::steady_clock::now() + std::max(delay, std::chrono::steady_clock::duration::zero());
+    return schedule_at(std::chrono::steady_clock::now() + std::max(delay, std::chrono::steady_clock::duration::zero()),
+                       std::move(task));
+  }
+
+  Runtime::TimerId schedule_at(std::chrono::steady_clock::time_point deadline, std::function<void()> task) {
     Runtime::TimerId id;
     bool earliest;
     {
@@ -316,6 +320,9 @@ std::shared_ptr<Runtime> Runtime::shared() {
 
 Runtime::TimerId Runtime::schedule_after(std::chrono::steady_clock::duration delay, std::function<void()> task) {
   return impl_->schedule_after(delay, std::move(task));
+}
+Runtime::TimerId Runtime::schedule_at(std::chrono::steady_clock::time_point deadline, std::function<void()> task) {
+  return impl_->schedule_at(deadline, std::move(task));
 }
 bool Runtime::cancel(TimerId id) { return impl_->cancel(id); }
 void Runtime::post_io(std::function<void()> task, Priority priority) {

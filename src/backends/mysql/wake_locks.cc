@@ -16,13 +16,13 @@
 namespace simba::mysql {
 namespace {
 
-using std::chrono::milliseconds;
 using internal::log_debug;
 using internal::log_info;
 using internal::log_warn;
+using std::chrono::milliseconds;
 
-constexpr int kWaitSeconds = 30;           // one GET_LOCK wait; then it asks again
-constexpr milliseconds kReconnect{500};    // after a connection could not be made or broke
+constexpr int kWaitSeconds = 30;            // one GET_LOCK wait; then it asks again
+constexpr milliseconds kReconnect{500};     // after a connection could not be made or broke
 constexpr milliseconds kLongestTake{1000};  // the longest pause between tries to take a wake lock
 constexpr std::size_t kIdleConnections = 4;
 

@@ -98,13 +98,25 @@ nlohmann::json kill(const Client& client, const std::string& uri, const std::str
   return out;
 }
 
-// One process holds `n` mutexes (ttl 2s, transition 1s) for `duration`: the threads it needs,
-// resident memory per held mutex, and renewals missed (an owner that lost its lease).
+// The round trips a Client's rounds took so far: rounds sent alone, plus the batches that
+// carried the others.
+std::uint64_t round_trips(const MetricsSnapshot& metrics) {
+  std::uint64_t rounds = 0;
+  for (auto op : {BackendOp::acquire, BackendOp::renew})
+    rounds += metrics.round_trip[static_cast<std::size_t>(op)].count;
+  return rounds - metrics.batched_rounds + metrics.batches;
+}
+
+// One process holds `n` mutexes (ttl 5s, transition 1s) for `duration`: how long taking them
+// all took, the threads it needs, resident memory per held mutex, round trips per ttl while
+// holding (renewals; batched where the engine takes batches), and renewals missed (an owner
+// that lost its lease).
 nlohmann::json scale(const Client& client, const std::string& engine, std::size_t n, std::chrono::seconds duration) {
   ContendOptions options = client.options();
-  options.ttl = 2s;
+  options.ttl = 5s;
   options.transition = 1s;
   Client held(client.backend(), options, client.runtime());
+  const auto begun = Clock::now();
   const long rss_before = resident_bytes();
   std::atomic<long> acquired{0}, lost{0};
   std::mutex latency_mutex;
@@ -126,15 +138,24 @@ nlohmann::json scale(const Client& client, const std::string& engine, std::size_
     services.back()->start();
   }
   await([&] { return acquired.load() == static_cast<long>(n); }, "every mutex to be held");
+  const auto all_held = Clock::now() - begun;
   const long rss_held = resident_bytes();
   const int threads = thread_count();
+  const auto trips_before = round_trips(held.metrics());
+  const auto holding_since = Clock::now();
   std::this_thread::sleep_for(duration);
+  const auto trips = round_trips(held.metrics()) - trips_before;
+  const double held_s = std::chrono::duration<double>(Clock::now() - holding_since).count();
   const long missed = lost.load();
   std::size_t owners = 0;
   for (auto& service : services) owners += service->is_owner();
   for (auto& service : services) service->stop();
   auto out = line(engine, "scale", n, stats_of(latencies));
   out["duration_s"] = duration.count();
+  out["ttl_ms"] = options.ttl.count();
+  out["acquire_all_ms"] = round2(std::chrono::duration<double, std::milli>(all_held).count());
+  out["round_trips_per_ttl"] =
+      round2(static_cast<double>(trips) / held_s * std::chrono::duration<double>(options.ttl).count());
   out["threads"] = threads;
   out["rss_per_mutex_bytes"] = (rss_held - rss_before) / static_cast<long>(n);
   out["missed_renewals"] = missed;

@@ -31,6 +31,8 @@ constexpr Target kTargets[] = {
     {"*", "scale", "threads", Target::at_most, 16, "", "issue 28: no thread per contender"},
     {"*", "scale", "rss_per_mutex_bytes", Target::at_most, 1024, "", "issue 28: at most 1 KiB resident per mutex"},
     {"*", "scale", "owners_at_end", Target::at_least, 1, "n", "issue 28: every mutex still owned at the end"},
+    {"*", "scale", "round_trips_per_ttl", Target::at_most, 0.01, "n", "issue 28: renewals batched, n/100 per ttl"},
+    {"redis", "scale", "acquire_all_ms", Target::at_most, 10000, "", "issue 28: 100,000 mutexes taken within 10 s"},
     {"*", "async", "completed", Target::at_least, 1, "requests", "every request completes within its timeout"},
 };
 

@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -81,6 +82,12 @@ enum class WatchEvent { released, acquired, lost };
 class Subscription {
  public:
   virtual ~Subscription() = default;
+  // Waits until the watch is in place on the server, so that every change from then on is
+  // reported; at most the engine's bound (its command timeout), and not at all while the
+  // server cannot be reached (the reconnect reports `released` then). watch() may return
+  // before: a contender's first round goes at once, and only one that found the mutex held
+  // waits here before it looks again. Default: in place when watch() returned.
+  virtual void wait_ready() {}
 };
 
 // Optional interfaces: an engine offers each or not. Backend's accessor for one returns it
@@ -195,6 +202,39 @@ class IdleMarks {
   ~IdleMarks() = default;
 };
 
+// One acquire() call of a batch (Batches).
+struct AcquireCall {
+  std::string mutex;
+  std::string contender_id;
+  std::chrono::milliseconds ttl{0};
+  std::chrono::milliseconds transition{0};
+};
+
+// What one call of a batch got: the owner after it, as acquire() returns it, or the error that
+// call alone met, as acquire() would have thrown it.
+struct AcquireResult {
+  OwnerSnapshot snapshot;
+  std::exception_ptr error;  // set: the call failed (snapshot is empty)
+};
+
+// Many acquire() calls in one round trip: how a process holding many leases renews them, and
+// how it takes many free mutexes at once. The core sends the rounds that wait for an I/O
+// thread through it (never a blocking lock's first round, which goes alone at once).
+class Batches {
+ public:
+  // Runs each call as acquire() would run it alone (each atomic by itself, not the batch) and
+  // answers each: results[i] for calls[i]. An error one call met is in its result (a lease
+  // lost is that lease's answer only); an error that hits the whole batch (the connection)
+  // throws Error as acquire() would, and the caller counts it against every call.
+  // Blocks: for one round trip (Redis: a pipeline of scripts on one connection).
+  virtual std::vector<AcquireResult> acquire_batch(const std::vector<AcquireCall>& calls) = 0;
+  // The most calls one batch carries. Default: 256.
+  virtual std::size_t max_batch() const noexcept { return 256; }
+
+ protected:
+  ~Batches() = default;
+};
+
 // The required lease interface (acquire, release, read; watch where the engine pushes, else
 // callers poll read()) and the optional interfaces the engine offers. A backend that
 // implements only the required part takes locks everywhere a lock is taken: the kit's lease
@@ -259,6 +299,7 @@ class Backend {
   virtual IdleMarks* idle_marks() noexcept { return nullptr; }
   virtual Administration* administration() noexcept { return nullptr; }
   virtual RawProbe* raw_probe() noexcept { return nullptr; }
+  virtual Batches* batches() noexcept { return nullptr; }
 
   // The backend's description for messages: scheme, host, path; never a password.
   virtual std::string describe() const = 0;
@@ -280,6 +321,7 @@ class BackendOffering : public Backend, public Offered... {
   IdleMarks* idle_marks() noexcept override { return offered<IdleMarks>(); }
   Administration* administration() noexcept override { return offered<Administration>(); }
   RawProbe* raw_probe() noexcept override { return offered<RawProbe>(); }
+  Batches* batches() noexcept override { return offered<Batches>(); }
 
  private:
   template <class Interface>
@@ -303,8 +345,9 @@ class BackendOffering : public Backend, public Offered... {
 };
 
 // Forwards every call to another backend, and offers the optional interfaces the target
-// offers. Derive from it and override what you want to change: that is how the
-// fault-injecting backend of the tests is written.
+// offers, except Batches: a batch would pass by the acquire() a subclass overrides, so rounds
+// through a ForwardingBackend go one by one. Derive from it and override what you want to
+// change: that is how the fault-injecting backend of the tests is written.
 class ForwardingBackend : public Backend,
                           public Push,
                           public DemandSignal,

@@ -27,6 +27,7 @@ namespace simba {
 class Client;
 namespace internal {
 class LockTable;
+class RoundBatcher;
 class Telemetry;
 const std::shared_ptr<Telemetry>& telemetry_of(const Client& client);
 }  // namespace internal
@@ -105,8 +106,9 @@ class Client {
   ContendOptions options_;
   std::shared_ptr<Runtime> runtime_;
   LockOptions lock_options_;
-  std::shared_ptr<internal::Telemetry> telemetry_;  // shared by copies
-  std::shared_ptr<internal::LockTable> locks_;      // shared by copies
+  std::shared_ptr<internal::Telemetry> telemetry_;   // shared by copies
+  std::shared_ptr<internal::LockTable> locks_;       // shared by copies
+  std::shared_ptr<internal::RoundBatcher> batcher_;  // shared by copies; null: the backend offers no Batches
 };
 
 }  // namespace simba

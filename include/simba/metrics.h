@@ -76,6 +76,10 @@ struct MetricsSnapshot {
   std::vector<MutexMetrics> mutexes;                      // empty unless Client::label_mutexes was called
   std::uint64_t events_dropped = 0;                       // events the hook could not take in time (its queue was full)
   std::uint64_t hook_errors = 0;                          // calls of the hook that threw
+  // Rounds sent in batches (Batches: a backend that takes many acquisitions or renewals in
+  // one round trip), and the round trips that carried them.
+  std::uint64_t batched_rounds = 0;
+  std::uint64_t batches = 0;
 };
 
 // The Prometheus text exposition (version 0.0.4) of `snapshot`: simba_* names, units in the

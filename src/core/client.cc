@@ -1,6 +1,7 @@
 // Client: makes services over one backend and runtime.
 #include "simba/client.h"
 
+#include "core/round_batcher.h"
 #include "core/service_core.h"
 #include "locks/lock_table.h"
 #include "simba/error.h"
@@ -62,7 +63,9 @@ Client::Client(std::shared_ptr<Backend> backend, ContendOptions options, std::sh
   require(runtime_, "runtime");
   options_.validate();
   telemetry_ = std::make_shared<internal::Telemetry>(backend_->capabilities().engine);
-  locks_ = std::make_shared<internal::LockTable>(internal::LockContext{backend_, runtime_, options_, telemetry_});
+  if (backend_->batches()) batcher_ = std::make_shared<internal::RoundBatcher>(backend_, runtime_, telemetry_);
+  locks_ =
+      std::make_shared<internal::LockTable>(internal::LockContext{backend_, runtime_, options_, telemetry_, batcher_});
 }
 
 std::unique_ptr<MutexContendService> Client::contend_service(std::shared_ptr<MutexContender> contender) const {
@@ -74,6 +77,7 @@ std::unique_ptr<MutexContendService> Client::contend_service(std::shared_ptr<Mut
   require(contender, "contender");
   internal::CoreHooks hooks;
   hooks.telemetry = telemetry_;
+  hooks.batcher = batcher_;
   auto core = std::make_shared<ServiceCore>(contender, contender, backend_, runtime_, options, std::move(hooks));
   return std::make_unique<ContendServiceImpl>(std::move(core));
 }

@@ -18,6 +18,16 @@ std::chrono::milliseconds next_delay(const MutexOwner& owner, std::string_view c
   return std::chrono::milliseconds(std::max<std::int64_t>(delay, 0));
 }
 
+std::chrono::steady_clock::time_point renewal_tick(std::chrono::steady_clock::time_point at,
+                                                   std::chrono::steady_clock::time_point now,
+                                                   std::chrono::milliseconds ttl) {
+  using std::chrono::milliseconds;
+  const auto grid = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::clamp(ttl / 8, milliseconds(10), milliseconds(1000)));
+  const auto tick = std::chrono::steady_clock::time_point((at.time_since_epoch() / grid) * grid);
+  return tick > now ? tick : at;
+}
+
 std::chrono::milliseconds expiry_probe_delay(const MutexOwner& owner, EpochMillis now, std::mt19937_64& rng) {
   std::uniform_int_distribution<std::int64_t> jitter(1, 20);
   return std::chrono::milliseconds(std::max<std::int64_t>(owner.transition_at - now, 0) + jitter(rng));

@@ -9,6 +9,14 @@
 
 namespace simba::internal {
 
+// When a renewal due at `at` goes, with batched rounds (RoundBatcher): on a grid of ttl / 8
+// (10 ms to 1 s) shared by every lease of that ttl in the process, at or before `at` (never
+// later: the lease is only renewed sooner), so that leases renew together and share round
+// trips. `at` itself when the grid point is not after `now`.
+std::chrono::steady_clock::time_point renewal_tick(std::chrono::steady_clock::time_point at,
+                                                   std::chrono::steady_clock::time_point now,
+                                                   std::chrono::milliseconds ttl);
+
 // Owner: ttl_at - now (renew at the soft expiry). Non-owner: transition_at - now + jitter
 // with jitter uniform in [0, 1000) ms if transition_at == ttl_at, else [-200, 1000) ms.
 // Clamped to >= 0. `now` is the backend clock's reading that judged `owner`.

@@ -1,6 +1,8 @@
 // The contention loop: rounds on the I/O pool, notifications on a strand.
 #include "core/service_core.h"
+
 #include "base/thread_annotations.h"
+#include "core/round_batcher.h"
 
 #include <algorithm>
 #include <future>
@@ -86,13 +88,16 @@ void ServiceCore::start(bool first_round_inline) {
       self->state_ = MutexState{};
     });
   }
-  std::unique_ptr<Subscription> subscription;
+  std::shared_ptr<Subscription> subscription;
   {  // a push channel, or a watch that only reports the server's loss, or none (nullptr)
     try {
       std::weak_ptr<ServiceCore> weak = shared_from_this();
       subscription = backend_->watch(mutex(), contender_id(), [weak, generation](WatchEvent event) {
         if (auto self = weak.lock()) self->on_watch(generation, event);
       });
+      // An observer reports every change from its first round on: its watch is in place
+      // first. A contender's first round goes at once (finish_round waits if it lost).
+      if (subscription && !contender_) subscription->wait_ready();
     } catch (const std::exception& e) {
       log_warn("cannot watch mutex '" + mutex() + "' (" + e.what() + "); polling instead");
     }
@@ -101,6 +106,7 @@ void ServiceCore::start(bool first_round_inline) {
   {
     internal::MutexLock lock(mutex_);
     subscription_ = std::move(subscription);
+    watch_unconfirmed_ = contender_ && subscription_;
     if (inline_round && in_flight_) {
       // A round of the last generation still runs (its stop() was on a runtime thread, which
       // does not wait): ours follows when it ends (settle_stale_locked), not beside it.
@@ -237,11 +243,15 @@ void ServiceCore::trigger(std::uint64_t generation, bool from_timer) {
     // sets this timer.
     if (renewal && !deadline_timer_) arm_deadline_locked(generation);
   }
+  if (hooks_.batcher && contender_) {
+    hooks_.batcher->submit(shared_from_this(), generation, renewal);
+    return;
+  }
   runtime_->post_io([self = shared_from_this(), generation] { self->run_round(generation); },
                     renewal ? Runtime::Priority::urgent : Runtime::Priority::normal);
 }
 
-void ServiceCore::run_round(std::uint64_t generation) {
+std::optional<BackendOp> ServiceCore::begin_round(std::uint64_t generation) {
   BackendOp op = contender_ ? BackendOp::acquire : BackendOp::read;
   {
     internal::UniqueMutexLock lock(mutex_);
@@ -249,10 +259,20 @@ void ServiceCore::run_round(std::uint64_t generation) {
       auto next = settle_stale_locked();
       lock.unlock();
       if (next) trigger(*next, true);
-      return;
+      return std::nullopt;
     }
     if (contender_ && owned_) op = BackendOp::renew;
   }
+  return op;
+}
+
+AcquireCall ServiceCore::call() const {
+  return AcquireCall{mutex(), contender_->contender_id(), options_.ttl, options_.transition};
+}
+
+void ServiceCore::run_round(std::uint64_t generation) {
+  const auto op = begin_round(generation);
+  if (!op) return;
   auto sent = Clock::now();
   OwnerSnapshot snapshot;
   try {
@@ -260,19 +280,41 @@ void ServiceCore::run_round(std::uint64_t generation) {
                           : backend_->read(mutex());
   } catch (const std::exception& e) {
     if (hooks_.telemetry) {
-      hooks_.telemetry->round_trip(op, Clock::now() - sent);
-      hooks_.telemetry->backend_error(op, mutex(), e.what());
+      hooks_.telemetry->round_trip(*op, Clock::now() - sent);
+      hooks_.telemetry->backend_error(*op, mutex(), e.what());
     }
     fail_round(generation, sent, e.what());
     return;
   }
-  finish_round(generation, sent, op, snapshot);
+  finish_round(generation, sent, *op, snapshot);
+}
+
+void ServiceCore::answer_round(std::uint64_t generation, Clock::time_point sent, BackendOp op,
+                               const AcquireResult& result) {
+  if (!result.error) {
+    finish_round(generation, sent, op, result.snapshot);
+    return;
+  }
+  std::string what;
+  try {
+    std::rethrow_exception(result.error);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "a batched round failed with a non-standard exception";
+  }
+  if (hooks_.telemetry) {
+    hooks_.telemetry->round_trip(op, Clock::now() - sent);
+    hooks_.telemetry->backend_error(op, mutex(), what);
+  }
+  fail_round(generation, sent, what);
 }
 
 void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent, BackendOp op,
                                const OwnerSnapshot& snapshot) {
   const bool claims = contender_ && snapshot.owner.is_owner(contender_->contender_id());
   bool demanded = false;
+  std::shared_ptr<Subscription> unconfirmed;  // a watch to wait for, then look again
   RoundTimes times{sent, {}};
   {
     internal::UniqueMutexLock lock(mutex_);
@@ -364,6 +406,11 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       }
       post_apply(generation, snapshot.owner);
     }
+    if (!ours && watch_unconfirmed_) {
+      // A release between this round and the watch's start would go unheard.
+      watch_unconfirmed_ = false;
+      unconfirmed = subscription_;
+    }
     RoundPolicy policy;
     policy.observer = !contender_;
     policy.ours = ours;
@@ -375,10 +422,18 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     const auto delay = next_round_delay(snapshot.owner, snapshot.now,
                                         contender_ ? contender_->contender_id() : std::string_view(), policy, rng());
     again_ = false;
-    if (!dormant_) arm_timer_locked(generation, now + delay);
+    // Batched, renewals of many leases go together (renewal_tick).
+    if (!dormant_)
+      arm_timer_locked(generation, ours && hooks_.batcher ? renewal_tick(now + delay, now, options_.ttl) : now + delay);
     // A renewal due no sooner than the deadline (no transition, a lease the backend cut
     // short) would arm it too late: arm it now.
     if (ours && now + delay >= lease_deadline_) arm_deadline_locked(generation);
+  }
+  if (unconfirmed) {
+    runtime_->post_io([self = shared_from_this(), unconfirmed = std::move(unconfirmed), generation] {
+      unconfirmed->wait_ready();
+      self->trigger(generation, false);
+    });
   }
   if (demanded && hooks_.on_demand) hooks_.on_demand();
   if (hooks_.on_round) hooks_.on_round(times);

@@ -25,6 +25,8 @@
 
 namespace simba::internal {
 
+class RoundBatcher;
+
 // When a round's request left and when its answer was judged (a failed round: when it failed).
 struct RoundTimes {
   std::chrono::steady_clock::time_point sent;
@@ -51,6 +53,9 @@ struct CoreHooks {
   // Where its rounds, releases and losses are counted (the Client's); null: nowhere. A
   // service's contender (not one_shot) also counts its lease as an acquisition and a holder.
   std::shared_ptr<Telemetry> telemetry;
+  // Where a contender's rounds that wait for an I/O thread go, batched with others (the
+  // Client's, when its backend offers Batches); null: each round alone on an I/O thread.
+  std::shared_ptr<RoundBatcher> batcher;
 };
 
 class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
@@ -65,6 +70,12 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
 
   // With `first_round_inline` and no initial delay, the first round runs on the calling
   // thread before start() returns (a blocking lock: no thread hop to win a free mutex).
+  // A batched round (RoundBatcher): what it is (none: its generation ended, and it settled
+  // as a round of an ended generation does), the call it sends, and its answer.
+  std::optional<BackendOp> begin_round(std::uint64_t generation);
+  AcquireCall call() const;
+  void answer_round(std::uint64_t generation, Clock::time_point sent, BackendOp op, const AcquireResult& result);
+
   void start(bool first_round_inline = false);
   void stop();
   void close() noexcept;
@@ -175,7 +186,10 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   std::uint64_t token_ GUARDED_BY(mutex_) = 0;
   std::string last_owner_id_ GUARDED_BY(mutex_);
   std::string last_error_ GUARDED_BY(mutex_);
-  std::unique_ptr<Subscription> subscription_ GUARDED_BY(mutex_);
+  std::shared_ptr<Subscription> subscription_ GUARDED_BY(mutex_);
+  // A contender's watch may not be in place on the server yet (Subscription::wait_ready): the
+  // first round that does not win waits for it, then looks again.
+  bool watch_unconfirmed_ GUARDED_BY(mutex_) = false;
   // Releases of rounds that ended after stop(), in flight: start() waits for them, or one
   // could give back the lease the next generation (the same contender id) just won.
   int stale_releases_ GUARDED_BY(mutex_) = 0;

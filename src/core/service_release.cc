@@ -24,7 +24,7 @@ void ServiceCore::stop() {
     throw Error(errc::failed_precondition,
                 "stop() of the service for mutex '" + mutex() + "' needs status RUNNING, it is " + to_string(expected));
   }
-  std::unique_ptr<Subscription> subscription;
+  std::shared_ptr<Subscription> subscription;
   std::uint64_t generation;
   bool gave_back = false;  // telemetry: a service's lease ends here
   std::uint64_t token = 0;
@@ -42,6 +42,7 @@ void ServiceCore::stop() {
     timer_.reset();
     deadline_timer_.reset();
     subscription = std::move(subscription_);
+    watch_unconfirmed_ = false;
     owned_ = dormant_ = again_ = false;
     standing_by_locked(false);
     // A round in flight may still win or renew the lease after our release: a renewal that

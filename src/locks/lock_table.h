@@ -17,6 +17,10 @@
 #include "metrics/telemetry.h"
 #include "simba/backend.h"
 #include "simba/options.h"
+
+namespace simba::internal {
+class RoundBatcher;
+}
 #include "simba/runtime.h"
 
 namespace simba::internal {
@@ -30,6 +34,7 @@ struct LockContext {
   std::shared_ptr<Runtime> runtime;
   ContendOptions options;
   std::shared_ptr<Telemetry> telemetry;
+  std::shared_ptr<RoundBatcher> batcher;  // null: rounds go one by one
 };
 
 class LockTable : public std::enable_shared_from_this<LockTable> {

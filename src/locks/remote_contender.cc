@@ -19,6 +19,7 @@ RemoteContender::~RemoteContender() { stop_contending(); }
 void RemoteContender::make_core(std::string id, const LockContext& context, CoreHooks hooks) {
   auto contender = make_contender(name_, {}, {}, std::move(id));
   hooks.telemetry = telemetry_;
+  hooks.batcher = context.batcher;
   core_ = std::make_shared<ServiceCore>(contender, contender, context.backend, context.runtime, context.options,
                                         std::move(hooks));
 }

@@ -145,6 +145,10 @@ std::string to_prometheus(const MetricsSnapshot& m, const std::string& extra) {
   x.sample("simba_events_dropped_total", "", m.events_dropped);
   x.family("simba_event_hook_errors_total", "counter", "Calls of the event hook that threw.");
   x.sample("simba_event_hook_errors_total", "", m.hook_errors);
+  x.family("simba_backend_batches_total", "counter", "Round trips that carried batched acquisitions and renewals.");
+  x.sample("simba_backend_batches_total", "", m.batches);
+  x.family("simba_backend_batched_rounds_total", "counter", "Acquisitions and renewals sent in batches.");
+  x.sample("simba_backend_batched_rounds_total", "", m.batched_rounds);
   if (!m.mutexes.empty()) {
     struct PerMutex {
       const char* name;

@@ -47,6 +47,11 @@ class Telemetry {
   void waiting(MutexSlot& slot, std::int64_t delta) noexcept;
   void handed_over(Duration gap) noexcept;
   void round_trip(BackendOp op, Duration took) noexcept { round_trip_[static_cast<std::size_t>(op)].observe(took); }
+  // One round trip carried `rounds` batched rounds.
+  void batch(std::size_t rounds) noexcept {
+    batches_.fetch_add(1, std::memory_order_relaxed);
+    batched_rounds_.fetch_add(rounds, std::memory_order_relaxed);
+  }
   void backend_error(BackendOp op, const std::string& mutex, const std::string& what);
   void demand(const std::string& mutex, const std::string& owner);
   // A lock entry going away adds the cached re-locks of its fast path.
@@ -67,6 +72,8 @@ class Telemetry {
   const std::string backend_;
   std::atomic<std::uint64_t> local_handovers_{0};
   std::atomic<std::uint64_t> relocks_retired_{0};
+  std::atomic<std::uint64_t> batches_{0};
+  std::atomic<std::uint64_t> batched_rounds_{0};
   std::array<std::atomic<std::uint64_t>, kLostReasons> lost_{};
   std::array<std::atomic<std::uint64_t>, kBackendOps> errors_{};
   Histogram acquire_wait_;

@@ -54,17 +54,19 @@ std::unique_ptr<Subscription> PushChannel::watch(std::vector<std::string> keys,
     std::uint64_t one = 1;
     [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof one);
   }
-  auto handle = std::make_unique<WatchHandle>(watcher, [this, watcher] { remove(watcher); });
-  if (options_.ready_timeout.count() > 0) {
-    internal::UniqueMutexLock lock(mutex_);
-    ready_changed_.wait_for(lock.native(), options_.ready_timeout, [&]() REQUIRES(mutex_) {
-      return connect_failed_ || stopping_ ||
-             (connected_ &&
-              std::all_of(watcher->keys.begin(), watcher->keys.end(),
-                          [&](const std::string& key) REQUIRES(mutex_) { return confirmed_.count(key) > 0; }));
-    });
-  }
-  return handle;
+  return std::make_unique<WatchHandle>(
+      watcher, [this, watcher] { remove(watcher); }, [this, watcher] { wait_ready(*watcher); });
+}
+
+void PushChannel::wait_ready(const Watcher& watcher) {
+  if (options_.ready_timeout.count() <= 0) return;
+  internal::UniqueMutexLock lock(mutex_);
+  ready_changed_.wait_for(lock.native(), options_.ready_timeout, [&]() REQUIRES(mutex_) {
+    return connect_failed_ || stopping_ ||
+           (connected_ &&
+            std::all_of(watcher.keys.begin(), watcher.keys.end(),
+                        [&](const std::string& key) REQUIRES(mutex_) { return confirmed_.count(key) > 0; }));
+  });
 }
 
 void PushChannel::remove(const std::shared_ptr<Watcher>& watcher) {

@@ -58,7 +58,8 @@ struct PushChannelOptions {
   std::string thread_name;  // at most 15 bytes
   std::string what;         // "pub/sub", "LISTEN", "monitor": for log lines
   std::string where;        // the backend's description: for log lines
-  // How long watch() waits for the connection and its keys' subscriptions; 0: no wait.
+  // How long a handle's wait_ready() waits for the connection and its keys' subscriptions;
+  // 0: no wait.
   std::chrono::milliseconds ready_timeout{0};
   // How long a key without watchers stays subscribed (a mutex locked again and again keeps
   // its subscription); 0: unsubscribed at once.
@@ -75,9 +76,10 @@ class PushChannel final : private PushSink {
   PushChannel& operator=(const PushChannel&) = delete;
 
   // Calls `on_event` for messages on any of `keys`, with `lost` when the connection drops and
-  // `released` once it is back. No keys: only those two (a liveness watch). Returns once the
-  // keys are subscribed, or after ready_timeout, or at once while the server cannot be
-  // reached (the reconnect then makes every watcher look again).
+  // `released` once it is back. No keys: only those two (a liveness watch). Returns at once;
+  // the handle's wait_ready() returns once the keys are subscribed, or after ready_timeout,
+  // or at once while the server cannot be reached (the reconnect then makes every watcher
+  // look again).
   std::unique_ptr<Subscription> watch(std::vector<std::string> keys, std::function<void(WatchEvent)> on_event);
 
  private:
@@ -87,6 +89,7 @@ class PushChannel final : private PushSink {
   void drain_requests();
   void wait_for_wake(std::chrono::milliseconds timeout);
   void remove(const std::shared_ptr<Watcher>& watcher);
+  void wait_ready(const Watcher& watcher);
   void notify_all(WatchEvent event);
   void deliver(const std::string& key, WatchEvent event) override;
   void confirmed(const std::string& key) override;

@@ -35,19 +35,24 @@ struct Watcher {
   const std::vector<std::string> keys;  // what it listens to (channels, mutex names)
 };
 
-// Ends the watch, then runs `on_end` (for the backend's bookkeeping).
+// Ends the watch, then runs `on_end` (for the backend's bookkeeping). wait_ready() runs
+// `ready`, if any (Subscription::wait_ready).
 class WatchHandle final : public Subscription {
  public:
-  WatchHandle(std::shared_ptr<Watcher> watcher, std::function<void()> on_end = {})
-      : watcher_(std::move(watcher)), on_end_(std::move(on_end)) {}
+  WatchHandle(std::shared_ptr<Watcher> watcher, std::function<void()> on_end = {}, std::function<void()> ready = {})
+      : watcher_(std::move(watcher)), on_end_(std::move(on_end)), ready_(std::move(ready)) {}
   ~WatchHandle() override {
     watcher_->end();
     if (on_end_) on_end_();
+  }
+  void wait_ready() override {
+    if (ready_) ready_();
   }
 
  private:
   std::shared_ptr<Watcher> watcher_;
   std::function<void()> on_end_;
+  std::function<void()> ready_;
 };
 
 }  // namespace simba::internal

@@ -267,6 +267,10 @@ class MysqlBackend final : public internal::SqlBackend<Connection> {
     auto lost = monitor_->watch({}, on_change);
     if (!wake_) return lost;
     struct Both final : Subscription {
+      void wait_ready() override {
+        released->wait_ready();
+        lost->wait_ready();
+      }
       std::unique_ptr<Subscription> released, lost;
     };
     auto both = std::make_unique<Both>();

@@ -53,6 +53,24 @@ Reply Connection::command(const std::vector<std::string>& args) {
   return Reply(raw);
 }
 
+std::vector<Reply> Connection::pipeline(const std::vector<std::vector<std::string>>& commands) {
+  for (const auto& args : commands) {
+    Argv argv(args);
+    if (redisAppendCommandArgv(context(), static_cast<int>(args.size()), argv.pointers.data(), argv.lengths.data()) !=
+        REDIS_OK) {
+      fail_transport("a pipeline");
+    }
+  }
+  std::vector<Reply> replies;
+  replies.reserve(commands.size());
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(context(), &raw) != REDIS_OK || raw == nullptr) fail_transport("a pipeline");
+    replies.emplace_back(static_cast<redisReply*>(raw));
+  }
+  return replies;
+}
+
 Reply Connection::checked(const std::vector<std::string>& args) {
   auto reply = command(args);
   if (reply->type == REDIS_REPLY_ERROR) fail_reply(where_, *reply, args[0].c_str());

@@ -30,6 +30,9 @@ class Connection {
   Reply command(const std::vector<std::string>& args);
   // Like command(), but an error reply throws too (mapped by to_error()).
   Reply checked(const std::vector<std::string>& args);
+  // Sends every command, then reads every reply, in order: one round trip. Error replies are
+  // returned; a transport failure throws as command() does.
+  std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands);
 
   bool broken() const { return broken_; }
   redisContext* context() { return context_.get(); }

@@ -178,7 +178,8 @@ struct Script {
   std::string sha GUARDED_BY(mutex);  // from SCRIPT LOAD
 };
 
-class RedisBackend final : public BackendOffering<Push, DemandSignal, DemandPush, IdleMarks, Administration, RawProbe> {
+class RedisBackend final
+    : public BackendOffering<Push, DemandSignal, DemandPush, IdleMarks, Administration, RawProbe, Batches> {
  public:
   // Waiters hear acquisitions and look again at each: that keeps Simba's wait queue free of owners.
   bool waiters_hear_acquisitions() const noexcept override { return true; }
@@ -200,6 +201,52 @@ class RedisBackend final : public BackendOffering<Push, DemandSignal, DemandPush
                      {contender_id, std::to_string(lease.count()), lock_key(mutex), std::to_string(ttl.count()),
                       std::to_string(options_.sweep_idle.count()), demand_channel(mutex)});
     return redis::owner_from_reply(*reply, ttl, transition, where_);
+  }
+
+  // The acquire script once per call, pipelined on one connection: one round trip. A call
+  // whose script the server no longer has (NOSCRIPT: a restart or SCRIPT FLUSH) is sent again
+  // after loading it.
+  std::vector<AcquireResult> acquire_batch(const std::vector<AcquireCall>& calls) override {
+    auto command_of = [&](const AcquireCall& call, const std::string& sha) {
+      const auto lease = call.ttl + call.transition;
+      return std::vector<std::string>{"EVALSHA",
+                                      sha,
+                                      "3",
+                                      lock_key(call.mutex),
+                                      fencing_key(call.mutex),
+                                      queue_key(call.mutex),
+                                      call.contender_id,
+                                      std::to_string(lease.count()),
+                                      lock_key(call.mutex),
+                                      std::to_string(call.ttl.count()),
+                                      std::to_string(options_.sweep_idle.count()),
+                                      demand_channel(call.mutex)};
+    };
+    return pool_.with([&](Connection& connection) {
+      std::vector<std::vector<std::string>> commands;
+      commands.reserve(calls.size());
+      const std::string sha = sha_of(acquire_);
+      for (const auto& call : calls) commands.push_back(command_of(call, sha));
+      auto replies = connection.pipeline(commands);
+      std::vector<AcquireResult> results(calls.size());
+      bool loaded = false;
+      for (std::size_t i = 0; i < calls.size(); ++i) {
+        try {
+          if (replies[i]->type == REDIS_REPLY_ERROR &&
+              std::string_view(replies[i]->str, replies[i]->len).starts_with("NOSCRIPT")) {
+            if (!loaded) load(connection, acquire_);
+            loaded = true;
+            replies[i] = connection.command(command_of(calls[i], sha_of(acquire_)));
+          }
+          if (replies[i]->type == REDIS_REPLY_ERROR) Connection::fail_reply(where_, *replies[i], "script");
+          results[i].snapshot = redis::owner_from_reply(*replies[i], calls[i].ttl, calls[i].transition, where_);
+        } catch (...) {
+          if (connection.broken()) throw;  // the connection went: the whole batch failed
+          results[i].error = std::current_exception();
+        }
+      }
+      return results;
+    });
   }
 
   bool release(const std::string& mutex, const std::string& contender_id) override {

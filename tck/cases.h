@@ -3,6 +3,7 @@
 
 namespace simba::tck {
 
+int link_batch_cases();
 int link_cache_cases();
 int link_connect_cases();
 int link_contend_cases();

@@ -118,7 +118,8 @@ class Use {
   sqlite3_stmt* stmt_;
 };
 
-class SqliteBackend final : public BackendOffering<DemandSignal, DemandPush, IdleMarks, Administration, RawProbe> {
+class SqliteBackend final
+    : public BackendOffering<DemandSignal, DemandPush, IdleMarks, Administration, RawProbe, Batches> {
  public:
   explicit SqliteBackend(const SqliteOptions& options) : options_(options), sweeps_(options.sweep_idle) {
     int rc = sqlite3_open_v2(options.path.c_str(), &connection_.db,
@@ -153,6 +154,48 @@ class SqliteBackend final : public BackendOffering<DemandSignal, DemandPush, Idl
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
                         std::chrono::milliseconds transition) override {
     internal::MutexLock lock(mutex_);
+    return acquire_locked(mutex, contender_id, ttl, transition);
+  }
+
+  // Every call in one write transaction: one commit (one WAL append) for the batch instead of
+  // one per call. A call's own failure is its answer; a busy database or a failed commit fails
+  // the batch. Demands noted meanwhile ring the wake board once committed.
+  std::vector<AcquireResult> acquire_batch(const std::vector<AcquireCall>& calls) override {
+    std::vector<AcquireResult> results(calls.size());
+    std::vector<std::string> rings;
+    {
+      internal::MutexLock lock(mutex_);
+      exec("BEGIN IMMEDIATE", "beginning a batch");
+      batching_ = true;
+      try {
+        for (std::size_t i = 0; i < calls.size(); ++i) {
+          try {
+            results[i].snapshot =
+                acquire_locked(calls[i].mutex, calls[i].contender_id, calls[i].ttl, calls[i].transition);
+          } catch (const Error& e) {
+            if (e.code() == errc::unavailable) throw;  // busy, I/O: the transaction is in doubt
+            results[i].error = std::current_exception();
+          }
+        }
+        exec("COMMIT", "committing a batch");
+      } catch (...) {
+        batching_ = false;
+        pending_rings_.clear();
+        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+        throw;
+      }
+      batching_ = false;
+      rings.swap(pending_rings_);
+    }
+    if (wake_) {
+      for (const auto& key : rings) wake_->ring(key);
+    }
+    return results;
+  }
+
+ private:
+  OwnerSnapshot acquire_locked(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
+                               std::chrono::milliseconds transition) REQUIRES(mutex_) {
     // A cheap read first: a waiter that cannot win takes no write lock, except to leave a
     // demand (at most once per half lease).
     EpochMillis now = epoch_millis_now();
@@ -193,6 +236,7 @@ class SqliteBackend final : public BackendOffering<DemandSignal, DemandPush, Idl
     return {current->owner, now};
   }
 
+ public:
   bool release(const std::string& mutex, const std::string& contender_id) override {
     internal::MutexLock lock(mutex_);
     bool released;
@@ -384,7 +428,12 @@ class SqliteBackend final : public BackendOffering<DemandSignal, DemandPush, Idl
     bind_text(*use, 2, owner_id);
     sqlite3_bind_int64(*use, 3, until);
     check(sqlite3_step(*use), SQLITE_DONE, "noting a demand");
-    if (wake_) wake_->ring(internal::WakeBoard::demand_key(mutex));  // committed: a caching owner here looks now
+    if (!wake_) return;
+    if (batching_) {
+      pending_rings_.push_back(internal::WakeBoard::demand_key(mutex));  // rung once the batch commits
+    } else {
+      wake_->ring(internal::WakeBoard::demand_key(mutex));  // committed: a caching owner here looks now
+    }
   }
 
   void add_column(const std::string& name, const char* ddl) REQUIRES(mutex_) {
@@ -425,8 +474,10 @@ class SqliteBackend final : public BackendOffering<DemandSignal, DemandPush, Idl
   internal::SweepSchedule sweeps_;
   Statement acquire_ GUARDED_BY(mutex_), select_ GUARDED_BY(mutex_), release_ GUARDED_BY(mutex_),
       list_ GUARDED_BY(mutex_), sweep_ GUARDED_BY(mutex_), want_ GUARDED_BY(mutex_), mark_ GUARDED_BY(mutex_);
-  Statement raw_ GUARDED_BY(mutex_);           // simba-bench's baseline, prepared on first use
-  std::shared_ptr<internal::WakeBoard> wake_;  // set once by the constructor; null: poll only
+  bool batching_ GUARDED_BY(mutex_) = false;                   // inside acquire_batch's transaction
+  std::vector<std::string> pending_rings_ GUARDED_BY(mutex_);  // wake board keys to ring once it commits
+  Statement raw_ GUARDED_BY(mutex_);                           // simba-bench's baseline, prepared on first use
+  std::shared_ptr<internal::WakeBoard> wake_;                  // set once by the constructor; null: poll only
 };
 
 }  // namespace

@@ -137,7 +137,12 @@ nlohmann::json scale(const Client& client, const std::string& engine, std::size_
     services.push_back(held.contend_service(contender));
     services.back()->start();
   }
-  await([&] { return acquired.load() == static_cast<long>(n); }, "every mutex to be held");
+  try {
+    await([&] { return acquired.load() == static_cast<long>(n); }, "every mutex to be held");
+  } catch (const Error& e) {
+    throw Error(errc::timeout, std::string(e.what()) + " (" + std::to_string(acquired.load()) + " of " +
+                                   std::to_string(n) + " held, " + std::to_string(lost.load()) + " lost)");
+  }
   const auto all_held = Clock::now() - begun;
   const long rss_held = resident_bytes();
   const int threads = thread_count();

@@ -35,7 +35,8 @@ TEST(BatchesTest, ABatchAnswersEachCallAsAcquireWouldAlone) {
   ASSERT_EQ(backend->acquire(theirs, "them", kTtl, 1s).owner.owner_id, "them");
   const auto before = backend->acquire(ours, "us", kTtl, 1s).owner;
   ASSERT_EQ(before.owner_id, "us");
-  const auto results = batches->acquire_batch({{free, "us", kTtl, 1s}, {theirs, "us", kTtl, 1s}, {ours, "us", kTtl, 1s}});
+  const auto results =
+      batches->acquire_batch({{free, "us", kTtl, 1s}, {theirs, "us", kTtl, 1s}, {ours, "us", kTtl, 1s}});
   ASSERT_EQ(results.size(), 3u);
   for (const auto& result : results) ASSERT_FALSE(result.error) << "a call of the batch failed";
   EXPECT_EQ(results[0].snapshot.owner.owner_id, "us") << "the free mutex was not won";

@@ -33,44 +33,64 @@ PushChannel::~PushChannel() {
 }
 
 std::unique_ptr<Subscription> PushChannel::watch(std::vector<std::string> keys,
-                                                 std::function<void(WatchEvent)> on_event) {
+                                                 std::function<void(WatchEvent)> on_event, bool lazy) {
   auto watcher = std::make_shared<Watcher>(std::move(on_event), std::move(keys));
   bool requested = false;
   {
     internal::MutexLock lock(mutex_);
-    for (const auto& key : watcher->keys) {
-      auto& list = by_key_[key];
-      // Still subscribed if it only lingers idle; else ask the thread to subscribe.
-      if (list.empty() && idle_.erase(key) == 0) {
-        requests_.emplace_back(true, key);
-        requested = true;
-      }
-      list.push_back(watcher);
+    if (lazy) {
+      lazy_.insert(watcher);
+    } else {
+      requested = listen_locked(watcher);
     }
     watchers_.insert(watcher);
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   }
-  if (requested) {
-    std::uint64_t one = 1;
-    [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof one);
-  }
+  if (requested) wake_thread();
   return std::make_unique<WatchHandle>(
-      watcher, [this, watcher] { remove(watcher); }, [this, watcher] { wait_ready(*watcher); });
+      watcher, [this, watcher] { remove(watcher); }, [this, watcher] { wait_ready(watcher); });
 }
 
-void PushChannel::wait_ready(const Watcher& watcher) {
+bool PushChannel::listen_locked(const std::shared_ptr<Watcher>& watcher) {
+  bool requested = false;
+  for (const auto& key : watcher->keys) {
+    auto& list = by_key_[key];
+    // Still subscribed if it only lingers idle; else ask the thread to subscribe.
+    if (list.empty() && idle_.erase(key) == 0) {
+      requests_.emplace_back(true, key);
+      requested = true;
+    }
+    list.push_back(watcher);
+  }
+  return requested;
+}
+
+void PushChannel::wake_thread() {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof one);
+}
+
+void PushChannel::wait_ready(const std::shared_ptr<Watcher>& watcher) {
+  bool requested = false;
+  {
+    internal::MutexLock lock(mutex_);
+    if (lazy_.erase(watcher) > 0) requested = listen_locked(watcher);  // its keys from now on
+  }
+  if (requested) wake_thread();
   if (options_.ready_timeout.count() <= 0) return;
   internal::UniqueMutexLock lock(mutex_);
   ready_changed_.wait_for(lock.native(), options_.ready_timeout, [&]() REQUIRES(mutex_) {
     return connect_failed_ || stopping_ ||
            (connected_ &&
-            std::all_of(watcher.keys.begin(), watcher.keys.end(),
+            std::all_of(watcher->keys.begin(), watcher->keys.end(),
                         [&](const std::string& key) REQUIRES(mutex_) { return confirmed_.count(key) > 0; }));
   });
 }
 
 void PushChannel::remove(const std::shared_ptr<Watcher>& watcher) {
   internal::MutexLock lock(mutex_);
+  watchers_.erase(watcher);
+  if (lazy_.erase(watcher) > 0) return;  // never listened
   const auto now = std::chrono::steady_clock::now();
   for (const auto& key : watcher->keys) {
     auto it = by_key_.find(key);
@@ -81,7 +101,6 @@ void PushChannel::remove(const std::shared_ptr<Watcher>& watcher) {
       idle_[key] = now;  // unsubscribed by the thread once it has lingered
     }
   }
-  watchers_.erase(watcher);
 }
 
 void PushChannel::notify_all(WatchEvent event) {

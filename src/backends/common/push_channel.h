@@ -80,7 +80,12 @@ class PushChannel final : private PushSink {
   // the handle's wait_ready() returns once the keys are subscribed, or after ready_timeout,
   // or at once while the server cannot be reached (the reconnect then makes every watcher
   // look again).
-  std::unique_ptr<Subscription> watch(std::vector<std::string> keys, std::function<void(WatchEvent)> on_event);
+  // `lazy`: the keys are subscribed only at the handle's first wait_ready() (a contender that
+  // found the mutex held); until then only `lost` and `released` after a reconnect come. An
+  // owner that never waits costs the server no subscription (PostgreSQL's LISTEN grows slower
+  // with every channel a session listens to).
+  std::unique_ptr<Subscription> watch(std::vector<std::string> keys, std::function<void(WatchEvent)> on_event,
+                                      bool lazy = false);
 
  private:
   void run();
@@ -89,7 +94,9 @@ class PushChannel final : private PushSink {
   void drain_requests();
   void wait_for_wake(std::chrono::milliseconds timeout);
   void remove(const std::shared_ptr<Watcher>& watcher);
-  void wait_ready(const Watcher& watcher);
+  void wait_ready(const std::shared_ptr<Watcher>& watcher);
+  bool listen_locked(const std::shared_ptr<Watcher>& watcher) REQUIRES(mutex_);  // true: a subscription was requested
+  void wake_thread();
   void notify_all(WatchEvent event);
   void deliver(const std::string& key, WatchEvent event) override;
   void confirmed(const std::string& key) override;
@@ -106,6 +113,7 @@ class PushChannel final : private PushSink {
   bool connect_failed_ GUARDED_BY(mutex_) = false;  // the last connection attempt failed
   std::thread thread_ GUARDED_BY(mutex_);
   std::set<std::shared_ptr<Watcher>> watchers_ GUARDED_BY(mutex_);
+  std::set<std::shared_ptr<Watcher>> lazy_ GUARDED_BY(mutex_);  // lazy watches whose keys are not listened to yet
   std::map<std::string, std::vector<std::shared_ptr<Watcher>>> by_key_ GUARDED_BY(mutex_);
   // Keys with no watcher left, and since when: unsubscribed once they have lingered.
   std::map<std::string, std::chrono::steady_clock::time_point> idle_ GUARDED_BY(mutex_);

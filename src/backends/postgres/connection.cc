@@ -105,14 +105,73 @@ void Connection::wait_ready(short events, std::chrono::steady_clock::time_point 
   }
 }
 
-PGresult* Connection::await(const char* doing) {
+std::vector<Connection::Answer> Connection::execute_each(const char* name,
+                                                         const std::vector<std::vector<std::string>>& each) {
   PGconn* c = connection_.get();
+  if (!PQenterPipelineMode(c)) fail(name, nullptr);
+  for (const auto& params : each) {
+    std::vector<const char*> values;
+    std::vector<int> lengths;
+    for (const auto& p : params) {
+      values.push_back(p.c_str());
+      lengths.push_back(static_cast<int>(p.size()));
+    }
+    if (!PQsendQueryPrepared(c, name, static_cast<int>(params.size()), values.data(), lengths.data(), nullptr, 0) ||
+        !PQpipelineSync(c)) {
+      broken_ = true;  // half a pipeline on the wire: the connection is not reused
+      fail(name, nullptr);
+    }
+  }
   const auto deadline = std::chrono::steady_clock::now() + answer_timeout_;
+  flush(deadline, name);
+  std::vector<Answer> answers(each.size());
+  for (auto& answer : answers) {
+    // A run's result, the null that ends it, then its sync.
+    Result result(next_result(deadline, name));
+    const auto status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
+    if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
+      answer.result = std::move(result);
+    } else {
+      try {
+        fail(name, result.get());
+      } catch (...) {
+        if (broken()) throw;
+        answer.error = std::current_exception();
+      }
+    }
+    for (PGresult* rest = next_result(deadline, name); rest; rest = next_result(deadline, name)) PQclear(rest);
+    Result sync(next_result(deadline, name));
+    if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) {
+      broken_ = true;
+      throw Error(errc::unavailable, where_ + ": " + name + ": the pipeline's answers came out of order");
+    }
+  }
+  if (!PQexitPipelineMode(c)) fail(name, nullptr);
+  return answers;
+}
+
+void Connection::flush(std::chrono::steady_clock::time_point deadline, const char* doing) {
+  PGconn* c = connection_.get();
   for (int flushed = PQflush(c); flushed != 0; flushed = PQflush(c)) {
     if (flushed < 0) fail(doing, nullptr);
     wait_ready(POLLOUT | POLLIN, deadline, doing);
     if (!PQconsumeInput(c)) fail(doing, nullptr);
   }
+}
+
+PGresult* Connection::next_result(std::chrono::steady_clock::time_point deadline, const char* doing) {
+  PGconn* c = connection_.get();
+  while (PQisBusy(c)) {
+    wait_ready(POLLIN, deadline, doing);
+    if (!PQconsumeInput(c)) fail(doing, nullptr);
+  }
+  return PQgetResult(c);
+}
+
+PGresult* Connection::await(const char* doing) {
+  PGconn* c = connection_.get();
+  const auto deadline = std::chrono::steady_clock::now() + answer_timeout_;
+  flush(deadline, doing);
   PGresult* kept = nullptr;  // the last result, or the first that failed
   for (;;) {
     while (PQisBusy(c)) {

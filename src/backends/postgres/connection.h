@@ -30,6 +30,14 @@ class Connection {
   void prepare(const char* name, const char* sql);
   // Runs a prepared statement with text parameters; throws Error on failure.
   Result execute(const char* name, const std::vector<std::string>& params);
+  // Runs a prepared statement once per parameter list in pipeline mode, each in its own
+  // implicit transaction (a sync after each): one round trip. Each run's result, or the Error
+  // that run alone met; a failure of the connection throws.
+  struct Answer {
+    Result result;
+    std::exception_ptr error;
+  };
+  std::vector<Answer> execute_each(const char* name, const std::vector<std::vector<std::string>>& each);
   // Runs plain SQL without parameters (schema, LISTEN); throws Error on failure.
   Result run(const char* sql);
 
@@ -45,6 +53,10 @@ class Connection {
   // Sends what libpq queued and collects the statement's results (the last one, or the first
   // failed one) before the deadline; on a timeout the connection is broken.
   PGresult* await(const char* doing);
+  // Sends what libpq queued, before the deadline.
+  void flush(std::chrono::steady_clock::time_point deadline, const char* doing);
+  // The next result of a pipeline (null between statements), before the deadline.
+  PGresult* next_result(std::chrono::steady_clock::time_point deadline, const char* doing);
   // Waits for the socket to be ready for `events` until the deadline; throws on a timeout.
   void wait_ready(short events, std::chrono::steady_clock::time_point deadline, const char* doing);
 

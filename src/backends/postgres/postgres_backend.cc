@@ -168,7 +168,7 @@ internal::SqlLeaseRow row_of(const PGresult* result, int i = 0) {
   return row;
 }
 
-class PostgresBackend final : public internal::SqlBackend<Connection, Push, DemandPush> {
+class PostgresBackend final : public internal::SqlBackend<Connection, Push, DemandPush, Batches> {
  public:
   bool pushes_acquisitions() const noexcept override { return false; }  // observers poll for them
   PostgresBackend(const PostgresOptions& options, std::string where)
@@ -200,9 +200,56 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
     });
   }
 
-  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& /*contender_id*/,
+  // Every call's "take" pipelined on one connection (one round trip; each its own implicit
+  // transaction); the calls that took nothing (a new row, or another owner) then go on as
+  // acquire() does, "take_or_wait" pipelined too: two round trips for a batch of new mutexes.
+  std::vector<AcquireResult> acquire_batch(const std::vector<AcquireCall>& calls) override {
+    return pool().with([&](Connection& connection) {
+      std::vector<std::vector<std::string>> each;
+      each.reserve(calls.size());
+      for (const auto& call : calls) {
+        each.push_back(
+            {call.mutex, call.contender_id, std::to_string(call.ttl.count()), std::to_string(call.transition.count())});
+      }
+      auto answers = connection.execute_each("take", each);
+      std::vector<AcquireResult> results(calls.size());
+      std::vector<std::size_t> rest;  // calls that took nothing
+      std::vector<std::vector<std::string>> rest_params;
+      for (std::size_t i = 0; i < calls.size(); ++i) {
+        if (answers[i].error) {
+          results[i].error = answers[i].error;
+        } else if (PQntuples(answers[i].result.get()) == 1) {
+          results[i].snapshot = snapshot_of(row_of(answers[i].result.get()));
+          results[i].snapshot.demanded = demanded(answers[i].result.get());
+        } else {
+          rest.push_back(i);
+          rest_params.push_back(each[i]);
+        }
+      }
+      if (rest.empty()) return results;
+      auto waited = connection.execute_each("take_or_wait", rest_params);
+      for (std::size_t k = 0; k < rest.size(); ++k) {
+        const std::size_t i = rest[k];
+        try {
+          if (waited[k].error) std::rethrow_exception(waited[k].error);
+          auto snapshot = snapshot_of(row_of(waited[k].result.get()));
+          if (!snapshot.owner.empty() && snapshot.owner.owner_id != calls[i].contender_id)
+            connection.execute("notify_demand", {calls[i].mutex});
+          results[i].snapshot = snapshot;
+        } catch (...) {
+          if (connection.broken()) throw;
+          results[i].error = std::current_exception();
+        }
+      }
+      return results;
+    });
+  }
+
+  // A contender's LISTEN starts once it waits (wait_ready): an owner that never waits costs
+  // the server no channel (a session's LISTEN grows slower with every channel it has).
+  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override {
-    return listener_->watch({mutex}, std::move(on_change));
+    return listener_->watch({mutex}, std::move(on_change), !contender_id.empty());
   }
 
   // Demands come on the one LISTEN channel too, under a key no mutex has.

@@ -304,7 +304,8 @@ class RedisBackend final
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override {
     if (contender_id.empty()) return subscriber_->watch({lock_key(mutex), lock_key(mutex) + ":"}, std::move(on_change));
-    return subscriber_->watch({lock_key(mutex) + ":" + contender_id, lock_key(mutex)}, std::move(on_change));
+    // Subscribed once it waits (wait_ready): an owner that never waits subscribes nothing.
+    return subscriber_->watch({lock_key(mutex) + ":" + contender_id, lock_key(mutex)}, std::move(on_change), true);
   }
 
   // The owner listens on the demand channel ("<prefix>:{<mutex>}:demand", beside Simba's keys

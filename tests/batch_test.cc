@@ -97,9 +97,11 @@ struct Held {
 };
 
 // 200 leases, taken one by one over a ttl, renewed for 6 ttl: all stay held, every renewal
-// went in a batch, and batches carried 4 renewals or more each on average: the renewals fall
-// on a grid of ttl/8 (8 ticks a ttl, 25 leases a tick). Without the grid, leases taken 2 ms
-// apart renew 2 ms apart, one per round trip, and this fails.
+// went in a batch, and batches carried 2 renewals or more each on average: the renewals fall
+// on a grid of ttl/8 (8 ticks a ttl, 25 leases a tick; 3.9 a batch was seen under TSan, where
+// the timer thread fires a tick's renewals slowly enough that batches split). Without the
+// grid, leases taken 2 ms apart renew 2 ms apart, one per round trip (1.00-1.04 a batch was
+// seen), and this fails.
 TEST(BatchTest, RenewalsOfManyLeasesShareRoundTrips) {
   Held held(true, true);
   ASSERT_TRUE(wait_until([&] { return held.owners() == kLeases; }, 10s)) << held.owners() << " of " << kLeases;
@@ -112,7 +114,7 @@ TEST(BatchTest, RenewalsOfManyLeasesShareRoundTrips) {
   const auto batches = after.batches - before.batches;
   // Each lease renews about once a ttl: 6 ttl, at least 4 renewals each.
   EXPECT_GE(rounds, 4u * kLeases) << "renewals that went in batches";
-  EXPECT_GE(rounds, 4 * batches) << rounds << " renewals in " << batches << " round trips";
+  EXPECT_GE(rounds, 2 * batches) << rounds << " renewals in " << batches << " round trips";
   const auto sizes = held.backend->sizes();
   EXPECT_GT(*std::max_element(sizes.begin(), sizes.end()), std::size_t{1});
   std::size_t sum = 0;

@@ -47,7 +47,9 @@ std::unique_ptr<Subscription> PushChannel::watch(std::vector<std::string> keys,
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   }
   if (requested) wake_thread();
-  if (options_.ready_timeout.count() > 0) {
+  if (!lazy) {
+    wait_ready(watcher);  // its keys are subscribed when it returns
+  } else if (options_.ready_timeout.count() > 0) {
     // The channel itself is up before the caller's first round (once per connection, not per
     // watch): an owner must hear the server's loss from its first lease on, or a restart that
     // lost the lease could go unheard. The keys' subscriptions are wait_ready()'s.

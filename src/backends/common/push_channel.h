@@ -77,10 +77,10 @@ class PushChannel final : private PushSink {
 
   // Calls `on_event` for messages on any of `keys`, with `lost` when the connection drops and
   // `released` once it is back. No keys: only those two (a liveness watch). Returns once the
-  // channel is connected (at once after its first connection), or after ready_timeout, or at
-  // once while the server cannot be reached; the handle's wait_ready() returns once the keys
-  // are subscribed too, with the same bounds (the reconnect then makes every watcher look
-  // again).
+  // keys are subscribed (lazy: once the channel is connected, at once after its first
+  // connection), or after ready_timeout, or at once while the server cannot be reached (the
+  // reconnect then makes every watcher look again). The handle's wait_ready() subscribes a
+  // lazy watch's keys and waits for them, with the same bounds.
   // `lazy`: the keys are subscribed only at the handle's first wait_ready() (a contender that
   // found the mutex held); until then only `lost` and `released` after a reconnect come. An
   // owner that never waits costs the server no subscription (PostgreSQL's LISTEN grows slower

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/log.h"
 #include "core/service_core.h"
 #include "simba/error.h"
 
@@ -76,7 +77,13 @@ void RoundBatcher::drain() {
       results.assign(calls.size(), AcquireResult{{}, std::current_exception()});
     }
     if (telemetry_) telemetry_->batch(calls.size());
-    for (std::size_t i = 0; i < cores.size(); ++i) cores[i]->answer_round(generations[i], sent, ops[i], results[i]);
+    for (std::size_t i = 0; i < cores.size(); ++i) {
+      try {
+        cores[i]->answer_round(generations[i], sent, ops[i], results[i]);
+      } catch (const std::exception& e) {  // never expected: the drain must go on for the others
+        log_error("mutex '" + calls[i].mutex + "': a batched round's answer failed: " + e.what());
+      }
+    }
   }
 }
 

@@ -157,7 +157,15 @@ TEST(RedisInteropTest, TwoJvmAndTwoOfOursShareOneMutexFairlyAndLeaveOnlyTheFenci
   std::vector<std::string> left;
   for (std::size_t i = 0; i < keys->elements; ++i) left.emplace_back(keys->element[i]->str, keys->element[i]->len);
   freeReplyObject(keys);
-  EXPECT_EQ(left, std::vector<std::string>{"simba:{" + mutex + "}:fencing"});
+  // Who is still queued, if anyone: the message names them.
+  std::string queued;
+  if (auto* members = check.command({"ZRANGE", "simba:{" + mutex + "}:contender", "0", "-1", "WITHSCORES"})) {
+    for (std::size_t i = 0; members->type == REDIS_REPLY_ARRAY && i < members->elements; ++i) {
+      queued += std::string(members->element[i]->str, members->element[i]->len) + " ";
+    }
+    freeReplyObject(members);
+  }
+  EXPECT_EQ(left, std::vector<std::string>{"simba:{" + mutex + "}:fencing"}) << "still queued: " << queued;
 }
 
 // A JVM Simba waiter never publishes a demand: it only joins Simba's queue. Our lock manager,

@@ -304,8 +304,10 @@ class RedisBackend final
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override {
     if (contender_id.empty()) return subscriber_->watch({lock_key(mutex), lock_key(mutex) + ":"}, std::move(on_change));
-    // Subscribed once it waits (wait_ready): an owner that never waits subscribes nothing.
-    return subscriber_->watch({lock_key(mutex) + ":" + contender_id, lock_key(mutex)}, std::move(on_change), true);
+    // Subscribed before the first round (not lazily, as PostgreSQL's): a waiter that hears every
+    // acquisition takes a JVM owner's entry out of Simba's queue, which a lazy watch would miss
+    // for a while (redis.jvm_interop_mixed_contest then found a JVM entry left behind).
+    return subscriber_->watch({lock_key(mutex) + ":" + contender_id, lock_key(mutex)}, std::move(on_change));
   }
 
   // The owner listens on the demand channel ("<prefix>:{<mutex>}:demand", beside Simba's keys

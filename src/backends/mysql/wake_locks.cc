@@ -242,11 +242,7 @@ void WakeLocks::sync_holder(Clock::time_point now) {
     } catch (const std::exception& e) {
       if (holder_->broken()) {
         log_debug(where_ + ": wake locks: the holder connection broke (" + e.what() + "); reconnecting");
-        holder_.reset();
-        held_.clear();
-        holder_retry_ = Clock::now() + kReconnect;
-        internal::MutexLock lock(mutex_);
-        for (const auto& [wanted, owned] : wanted_) changed_.insert(wanted);
+        drop_holder();
         return;
       }
       log_warn(where_ + ": wake locks: " + e.what() + "; waiters of this mutex poll");
@@ -354,16 +350,19 @@ void WakeLocks::cancel(Wait& wait) {
     return;
   } catch (const std::exception& e) {
     log_debug(where_ + ": wake locks: cannot cancel a wait (" + e.what() + "); closing its connection");
-    if (holder_ && holder_->broken()) {
-      holder_.reset();
-      held_.clear();
-      internal::MutexLock lock(mutex_);
-      for (const auto& [wanted, owned] : wanted_) changed_.insert(wanted);
-    }
+    if (holder_ && holder_->broken()) drop_holder();
   }
   wait.connection.reset();
   wait.in_flight = false;
   wait.cancelled = false;
+}
+
+void WakeLocks::drop_holder() {
+  holder_.reset();
+  held_.clear();
+  holder_retry_ = Clock::now() + kReconnect;
+  internal::MutexLock lock(mutex_);
+  for (const auto& [wanted, owned] : wanted_) changed_.insert(wanted);  // taken again on the next one
 }
 
 std::unique_ptr<Connection> WakeLocks::connection_for_wait() {

@@ -86,6 +86,7 @@ class WakeLocks {
   void finish_wait(const std::string& name, Wait& wait, Clock::time_point now);
   void tell(const std::string& name);  // the watchers of `name`: look now
   void cancel(Wait& wait);
+  void drop_holder();  // the holder connection broke: its wake locks are gone, to be taken again
   std::unique_ptr<Connection> connection_for_wait();
   void signal() const;
 

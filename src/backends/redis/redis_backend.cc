@@ -196,10 +196,7 @@ class RedisBackend final
 
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
                         std::chrono::milliseconds transition) override {
-    const auto lease = ttl + transition;
-    auto reply = run(acquire_, {lock_key(mutex), fencing_key(mutex), queue_key(mutex)},
-                     {contender_id, std::to_string(lease.count()), lock_key(mutex), std::to_string(ttl.count()),
-                      std::to_string(options_.sweep_idle.count()), demand_channel(mutex)});
+    auto reply = run(acquire_, acquire_keys(mutex), acquire_args(mutex, contender_id, ttl, transition));
     return redis::owner_from_reply(*reply, ttl, transition, where_);
   }
 
@@ -208,19 +205,8 @@ class RedisBackend final
   // after loading it.
   std::vector<AcquireResult> acquire_batch(const std::vector<AcquireCall>& calls) override {
     auto command_of = [&](const AcquireCall& call, const std::string& sha) {
-      const auto lease = call.ttl + call.transition;
-      return std::vector<std::string>{"EVALSHA",
-                                      sha,
-                                      "3",
-                                      lock_key(call.mutex),
-                                      fencing_key(call.mutex),
-                                      queue_key(call.mutex),
-                                      call.contender_id,
-                                      std::to_string(lease.count()),
-                                      lock_key(call.mutex),
-                                      std::to_string(call.ttl.count()),
-                                      std::to_string(options_.sweep_idle.count()),
-                                      demand_channel(call.mutex)};
+      return evalsha(sha, acquire_keys(call.mutex),
+                     acquire_args(call.mutex, call.contender_id, call.ttl, call.transition));
     };
     return pool_.with([&](Connection& connection) {
       std::vector<std::vector<std::string>> commands;
@@ -380,12 +366,32 @@ class RedisBackend final
     return out;
   }
 
+  // The acquire script's KEYS and ARGV (see kAcquire).
+  std::vector<std::string> acquire_keys(const std::string& mutex) const {
+    return {lock_key(mutex), fencing_key(mutex), queue_key(mutex)};
+  }
+  std::vector<std::string> acquire_args(const std::string& mutex, const std::string& contender_id,
+                                        std::chrono::milliseconds ttl, std::chrono::milliseconds transition) const {
+    return {contender_id,
+            std::to_string((ttl + transition).count()),
+            lock_key(mutex),
+            std::to_string(ttl.count()),
+            std::to_string(options_.sweep_idle.count()),
+            demand_channel(mutex)};
+  }
+
+  static std::vector<std::string> evalsha(const std::string& sha, const std::vector<std::string>& keys,
+                                          const std::vector<std::string>& args) {
+    std::vector<std::string> command = {"EVALSHA", sha, std::to_string(keys.size())};
+    command.insert(command.end(), keys.begin(), keys.end());
+    command.insert(command.end(), args.begin(), args.end());
+    return command;
+  }
+
   // Runs a script by SHA on a pooled connection, loading it again after NOSCRIPT.
   Reply run(Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args) {
     return pool_.with([&](Connection& connection) {
-      std::vector<std::string> command = {"EVALSHA", sha_of(script), std::to_string(keys.size())};
-      command.insert(command.end(), keys.begin(), keys.end());
-      command.insert(command.end(), args.begin(), args.end());
+      std::vector<std::string> command = evalsha(sha_of(script), keys, args);
       auto reply = connection.command(command);
       if (reply->type == REDIS_REPLY_ERROR && std::string(reply->str, reply->len).rfind("NOSCRIPT", 0) == 0) {
         load(connection, script);  // the server restarted or flushed its scripts

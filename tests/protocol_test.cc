@@ -73,6 +73,26 @@ TEST(ContendPeriodTest, OwnerRenewsAtTheSoftExpiry) {
   EXPECT_EQ(internal::next_delay(owner, "a", 5000, rng), 0ms);  // clamped
 }
 
+// Batched renewals fall on a grid of ttl/8 (10 ms to 1 s): renewals due anywhere within one
+// step of it are moved back to the step's start, so they go off together and share round
+// trips; never later than due, and never into the past (then it stays as due).
+TEST(ContendPeriodTest, RenewalsDueWithinAGridStepAreMovedToItsStart) {
+  using TimePoint = std::chrono::steady_clock::time_point;
+  const auto ttl = 400ms;  // a step of 50 ms
+  const TimePoint step(std::chrono::seconds(1000));
+  const TimePoint now = step - 300ms;
+  for (auto due : {step, step + 1ms, step + 25ms, step + 49ms}) {
+    EXPECT_EQ(internal::renewal_tick(due, now, ttl), step) << (due - step).count();
+  }
+  EXPECT_EQ(internal::renewal_tick(step + 50ms, now, ttl), step + 50ms) << "the next step";
+  EXPECT_EQ(internal::renewal_tick(step + 30ms, step + 10ms, ttl), step + 30ms) << "the step is past: as due";
+  EXPECT_EQ(internal::renewal_tick(step + 30ms, step, ttl), step + 30ms) << "the step is now: as due";
+  // The step is clamped: 10 ms for short leases, 1 s for long ones.
+  EXPECT_EQ(internal::renewal_tick(step + 9ms, now, 40ms), step);
+  EXPECT_EQ(internal::renewal_tick(step + 10ms, now, 40ms), step + 10ms);
+  EXPECT_EQ(internal::renewal_tick(step + 999ms, step - 5s, std::chrono::hours(1)), step);
+}
+
 // The smallest and largest next delay of a non-owner over many draws.
 std::pair<std::int64_t, std::int64_t> delay_range(const MutexOwner& owner, EpochMillis now, unsigned seed) {
   std::mt19937_64 rng(seed);

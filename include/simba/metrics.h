@@ -80,6 +80,9 @@ struct MetricsSnapshot {
   // one round trip), and the round trips that carried them.
   std::uint64_t batched_rounds = 0;
   std::uint64_t batches = 0;
+  // Rounds waiting, now, for a batch to take them (they pile up while batches are on the wire;
+  // a queue that keeps growing means the backend cannot keep up).
+  std::int64_t queued_rounds = 0;
 };
 
 // The Prometheus text exposition (version 0.0.4) of `snapshot`: simba_* names, units in the

@@ -23,6 +23,7 @@ void RoundBatcher::submit(const std::shared_ptr<ServiceCore>& core, std::uint64_
   {
     MutexLock lock(mutex_);
     (renewal ? renewals_ : others_).push_back(Round{core, generation});
+    if (telemetry_) telemetry_->queued(1);  // before a drain can take it: the gauge never dips below 0
     post = in_flight_ < kMaxBatchesInFlight;
     if (post) ++in_flight_;
   }
@@ -49,6 +50,7 @@ void RoundBatcher::drain() {
         return;
       }
     }
+    if (telemetry_) telemetry_->queued(-static_cast<std::int64_t>(rounds.size()));
     // What each round asks (a round whose generation ended asks nothing and settles itself).
     std::vector<std::shared_ptr<ServiceCore>> cores;
     std::vector<std::uint64_t> generations;

@@ -149,6 +149,8 @@ std::string to_prometheus(const MetricsSnapshot& m, const std::string& extra) {
   x.sample("simba_backend_batches_total", "", m.batches);
   x.family("simba_backend_batched_rounds_total", "counter", "Acquisitions and renewals sent in batches.");
   x.sample("simba_backend_batched_rounds_total", "", m.batched_rounds);
+  x.family("simba_backend_queued_rounds", "gauge", "Acquisitions and renewals waiting for a batch, now.");
+  x.sample("simba_backend_queued_rounds", "", m.queued_rounds);
   if (!m.mutexes.empty()) {
     struct PerMutex {
       const char* name;

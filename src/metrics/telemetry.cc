@@ -112,6 +112,7 @@ MetricsSnapshot Telemetry::snapshot(const std::function<std::uint64_t()>& live_r
   out.hook_errors = events_.hook_errors();
   out.batches = batches_.load(std::memory_order_relaxed);
   out.batched_rounds = batched_rounds_.load(std::memory_order_relaxed);
+  out.queued_rounds = queued_rounds_.load(std::memory_order_relaxed);
   auto copy = [](const MutexSlot& slot) {
     return MutexMetrics{slot.name,
                         slot.acquisitions.load(std::memory_order_relaxed),

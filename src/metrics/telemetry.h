@@ -52,6 +52,8 @@ class Telemetry {
     batches_.fetch_add(1, std::memory_order_relaxed);
     batched_rounds_.fetch_add(rounds, std::memory_order_relaxed);
   }
+  // Rounds joined (+) or left (-) the batch queue.
+  void queued(std::int64_t delta) noexcept { queued_rounds_.fetch_add(delta, std::memory_order_relaxed); }
   void backend_error(BackendOp op, const std::string& mutex, const std::string& what);
   void demand(const std::string& mutex, const std::string& owner);
   // A lock entry going away adds the cached re-locks of its fast path.
@@ -74,6 +76,7 @@ class Telemetry {
   std::atomic<std::uint64_t> relocks_retired_{0};
   std::atomic<std::uint64_t> batches_{0};
   std::atomic<std::uint64_t> batched_rounds_{0};
+  std::atomic<std::int64_t> queued_rounds_{0};
   std::array<std::atomic<std::uint64_t>, kLostReasons> lost_{};
   std::array<std::atomic<std::uint64_t>, kBackendOps> errors_{};
   Histogram acquire_wait_;

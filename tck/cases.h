@@ -10,6 +10,7 @@ int link_contend_cases();
 int link_locker_cases();
 int link_lock_cases();
 int link_records_cases();
+int link_semaphore_cases();
 #ifdef SIMBA_TCK_WITH_ASIO
 int link_lock_asio_cases();
 #endif

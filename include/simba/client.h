@@ -21,6 +21,7 @@
 #include "simba/mutex.h"
 #include "simba/options.h"
 #include "simba/runtime.h"
+#include "simba/semaphore.h"
 #include "simba/service.h"
 
 namespace simba {
@@ -69,6 +70,12 @@ class Client {
   // linger); it shares this client's entries.
   // Throws Error(errc::invalid_argument) if `options` are invalid.
   Client with_lock_options(LockOptions options) const;
+  // A counting semaphore of `permits` slots named `name` (simba/semaphore.h); its slots are
+  // lock entries of this client, with its max_hold and max_local_handovers, never cached.
+  // Cheap; makes no backend call.
+  // Throws Error(errc::invalid_argument) for a blank name, or permits outside 1 ..
+  // Semaphore::kMaxPermits.
+  Semaphore semaphore(const std::string& name, int permits) const;
   const LockOptions& lock_options() const { return lock_options_; }
   // Entries the lock manager keeps for this client and its copies: one per name with a
   // handle, a holder or a waiter.

@@ -80,7 +80,10 @@ namespace simba {
 namespace internal {
 class LockEntry;
 class LocalLine;
+class PermitRace;
 }  // namespace internal
+
+class Semaphore;
 
 // Options of the lock manager's handles, per Client (Client::with_lock_options) and, for
 // max_hold and linger, per handle (Mutex::with_max_hold, Mutex::with_linger). They go with
@@ -212,6 +215,8 @@ class Mutex {
 
  private:
   friend class Locker;
+  friend class Semaphore;  // waits on its slots' entries
+  friend class internal::PermitRace;
   bool lock_until(std::chrono::steady_clock::time_point deadline);
   // A Hold, or an empty one if `deadline` passed (after at least one remote attempt; a
   // request behind a local holder gives up at the deadline).

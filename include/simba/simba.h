@@ -1,5 +1,6 @@
 // simba/simba.h: the API in one include: Client and connect(), contenders and services,
-// Locker, Scheduler, the lock manager (Mutex, Hold), errors, options and durations, the runtime, the log sink.
+// Locker, Scheduler, the lock manager (Mutex, Hold, Semaphore, Permit), errors, options and durations, the runtime, the
+// log sink.
 //
 // Engine-specific options (simba/redis_backend.h, simba/postgres_backend.h, ...) are included
 // only by code that configures an engine in C++ rather than by URI; the backend seam is
@@ -29,5 +30,6 @@
 #include "simba/owner.h"
 #include "simba/runtime.h"
 #include "simba/scheduler.h"
+#include "simba/semaphore.h"
 #include "simba/service.h"
 #include "simba/version.h"

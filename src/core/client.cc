@@ -4,6 +4,7 @@
 #include "core/round_batcher.h"
 #include "core/service_core.h"
 #include "locks/lock_table.h"
+#include "locks/semaphore_state.h"
 #include "simba/error.h"
 
 namespace simba {
@@ -112,6 +113,20 @@ Mutex Client::mutex_as(const std::string& mutex, const std::string& contender_id
   const auto linger = lock_options_.linger.value_or(options_.ttl);
   return Mutex(locks_->entry(mutex, linger.count() > 0, contender_id), lock_options_.max_hold, linger,
                lock_options_.max_local_handovers);
+}
+
+Semaphore Client::semaphore(const std::string& name, int permits) const {
+  validate_mutex_name(name);
+  if (permits < 1 || permits > static_cast<int>(Semaphore::kMaxPermits)) {
+    throw Error(errc::invalid_argument, "semaphore '" + name + "': permits must be 1 to " +
+                                            std::to_string(Semaphore::kMaxPermits) + ", got " +
+                                            std::to_string(permits));
+  }
+  return Semaphore(
+      internal::make_semaphore_state(name, static_cast<unsigned>(permits), backend_, [this](const std::string& slot) {
+        return Mutex(locks_->entry(slot, false, {}), lock_options_.max_hold, std::chrono::milliseconds(0),
+                     lock_options_.max_local_handovers);
+      }));
 }
 
 Client Client::with_lock_options(LockOptions options) const {

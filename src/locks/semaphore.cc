@@ -1,0 +1,256 @@
+// Semaphore and Permit: N permit slots, each a mutex of the lock manager; a request races for
+// every slot at once and keeps the first it is granted.
+#include "simba/semaphore.h"
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <optional>
+#include <utility>
+
+#include "base/log.h"
+#include "base/thread_annotations.h"
+#include "locks/lock_entry.h"
+#include "locks/semaphore_state.h"
+#include "simba/backend.h"
+#include "simba/duration.h"
+#include "simba/error.h"
+
+namespace simba {
+namespace internal {
+
+struct SemaphoreState {
+  std::string name;
+  unsigned permits = 0;
+  std::vector<Mutex> slots;  // slot k: slot_name(name, k, permits)
+  std::shared_ptr<Backend> backend;
+  std::atomic<bool> checked{false};  // the permits were checked against the live holders
+  std::atomic<unsigned> next{0};     // the slot the next request asks first (spreads requests)
+};
+
+namespace {
+
+constexpr std::string_view kSlotInfix = "/permit-";
+
+// "<k>-of-<n>" -> n; nullopt if `tail` is not of that form.
+std::optional<unsigned> permits_of(std::string_view tail) {
+  const auto of = tail.find("-of-");
+  if (of == std::string_view::npos || of == 0) return std::nullopt;
+  unsigned slot = 0, permits = 0;
+  const auto* slot_end = tail.data() + of;
+  if (std::from_chars(tail.data(), slot_end, slot).ptr != slot_end) return std::nullopt;
+  const auto* first = slot_end + 4;
+  const auto* last = tail.data() + tail.size();
+  if (first == last || std::from_chars(first, last, permits).ptr != last) return std::nullopt;
+  return permits;
+}
+
+// Throws Error(errc::invalid_argument) if a live holder holds a slot of `state.name` with
+// another count of permits. Blocks for one listing (engines without Administration: none).
+void check_permits(SemaphoreState& state) {
+  if (state.checked.load(std::memory_order_acquire)) return;
+  Administration* admin = state.backend->administration();
+  if (admin) {
+    const auto prefix = state.name + std::string(kSlotInfix);
+    const auto listing = admin->list(prefix, 4 * Semaphore::kMaxPermits);
+    for (const auto& record : listing.records) {
+      if (record.owner.owner_id.empty() || record.mutex.size() <= prefix.size()) continue;
+      const auto permits = permits_of(std::string_view(record.mutex).substr(prefix.size()));
+      if (permits && *permits != state.permits) {
+        throw Error(errc::invalid_argument,
+                    "semaphore '" + state.name + "': asked with " + std::to_string(state.permits) +
+                        " permits, but '" + record.owner.owner_id + "' holds '" + record.mutex + "' of a semaphore of " +
+                        std::to_string(*permits) + " (every contender of a semaphore must use the same permits)");
+      }
+    }
+  }
+  state.checked.store(true, std::memory_order_release);
+}
+
+}  // namespace
+
+// One request: waits on every slot at once; the first grant settles it, the other requests
+// are withdrawn (a slot granted meanwhile is given back at once); if every slot fails (its
+// timeout), it fails with what each slot knew.
+class PermitRace : public std::enable_shared_from_this<PermitRace> {
+ public:
+  using Done = std::function<void(std::error_code, Permit, const std::string&)>;
+
+  PermitRace(std::shared_ptr<SemaphoreState> state, std::chrono::milliseconds timeout, Done done)
+      : state_(std::move(state)),
+        timeout_(timeout),
+        done_(std::move(done)),
+        pending_(state_->permits),
+        tickets_(state_->permits),
+        failures_(state_->permits) {}
+
+  void start() {
+    const unsigned n = state_->permits;
+    const unsigned first = state_->next.fetch_add(1, std::memory_order_relaxed) % n;
+    for (unsigned i = 0; i < n; ++i) {
+      const unsigned slot = (first + i) % n;
+      {
+        MutexLock lock(mutex_);
+        if (settled_) return;
+      }
+      const auto ticket = state_->slots[slot].enqueue(
+          timeout_, [self = shared_from_this(), slot](std::error_code error, Hold hold) {
+            self->answer(slot, error, std::move(hold));
+          });
+      bool withdraw = false;
+      {
+        MutexLock lock(mutex_);
+        // Answered already (a cached grant, or an immediate timeout): nothing to keep.
+        if (!answered_slot(slot)) {
+          if (settled_) {
+            withdraw = true;
+          } else {
+            tickets_[slot] = ticket;
+          }
+        }
+      }
+      if (withdraw) state_->slots[slot].cancel(ticket);
+    }
+  }
+
+ private:
+  bool answered_slot(unsigned slot) const REQUIRES(mutex_) { return !failures_[slot].empty() || winner_ == slot; }
+
+  void answer(unsigned slot, std::error_code error, Hold hold) {
+    std::vector<std::pair<unsigned, std::uint64_t>> withdraw;
+    Done done;
+    Permit permit;
+    std::error_code failure;
+    std::string why;
+    {
+      MutexLock lock(mutex_);
+      if (settled_) {
+        if (error) failures_[slot] = error.message();
+        // `hold`, if any, is given back as it goes out of scope (not under this lock).
+      } else if (!error) {
+        settled_ = true;
+        winner_ = slot;
+        permit = Permit(state_->name, slot, std::move(hold));
+        for (unsigned other = 0; other < tickets_.size(); ++other) {
+          if (other != slot && tickets_[other]) withdraw.emplace_back(other, *tickets_[other]);
+        }
+        done = std::move(done_);
+      } else {
+        failures_[slot] = error == errc::timeout ? state_->slots[slot].entry_->timeout_message(timeout_)
+                                                 : "'" + Semaphore::slot_name(state_->name, slot, state_->permits) +
+                                                       "': " + error.message();
+        if (!failure_ || failure_ == errc::timeout) failure_ = error;
+        if (--pending_ == 0) {
+          settled_ = true;
+          failure = failure_;
+          why = "semaphore '" + state_->name + "' (" + std::to_string(state_->permits) + " permits): no permit";
+          if (timeout_ != LockEntry::kNoTimeout) why += " within " + format_duration(timeout_);
+          why += ": ";
+          for (unsigned k = 0; k < failures_.size(); ++k) why += (k ? "; " : "") + failures_[k];
+          done = std::move(done_);
+        }
+      }
+    }
+    for (const auto& [other, ticket] : withdraw) state_->slots[other].cancel(ticket);
+    if (done) done(failure, std::move(permit), why);
+  }
+
+  const std::shared_ptr<SemaphoreState> state_;
+  const std::chrono::milliseconds timeout_;
+  AnnotatedMutex mutex_;
+  Done done_ GUARDED_BY(mutex_);
+  bool settled_ GUARDED_BY(mutex_) = false;
+  std::optional<unsigned> winner_ GUARDED_BY(mutex_);
+  unsigned pending_ GUARDED_BY(mutex_);                          // slots not answered yet
+  std::vector<std::optional<std::uint64_t>> tickets_ GUARDED_BY(mutex_);  // of slots still waiting
+  std::vector<std::string> failures_ GUARDED_BY(mutex_);         // per slot, once it failed
+  std::error_code failure_ GUARDED_BY(mutex_);                   // the first failure not a timeout, else timeout
+};
+
+std::shared_ptr<SemaphoreState> make_semaphore_state(std::string name, unsigned permits,
+                                                     std::shared_ptr<Backend> backend,
+                                                     const std::function<Mutex(const std::string&)>& slot) {
+  auto state = std::make_shared<SemaphoreState>();
+  state->name = std::move(name);
+  state->permits = permits;
+  state->backend = std::move(backend);
+  state->slots.reserve(permits);
+  for (unsigned k = 0; k < permits; ++k) state->slots.push_back(slot(Semaphore::slot_name(state->name, k, permits)));
+  return state;
+}
+
+}  // namespace internal
+
+std::string Semaphore::slot_name(const std::string& name, unsigned slot, unsigned permits) {
+  return name + std::string(internal::kSlotInfix) + std::to_string(slot) + "-of-" + std::to_string(permits);
+}
+
+const std::string& Semaphore::name() const noexcept { return state_->name; }
+
+unsigned Semaphore::permits() const noexcept { return state_->permits; }
+
+void Semaphore::request(std::chrono::milliseconds timeout,
+                        std::function<void(std::error_code, Permit, const std::string&)> done) const {
+  if (timeout.count() < 0) throw Error(errc::invalid_argument, "timeout must be >= 0, got " + format_duration(timeout));
+  internal::check_permits(*state_);
+  std::make_shared<internal::PermitRace>(state_, timeout, std::move(done))->start();
+}
+
+std::future<Permit> Semaphore::acquire_async(std::chrono::milliseconds timeout) {
+  auto promise = std::make_shared<std::promise<Permit>>();
+  auto future = promise->get_future();
+  request(timeout, [promise](std::error_code error, Permit permit, const std::string& why) {
+    if (error) {
+      promise->set_exception(std::make_exception_ptr(Error(error, why)));
+    } else {
+      promise->set_value(std::move(permit));
+    }
+  });
+  return future;
+}
+
+void Semaphore::acquire_async(std::chrono::milliseconds timeout, Callback done) {
+  if (!done) throw Error(errc::invalid_argument, "acquire_async(): the callback must not be empty");
+  auto strand = state_->slots.front().entry_->callback_strand();
+  request(timeout, [strand, name = state_->name, done = std::move(done)](std::error_code error, Permit permit,
+                                                                         const std::string& why) {
+    if (error) internal::log_info(why);
+    // A Callback is copyable, a Permit is not: the Permit travels in a shared box.
+    auto box = std::make_shared<Permit>(std::move(permit));
+    strand.post([done, error, box, name] {
+      try {
+        done(error, std::move(*box));
+      } catch (const std::exception& e) {
+        internal::log_error("semaphore '" + name + "': an acquire_async callback threw: " + e.what());
+      } catch (...) {
+        internal::log_error("semaphore '" + name + "': an acquire_async callback threw a non-standard exception");
+      }
+    });
+  });
+}
+
+Permit Semaphore::acquire(std::chrono::milliseconds timeout) {
+  if (timeout.count() == 0) {
+    auto permit = try_acquire();
+    if (!permit) throw Error(errc::timeout, "semaphore '" + name() + "': no permit was free");
+    return permit;
+  }
+  return acquire_async(timeout).get();
+}
+
+Permit Semaphore::acquire() { return acquire_async(internal::LockEntry::kNoTimeout).get(); }
+
+Permit Semaphore::try_acquire() {
+  internal::check_permits(*state_);
+  const unsigned n = state_->permits;
+  const unsigned first = state_->next.fetch_add(1, std::memory_order_relaxed) % n;
+  for (unsigned i = 0; i < n; ++i) {
+    const unsigned slot = (first + i) % n;
+    // One remote attempt on this slot (none while a local holder has it).
+    auto hold = state_->slots[slot].hold_until(std::chrono::steady_clock::now());
+    if (hold) return Permit(state_->name, slot, std::move(hold));
+  }
+  return Permit();
+}
+
+}  // namespace simba

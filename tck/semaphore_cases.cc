@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -159,7 +160,7 @@ TEST(SemaphoreTest, ADeadHoldersPermitComesBackAfterItsLease) {
   Client holder(cut, fast_options(), client.runtime());
   Permit held = holder.semaphore(name, 1).acquire(10s);
   const auto token = held.fencing_token();
-  cut->set_unreachable(true);  // no renewal, no release reaches the server any more
+  cut->set_unreachable(true);                      // no renewal, no release reaches the server any more
   const auto lease = client.snapshot(slot).owner;  // a renewal in flight can only make it later
   Permit taken = client.semaphore(name, 1).acquire(20s);
   EXPECT_GT(taken.fencing_token(), token);
@@ -170,6 +171,26 @@ TEST(SemaphoreTest, ADeadHoldersPermitComesBackAfterItsLease) {
   EXPECT_TRUE(wait_until([&] { return held.lost().stop_requested(); }, 20s)) << "the cut-off holder never heard";
   taken.release();
   held.release();
+}
+
+// A request stopped while it waits returns an empty Permit at once, and leaves nothing: when
+// the holder lets go, nobody takes the slot.
+TEST(SemaphoreTest, AStoppedRequestTakesNothingAndLeavesNothing) {
+  auto client = make_client();
+  const auto name = unique_mutex("sem-stop");
+  auto holder = other_process(client);
+  Permit held = holder.semaphore(name, 1).acquire(10s);
+  std::stop_source stop;
+  auto waiting =
+      std::async(std::launch::async, [&] { return client.semaphore(name, 1).acquire(20s, stop.get_token()); });
+  EXPECT_EQ(waiting.wait_for(200ms), std::future_status::timeout) << "granted while the permit is held";
+  stop.request_stop();
+  ASSERT_EQ(waiting.wait_for(10s), std::future_status::ready) << "the stop did not end the wait";
+  EXPECT_FALSE(waiting.get());
+  held.release();
+  std::this_thread::sleep_for(fast_options().ttl);
+  EXPECT_TRUE(client.owner(Semaphore::slot_name(name, 0, 1)).empty()) << "the stopped request took the slot";
+  EXPECT_EQ(client.lock_entries(), 0u) << "the stopped request left an entry waiting";
 }
 
 // One slot taken again and again by two processes in turn: its token rises with every grant.

@@ -106,6 +106,9 @@ class Semaphore {
   // permits (see above).
   Permit acquire(std::chrono::milliseconds timeout);
   Permit acquire();
+  // The same, until `interrupt` is stopped: then the request is withdrawn from every slot, and
+  // a slot granted meanwhile given back, before it returns an empty Permit.
+  Permit acquire(std::chrono::milliseconds timeout, std::stop_token interrupt);
   // Without waiting for a holder: at most one remote attempt per slot, in turn, until one is
   // granted; an empty Permit if none was. Throws like acquire(), never errc::timeout.
   Permit try_acquire();
@@ -118,8 +121,9 @@ class Semaphore {
   friend class Client;
   explicit Semaphore(std::shared_ptr<internal::SemaphoreState> state) : state_(std::move(state)) {}
   // Starts a request; `done` runs on a runtime thread and must return quickly.
-  void request(std::chrono::milliseconds timeout,
-               std::function<void(std::error_code, Permit, const std::string& why)> done) const;
+  std::shared_ptr<internal::PermitRace> request(
+      std::chrono::milliseconds timeout,
+      std::function<void(std::error_code, Permit, const std::string& why)> done) const;
 
   std::shared_ptr<internal::SemaphoreState> state_;
 };

@@ -17,7 +17,8 @@ struct CommandRun {
   std::string http;  // --http ADDR:PORT: serve /metrics, /healthz and /leader (http_endpoint.h)
 };
 
-int run_lock(const BackendChoice& backend, const CommandRun& run, const std::string& timeout);
+// permits: 0 for the mutex run.mutex, else one permit of the semaphore run.mutex of that many.
+int run_lock(const BackendChoice& backend, const CommandRun& run, const std::string& timeout, int permits);
 
 // restart: "no", "on-failure" or "always".
 int run_leader(const BackendChoice& backend, const CommandRun& run, const std::string& restart);

@@ -13,13 +13,98 @@
 #include "cli/terminal.h"
 
 namespace simba::cli {
+namespace {
 
-int run_lock(const BackendChoice& backend, const CommandRun& run, const std::string& timeout_text) {
+// `simba lock --permits N`: the same with one permit of the semaphore run.mutex.
+int run_permit_lock(Client client, const CommandRun& run, int permits, std::optional<std::chrono::milliseconds> timeout,
+                    std::chrono::milliseconds kill_after) {
+  Semaphore semaphore = client.semaphore(run.mutex, permits);  // throws for bad permits
+  if (!run.http.empty()) client.label_mutexes(static_cast<std::size_t>(permits));
+  struct Shared {
+    internal::AnnotatedMutex mutex;
+    std::shared_ptr<RunningChild> child GUARDED_BY(mutex);
+    Permit permit GUARDED_BY(mutex);
+    int stop_signal GUARDED_BY(mutex) = 0;  // a signal while waiting: simba exits
+  };
+  auto shared = std::make_shared<Shared>();
+  std::optional<HttpEndpoint> http;
+  if (!run.http.empty()) {
+    http.emplace(run.http, client, run.mutex, [shared] {
+      internal::MutexLock lock(shared->mutex);
+      return shared->permit.is_owner();
+    });
+  }
+  // While waiting, a signal withdraws the request (a permit won meanwhile goes back) and simba
+  // exits 128 + the signal; while the command runs, it is passed on to the command.
+  std::stop_source interrupt;
+  handle_signals([shared, interrupt](int sig) {
+    internal::MutexLock lock(shared->mutex);
+    if (shared->child) {
+      shared->child->signal(sig);
+      return;
+    }
+    if (shared->stop_signal == 0) shared->stop_signal = sig;
+    interrupt.request_stop();
+  });
+  Permit permit = timeout && timeout->count() == 0
+                      ? semaphore.try_acquire()
+                      : semaphore.acquire(timeout.value_or(std::chrono::milliseconds::max()), interrupt.get_token());
+  std::shared_ptr<RunningChild> running;
+  {
+    internal::MutexLock lock(shared->mutex);
+    if (shared->stop_signal != 0) {
+      permit.release();
+      return 128 + shared->stop_signal;
+    }
+    if (!permit) {
+      return fail(code::timeout,
+                  "no permit of semaphore '" + run.mutex + "' was free (" + std::to_string(permits) + " in all)");
+    }
+    if (permit.lost().stop_requested()) {
+      return fail(code::lease_lost, "lost the permit of semaphore '" + run.mutex + "' before the command started");
+    }
+    auto env = command_env(run.mutex, permit.fencing_token(), "");
+    env.push_back("SIMBA_PERMIT=" + std::to_string(permit.slot()));
+    env.push_back("SIMBA_PERMITS=" + std::to_string(permits));
+    int error = 0;
+    running = RunningChild::start(run.command, env, error);
+    if (!running) return spawn_failure(run.command[0], error);
+    shared->child = running;
+    shared->permit = std::move(permit);
+  }
+  std::atomic<bool> lost{false};
+  std::stop_token lease;
+  {
+    internal::MutexLock lock(shared->mutex);
+    lease = shared->permit.lost();
+  }
+  std::stop_callback on_lost(lease, [&] {
+    lost = true;
+    running->wake();
+  });
+  if (!running->wait_exited_or([&] { return lost.load(); })) {
+    std::cerr << "simba: lost the permit of semaphore '" << run.mutex << "' while the command ran; terminating it\n";
+    running->terminate(kill_after);
+    return code::lease_lost;
+  }
+  const int status = running->status();
+  internal::MutexLock lock(shared->mutex);
+  shared->permit.release();
+  return status;
+}
+
+}  // namespace
+
+int run_lock(const BackendChoice& backend, const CommandRun& run, const std::string& timeout_text, int permits) {
   if (run.command.empty()) return fail(code::usage, "lock: no command given (simba lock MUTEX -- COMMAND...)");
   std::optional<std::chrono::milliseconds> timeout;
   if (!timeout_text.empty()) timeout = parse_duration(timeout_text);
   const auto kill_after = parse_duration(run.kill_after);
   Client client = backend.connect();
+  if (permits != 0) {
+    client.owner(run.mutex);  // fails fast if the backend is unreachable
+    return run_permit_lock(client, run, permits, timeout, kill_after);
+  }
   client.owner(run.mutex);                         // fails fast if the backend is unreachable
   if (!run.http.empty()) client.label_mutexes(1);  // /metrics: this mutex's own series too
 

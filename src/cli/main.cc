@@ -28,6 +28,7 @@ int main_impl(int argc, char** argv) {
   Every every;
   std::size_t limit = 1000;
   bool json = false, force = false, yes = false;
+  int permits = 0;
 
   auto with_command = [&](CLI::App* sub) {
     add_backend_options(*sub, backend);
@@ -43,6 +44,9 @@ int main_impl(int argc, char** argv) {
   auto* lock = app.add_subcommand("lock", "Run a command while holding a mutex (a distributed flock)");
   with_command(lock);
   lock->add_option("--timeout,-w", timeout, "Give up waiting after this long, e.g. 30s (0s: one attempt)");
+  lock->add_option("--permits", permits,
+                   "Hold one of N permits of the semaphore MUTEX instead of the mutex: at most N commands "
+                   "run at once, fleet-wide (a distributed sem -j N); every user of the name must give the same N");
 
   auto* leader = app.add_subcommand("leader", "Keep a command running on the leader only; stand by elsewhere");
   with_command(leader);
@@ -117,7 +121,12 @@ int main_impl(int argc, char** argv) {
     return fail(code::usage, "only lock, leader and schedule take a command after --");
   }
   try {
-    if (*lock) return run_lock(backend, run, timeout);
+    if (*lock) {
+      if (lock->count("--permits") && permits < 1) {
+        return fail(code::usage, "lock: --permits must be 1 or more, got " + std::to_string(permits));
+      }
+      return run_lock(backend, run, timeout, permits);
+    }
     if (*leader) return run_leader(backend, run, restart);
     if (*schedule) return run_schedule(backend, run, every);
     if (*watch) return run_watch(backend, run.mutex, json);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <condition_variable>
 #include <optional>
 #include <utility>
 
@@ -32,6 +33,8 @@ namespace {
 
 constexpr std::string_view kSlotInfix = "/permit-";
 
+std::string permits_text(unsigned permits) { return std::to_string(permits) + (permits == 1 ? " permit" : " permits"); }
+
 // "<k>-of-<n>" -> n; nullopt if `tail` is not of that form.
 std::optional<unsigned> permits_of(std::string_view tail) {
   const auto of = tail.find("-of-");
@@ -58,8 +61,8 @@ void check_permits(SemaphoreState& state) {
       const auto permits = permits_of(std::string_view(record.mutex).substr(prefix.size()));
       if (permits && *permits != state.permits) {
         throw Error(errc::invalid_argument,
-                    "semaphore '" + state.name + "': asked with " + std::to_string(state.permits) +
-                        " permits, but '" + record.owner.owner_id + "' holds '" + record.mutex + "' of a semaphore of " +
+                    "semaphore '" + state.name + "': asked with " + std::to_string(state.permits) + " permits, but '" +
+                        record.owner.owner_id + "' holds '" + record.mutex + "' of a semaphore of " +
                         std::to_string(*permits) + " (every contender of a semaphore must use the same permits)");
       }
     }
@@ -82,9 +85,48 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
         done_(std::move(done)),
         pending_(state_->permits),
         tickets_(state_->permits),
+        answered_slots_(state_->permits, false),
         failures_(state_->permits) {}
 
+  // Withdraws the request from every slot it waits on; completes it with operation_canceled
+  // unless it was settled already. A grant that comes after is given back as it arrives.
+  void withdraw() {
+    std::vector<std::pair<unsigned, std::uint64_t>> withdrawn;
+    Done done;
+    {
+      MutexLock lock(mutex_);
+      if (!settled_) {
+        settled_ = true;
+        done = std::move(done_);
+      }
+      for (unsigned slot = 0; slot < tickets_.size(); ++slot) {
+        if (tickets_[slot]) withdrawn.emplace_back(slot, *tickets_[slot]);
+      }
+    }
+    for (const auto& [slot, ticket] : withdrawn) state_->slots[slot].cancel(ticket);
+    if (done) {
+      done(std::make_error_code(std::errc::operation_canceled), Permit(),
+           "semaphore '" + state_->name + "': the request was withdrawn");
+    }
+  }
+
+  // Waits until every slot asked has answered (a late grant given back). After withdraw().
+  void wait_quiet() {
+    UniqueMutexLock lock(mutex_);
+    answered_changed_.wait(lock.native(), [&]() REQUIRES(mutex_) { return started_ && answered_ == asked_; });
+  }
+
   void start() {
+    start_slots();
+    {
+      MutexLock lock(mutex_);
+      started_ = true;
+    }
+    answered_changed_.notify_all();
+  }
+
+ private:
+  void start_slots() {
     const unsigned n = state_->permits;
     const unsigned first = state_->next.fetch_add(1, std::memory_order_relaxed) % n;
     for (unsigned i = 0; i < n; ++i) {
@@ -92,9 +134,10 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
       {
         MutexLock lock(mutex_);
         if (settled_) return;
+        ++asked_;
       }
-      const auto ticket = state_->slots[slot].enqueue(
-          timeout_, [self = shared_from_this(), slot](std::error_code error, Hold hold) {
+      const auto ticket =
+          state_->slots[slot].enqueue(timeout_, [self = shared_from_this(), slot](std::error_code error, Hold hold) {
             self->answer(slot, error, std::move(hold));
           });
       bool withdraw = false;
@@ -113,8 +156,7 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
     }
   }
 
- private:
-  bool answered_slot(unsigned slot) const REQUIRES(mutex_) { return !failures_[slot].empty() || winner_ == slot; }
+  bool answered_slot(unsigned slot) const REQUIRES(mutex_) { return answered_slots_[slot]; }
 
   void answer(unsigned slot, std::error_code error, Hold hold) {
     std::vector<std::pair<unsigned, std::uint64_t>> withdraw;
@@ -122,14 +164,16 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
     Permit permit;
     std::error_code failure;
     std::string why;
+    Hold late;  // a grant after the request settled: given back below, outside the lock
     {
       MutexLock lock(mutex_);
+      ++answered_;
+      answered_slots_[slot] = true;
+      tickets_[slot].reset();
       if (settled_) {
-        if (error) failures_[slot] = error.message();
-        // `hold`, if any, is given back as it goes out of scope (not under this lock).
+        late = std::move(hold);
       } else if (!error) {
         settled_ = true;
-        winner_ = slot;
         permit = Permit(state_->name, slot, std::move(hold));
         for (unsigned other = 0; other < tickets_.size(); ++other) {
           if (other != slot && tickets_[other]) withdraw.emplace_back(other, *tickets_[other]);
@@ -143,7 +187,7 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
         if (--pending_ == 0) {
           settled_ = true;
           failure = failure_;
-          why = "semaphore '" + state_->name + "' (" + std::to_string(state_->permits) + " permits): no permit";
+          why = "semaphore '" + state_->name + "' (" + permits_text(state_->permits) + "): no permit";
           if (timeout_ != LockEntry::kNoTimeout) why += " within " + format_duration(timeout_);
           why += ": ";
           for (unsigned k = 0; k < failures_.size(); ++k) why += (k ? "; " : "") + failures_[k];
@@ -152,6 +196,8 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
       }
     }
     for (const auto& [other, ticket] : withdraw) state_->slots[other].cancel(ticket);
+    late.unlock();
+    answered_changed_.notify_all();
     if (done) done(failure, std::move(permit), why);
   }
 
@@ -160,11 +206,15 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
   AnnotatedMutex mutex_;
   Done done_ GUARDED_BY(mutex_);
   bool settled_ GUARDED_BY(mutex_) = false;
-  std::optional<unsigned> winner_ GUARDED_BY(mutex_);
-  unsigned pending_ GUARDED_BY(mutex_);                          // slots not answered yet
+  unsigned pending_ GUARDED_BY(mutex_);                                   // slots not answered yet
   std::vector<std::optional<std::uint64_t>> tickets_ GUARDED_BY(mutex_);  // of slots still waiting
-  std::vector<std::string> failures_ GUARDED_BY(mutex_);         // per slot, once it failed
-  std::error_code failure_ GUARDED_BY(mutex_);                   // the first failure not a timeout, else timeout
+  std::vector<bool> answered_slots_ GUARDED_BY(mutex_);
+  std::vector<std::string> failures_ GUARDED_BY(mutex_);  // per slot, once it failed
+  std::error_code failure_ GUARDED_BY(mutex_);            // the first failure not a timeout, else timeout
+  unsigned asked_ GUARDED_BY(mutex_) = 0;                 // slots enqueued on
+  unsigned answered_ GUARDED_BY(mutex_) = 0;              // ... that answered
+  bool started_ GUARDED_BY(mutex_) = false;               // start() enqueued on every slot it would
+  std::condition_variable answered_changed_;
 };
 
 std::shared_ptr<SemaphoreState> make_semaphore_state(std::string name, unsigned permits,
@@ -189,11 +239,38 @@ const std::string& Semaphore::name() const noexcept { return state_->name; }
 
 unsigned Semaphore::permits() const noexcept { return state_->permits; }
 
-void Semaphore::request(std::chrono::milliseconds timeout,
-                        std::function<void(std::error_code, Permit, const std::string&)> done) const {
+std::shared_ptr<internal::PermitRace> Semaphore::request(
+    std::chrono::milliseconds timeout, std::function<void(std::error_code, Permit, const std::string&)> done) const {
   if (timeout.count() < 0) throw Error(errc::invalid_argument, "timeout must be >= 0, got " + format_duration(timeout));
   internal::check_permits(*state_);
-  std::make_shared<internal::PermitRace>(state_, timeout, std::move(done))->start();
+  auto race = std::make_shared<internal::PermitRace>(state_, timeout, std::move(done));
+  race->start();
+  return race;
+}
+
+Permit Semaphore::acquire(std::chrono::milliseconds timeout, std::stop_token interrupt) {
+  auto promise = std::make_shared<std::promise<Permit>>();
+  auto future = promise->get_future();
+  auto race = request(timeout, [promise](std::error_code error, Permit permit, const std::string& why) {
+    if (error == std::errc::operation_canceled) {
+      promise->set_value(Permit());
+    } else if (error) {
+      promise->set_exception(std::make_exception_ptr(Error(error, why)));
+    } else {
+      promise->set_value(std::move(permit));
+    }
+  });
+  {
+    std::stop_callback withdraw(interrupt, [&race] { race->withdraw(); });
+    future.wait();
+  }
+  Permit permit = future.get();
+  if (interrupt.stop_requested()) {
+    race->withdraw();  // settled already: takes out what still waits
+    race->wait_quiet();
+    permit.release();  // granted just before the stop: given back too
+  }
+  return permit;
 }
 
 std::future<Permit> Semaphore::acquire_async(std::chrono::milliseconds timeout) {

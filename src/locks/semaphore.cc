@@ -249,6 +249,10 @@ std::shared_ptr<internal::PermitRace> Semaphore::request(
 }
 
 Permit Semaphore::acquire(std::chrono::milliseconds timeout, std::stop_token interrupt) {
+  if (timeout.count() < 0) throw Error(errc::invalid_argument, "timeout must be >= 0, got " + format_duration(timeout));
+  // A free slot first, one at a time: a free permit costs one round trip, not one per slot.
+  if (auto permit = try_acquire(); permit || timeout.count() == 0) return permit;
+  if (interrupt.stop_requested()) return Permit();
   auto promise = std::make_shared<std::promise<Permit>>();
   auto future = promise->get_future();
   auto race = request(timeout, [promise](std::error_code error, Permit permit, const std::string& why) {
@@ -307,15 +311,12 @@ void Semaphore::acquire_async(std::chrono::milliseconds timeout, Callback done) 
 }
 
 Permit Semaphore::acquire(std::chrono::milliseconds timeout) {
-  if (timeout.count() == 0) {
-    auto permit = try_acquire();
-    if (!permit) throw Error(errc::timeout, "semaphore '" + name() + "': no permit was free");
-    return permit;
-  }
-  return acquire_async(timeout).get();
+  auto permit = acquire(timeout, std::stop_token());
+  if (!permit) throw Error(errc::timeout, "semaphore '" + name() + "': no permit was free");
+  return permit;
 }
 
-Permit Semaphore::acquire() { return acquire_async(internal::LockEntry::kNoTimeout).get(); }
+Permit Semaphore::acquire() { return acquire(internal::LockEntry::kNoTimeout, std::stop_token()); }
 
 Permit Semaphore::try_acquire() {
   internal::check_permits(*state_);

@@ -1,7 +1,8 @@
 // simba-bench: the same workloads on any backend, each against the engine's own bare
 // primitive measured in the same run. One JSON object per line on stdout.
 //
-//   simba-bench --backend URI --workload cycle,handover,takeover,kill,scale,contended,async,relock,pingpong,remote_ask
+//   simba-bench --backend URI --workload
+//   cycle,handover,takeover,kill,scale,contended,async,semaphore,relock,pingpong,remote_ask
 //   [--n N]
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -22,13 +23,14 @@ int run(int argc, char** argv) {
   std::size_t n = 0;
   int duration = 60;
   app.add_option("--backend", uri, "Backend URI (default memory:)");
+  app.add_option("--workload", workloads,
+                 "Comma-separated: cycle, handover, takeover, kill, scale, contended, async, semaphore, relock, "
+                 "pingpong, remote_ask");
   app.add_option(
-      "--workload", workloads,
-      "Comma-separated: cycle, handover, takeover, kill, scale, contended, async, relock, pingpong, remote_ask");
-  app.add_option("--n", n,
-                 "Samples per workload, or mutexes for scale (default: cycle 2000, handover 200, "
-                 "takeover 10, kill 10, scale 10000, async 10000 requests on n/10 names; contended runs 1, 4 "
-                 "and 16 threads)");
+      "--n", n,
+      "Samples per workload, or mutexes for scale (default: cycle 2000, handover 200, "
+      "takeover 10, kill 10, scale 10000, async 10000 requests on n/10 names, semaphore 1000; contended runs 1, 4 "
+      "and 16 threads)");
   app.add_option("--duration", duration, "Seconds the scale workload holds its mutexes (default 60)");
   int contended_seconds = 3;
   app.add_option("--contended-seconds", contended_seconds, "Seconds per contended run (default 3)");
@@ -67,6 +69,8 @@ int run(int argc, char** argv) {
       out = kill(client, uri, engine, n ? n : 10);
     else if (workload == "scale")
       out = scale(client, engine, n ? n : 10000, std::chrono::seconds(duration));
+    else if (workload == "semaphore")
+      out = semaphore(client, uri, engine, n ? n : 1000);
     else if (workload == "relock")
       out = relock(client, engine, n ? n : 200000);
     else if (workload == "pingpong")
@@ -84,10 +88,9 @@ int run(int argc, char** argv) {
       }
       continue;
     } else
-      throw Error(
-          errc::invalid_argument,
-          "unknown workload '" + workload +
-              "'; accepted: cycle, handover, takeover, kill, scale, contended, async, relock, pingpong, remote_ask");
+      throw Error(errc::invalid_argument, "unknown workload '" + workload +
+                                              "'; accepted: cycle, handover, takeover, kill, scale, contended, async, "
+                                              "semaphore, relock, pingpong, remote_ask");
     judge(out);
     std::cout << out.dump() << std::endl;
   }

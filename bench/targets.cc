@@ -33,6 +33,9 @@ constexpr Target kTargets[] = {
     {"*", "scale", "owners_at_end", Target::at_least, 1, "n", "issue 28: every mutex still owned at the end"},
     {"*", "scale", "round_trips_per_ttl", Target::at_most, 0.01, "n", "issue 28: renewals batched, n/100 per ttl"},
     {"redis", "scale", "acquire_all_ms", Target::at_most, 10000, "", "issue 28: 100,000 mutexes taken within 10 s"},
+    {"*", "semaphore", "ratio_p50", Target::at_most, 1.3, "", "issue 26: a permit cycle within 1.3x a mutex cycle"},
+    {"*", "semaphore", "handover_p50_us", Target::at_most, 1.2, "mutex_handover_p50_us",
+     "issue 26: a permit's handover within the mutex's + 20%"},
     {"*", "async", "completed", Target::at_least, 1, "requests", "every request completes within its timeout"},
 };
 

@@ -36,4 +36,8 @@ nlohmann::json relock(const Client& client, const std::string& engine, std::size
 nlohmann::json pingpong(const Client& client, const std::string& uri, const std::string& engine, std::size_t n);
 nlohmann::json remote_ask(const Client& client, const std::string& uri, const std::string& engine, std::size_t n);
 
+// A semaphore of 4 permits: its acquire + release cycle against an uncached mutex's, and the
+// handover of its one permit to another process (on `uri`) against a mutex's (semaphores.cc).
+nlohmann::json semaphore(const Client& client, const std::string& uri, const std::string& engine, std::size_t n);
+
 }  // namespace simba::bench

@@ -72,7 +72,8 @@ nlohmann::json semaphore(const Client& client, const std::string& uri, const std
                options);
   const std::size_t m = std::max<std::size_t>(n / 20, 10);
   Semaphore one = client.semaphore(name + "/one", 1), one_there = other.semaphore(name + "/one", 1);
-  Mutex here = client.mutex(name + "/handover").with_linger(0ms), there = other.mutex(name + "/handover").with_linger(0ms);
+  Mutex here = client.mutex(name + "/handover").with_linger(0ms),
+        there = other.mutex(name + "/handover").with_linger(0ms);
   auto permit_handovers = handovers<Permit>(
       m, [&] { return one.acquire(30s); }, [&] { return one_there.acquire_async(30s); });
   auto mutex_handovers = handovers<Hold>(

@@ -11,6 +11,7 @@ int link_locker_cases();
 int link_lock_cases();
 int link_records_cases();
 int link_semaphore_cases();
+int link_rwlock_cases();
 #ifdef SIMBA_TCK_WITH_ASIO
 int link_lock_asio_cases();
 #endif

@@ -14,7 +14,8 @@ namespace simba::tck {
 int run_kit(int argc, char** argv) {
   // Every case file, linked (their tests register as they load).
   int linked = link_batch_cases() + link_cache_cases() + link_connect_cases() + link_contend_cases() +
-               link_locker_cases() + link_lock_cases() + link_records_cases() + link_semaphore_cases();
+               link_locker_cases() + link_lock_cases() + link_records_cases() + link_semaphore_cases() +
+               link_rwlock_cases();
 #ifdef SIMBA_TCK_WITH_ASIO
   linked += link_lock_asio_cases();
 #endif

@@ -31,7 +31,7 @@ if grep -q "OVERLAP\|TWICE" "$dir/log"; then echo "FAIL: more than 3 inside"; ca
 ran=$(grep -c "^ran [012] of 3 token [0-9]" "$dir/log")
 [ "$ran" -eq 8 ] || { echo "FAIL: $ran ran, want 8"; cat "$dir/log"; exit 1; }
 for slot in 0 1 2; do
-  "$simba" status "pool/permit-$slot-of-3" --json | grep -q '"owner":null' ||
+  "$simba" status "pool#${slot}of3" --json | grep -q '"owner":null' ||
     { echo "FAIL: slot $slot was left held"; exit 1; }
 done
 
@@ -44,7 +44,7 @@ rc=0
 "$simba" lock --permits 1 --timeout 30s busy -- sleep 2 &
 holder=$!
 for _ in $(seq 100); do
-  "$simba" status busy/permit-0-of-1 --json | grep -q '"owner":null' || break
+  "$simba" status busy#0of1 --json | grep -q '"owner":null' || break
   sleep 0.1
 done
 "$simba" lock --permits 1 --timeout 30s busy -- touch "$dir/ran" &
@@ -57,6 +57,6 @@ wait "$waiter" || rc=$?
 wait "$holder"
 sleep 0.5
 [ ! -e "$dir/ran" ] || { echo "FAIL: the interrupted waiter ran its command"; exit 1; }
-"$simba" status busy/permit-0-of-1 --json | grep -q '"owner":null' ||
+"$simba" status busy#0of1 --json | grep -q '"owner":null' ||
   { echo "FAIL: the interrupted waiter left a permit held"; exit 1; }
 echo "PASS: 8 processes through 3 permits; --permits 0 refused; an interrupted waiter took nothing"

@@ -23,6 +23,7 @@
 #include "simba/runtime.h"
 #include "simba/semaphore.h"
 #include "simba/service.h"
+#include "simba/shared_mutex.h"
 
 namespace simba {
 class Client;
@@ -76,6 +77,12 @@ class Client {
   // Throws Error(errc::invalid_argument) for a blank name, or permits outside 1 ..
   // Semaphore::kMaxPermits.
   Semaphore semaphore(const std::string& name, int permits) const;
+  // A read-write lock named `name` (simba/shared_mutex.h); its records are lock entries of
+  // this client, with its max_hold and max_local_handovers, never cached. Cheap; makes no
+  // backend call.
+  // Throws Error(errc::invalid_argument) for a blank name, errc::unsupported if the backend
+  // offers no Administration (a writer lists the readers' records).
+  SharedMutex shared_mutex(const std::string& name) const;
   const LockOptions& lock_options() const { return lock_options_; }
   // Entries the lock manager keeps for this client and its copies: one per name with a
   // handle, a holder or a waiter.

@@ -81,9 +81,11 @@ namespace internal {
 class LockEntry;
 class LocalLine;
 class PermitRace;
+struct SharedMutexState;
 }  // namespace internal
 
 class Semaphore;
+class SharedMutex;
 
 // Options of the lock manager's handles, per Client (Client::with_lock_options) and, for
 // max_hold and linger, per handle (Mutex::with_max_hold, Mutex::with_linger). They go with
@@ -215,8 +217,10 @@ class Mutex {
 
  private:
   friend class Locker;
-  friend class Semaphore;  // waits on its slots' entries
+  friend class Semaphore;    // waits on its slots' entries
+  friend class SharedMutex;  // waits on its gate and records
   friend class internal::PermitRace;
+  friend struct internal::SharedMutexState;
   bool lock_until(std::chrono::steady_clock::time_point deadline);
   // A Hold, or an empty one if `deadline` passed (after at least one remote attempt; a
   // request behind a local holder gives up at the deadline).

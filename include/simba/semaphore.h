@@ -14,7 +14,7 @@
 //     its lease runs out. Each slot is exclusive, so there are never more than N holders at any
 //     instant judged by the server's clock.
 //   - Each slot is a mutex record of its own, named slot_name(name, k, N):
-//     "<name>/permit-<k>-of-<N>". `simba status`, `list`, `watch` and `release --force` see
+//     "<name>#<k>of<N>" (payments#0of3). `simba status`, `list`, `watch` and `release --force` see
 //     the slots as they see any mutex.
 //   - The fencing token of a Permit is its slot's: it rises with every grant of that slot
 //     (tokens of different slots are not ordered against each other).
@@ -96,7 +96,7 @@ class Semaphore {
   // The most permits a semaphore may have.
   static constexpr unsigned kMaxPermits = 1024;
 
-  // The mutex record of slot `slot` of a semaphore of `permits`: "<name>/permit-<slot>-of-<permits>".
+  // The mutex record of slot `slot` of a semaphore of `permits`: "<name>#<slot>of<permits>".
   static std::string slot_name(const std::string& name, unsigned slot, unsigned permits);
 
   const std::string& name() const noexcept;

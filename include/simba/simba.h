@@ -1,6 +1,6 @@
 // simba/simba.h: the API in one include: Client and connect(), contenders and services,
-// Locker, Scheduler, the lock manager (Mutex, Hold, Semaphore, Permit), errors, options and durations, the runtime, the
-// log sink.
+// Locker, Scheduler, the lock manager (Mutex, Hold, Semaphore, Permit, SharedMutex, SharedHold), errors, options and
+// durations, the runtime, the log sink.
 //
 // Engine-specific options (simba/redis_backend.h, simba/postgres_backend.h, ...) are included
 // only by code that configures an engine in C++ rather than by URI; the backend seam is
@@ -32,4 +32,5 @@
 #include "simba/scheduler.h"
 #include "simba/semaphore.h"
 #include "simba/service.h"
+#include "simba/shared_mutex.h"
 #include "simba/version.h"

@@ -5,6 +5,7 @@
 #include "core/service_core.h"
 #include "locks/lock_table.h"
 #include "locks/semaphore_state.h"
+#include "locks/shared_mutex_state.h"
 #include "simba/error.h"
 
 namespace simba {
@@ -125,6 +126,17 @@ Semaphore Client::semaphore(const std::string& name, int permits) const {
   return Semaphore(
       internal::make_semaphore_state(name, static_cast<unsigned>(permits), backend_, [this](const std::string& slot) {
         return Mutex(locks_->entry(slot, false, {}), lock_options_.max_hold, std::chrono::milliseconds(0),
+                     lock_options_.max_local_handovers);
+      }));
+}
+
+SharedMutex Client::shared_mutex(const std::string& name) const {
+  validate_mutex_name(name);
+  const auto poll =
+      options_.poll_interval.count() > 0 ? options_.poll_interval : backend_->capabilities().poll_interval;
+  return SharedMutex(
+      internal::make_shared_mutex_state(name, backend_, options_, poll, [this](const std::string& record) {
+        return Mutex(locks_->entry(record, false, {}), lock_options_.max_hold, std::chrono::milliseconds(0),
                      lock_options_.max_local_handovers);
       }));
 }

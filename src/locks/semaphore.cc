@@ -31,18 +31,18 @@ struct SemaphoreState {
 
 namespace {
 
-constexpr std::string_view kSlotInfix = "/permit-";
+constexpr std::string_view kSlotInfix = "#";
 
 std::string permits_text(unsigned permits) { return std::to_string(permits) + (permits == 1 ? " permit" : " permits"); }
 
-// "<k>-of-<n>" -> n; nullopt if `tail` is not of that form.
+// "<k>of<n>" -> n; nullopt if `tail` is not of that form.
 std::optional<unsigned> permits_of(std::string_view tail) {
-  const auto of = tail.find("-of-");
+  const auto of = tail.find("of");
   if (of == std::string_view::npos || of == 0) return std::nullopt;
   unsigned slot = 0, permits = 0;
   const auto* slot_end = tail.data() + of;
   if (std::from_chars(tail.data(), slot_end, slot).ptr != slot_end) return std::nullopt;
-  const auto* first = slot_end + 4;
+  const auto* first = slot_end + 2;
   const auto* last = tail.data() + tail.size();
   if (first == last || std::from_chars(first, last, permits).ptr != last) return std::nullopt;
   return permits;
@@ -220,6 +220,14 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
 std::shared_ptr<SemaphoreState> make_semaphore_state(std::string name, unsigned permits,
                                                      std::shared_ptr<Backend> backend,
                                                      const std::function<Mutex(const std::string&)>& slot) {
+  const auto longest = Semaphore::slot_name(name, permits - 1, permits);
+  const auto most = backend->capabilities().max_mutex_bytes;
+  if (most != 0 && longest.size() > most) {
+    throw Error(errc::invalid_argument, "semaphore '" + name + "': its slot records ('" + longest + "', " +
+                                            std::to_string(longest.size()) + " bytes) are longer than " +
+                                            backend->capabilities().engine + " accepts (" + std::to_string(most) +
+                                            "): shorten the name by " + std::to_string(longest.size() - most));
+  }
   auto state = std::make_shared<SemaphoreState>();
   state->name = std::move(name);
   state->permits = permits;
@@ -232,7 +240,7 @@ std::shared_ptr<SemaphoreState> make_semaphore_state(std::string name, unsigned 
 }  // namespace internal
 
 std::string Semaphore::slot_name(const std::string& name, unsigned slot, unsigned permits) {
-  return name + std::string(internal::kSlotInfix) + std::to_string(slot) + "-of-" + std::to_string(permits);
+  return name + std::string(internal::kSlotInfix) + std::to_string(slot) + "of" + std::to_string(permits);
 }
 
 const std::string& Semaphore::name() const noexcept { return state_->name; }

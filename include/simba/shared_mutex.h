@@ -17,8 +17,12 @@
 //   - Fencing: a write hold's token rises with every write grant; a read hold carries the token
 //     of the last write granted before it (0 if none yet), so a reader can tell which write it
 //     sees.
-//   - Records: "<name>#gate" (the gate), "<name>#write" (the write lock) and one
-//     "<name>#r<8 hex digits>" per reading process (all of its readers share one lease). A
+//   - Records: "<name>" (the gate: the mutex of that name), "<name>#write" (the write lock) and
+//     one "<name>#r<8 hex digits>" per reading process (all of its readers share one lease).
+//     So whoever holds the mutex `name` (client.mutex(name), a Locker, a plain `simba lock
+//     name`) keeps new readers out too, and with await_no_readers() may write: `simba lock`
+//     does that, so `simba lock --shared name` readers and plain `simba lock name` writers
+//     exclude each other. A
 //     writer lists the readers' records while it waits: the backend must offer Administration
 //     (every engine of simba does); simba status/list/release --force see the records. On
 //     engines with a name limit (SQL: 66 bytes) the name leaves room for the 10 bytes of a
@@ -98,6 +102,16 @@ class SharedMutex {
   SharedHold acquire();
   SharedHold acquire_shared(std::chrono::milliseconds timeout);
   SharedHold acquire_shared();
+  // The same, until `interrupt` is stopped: then an empty SharedHold, nothing left held.
+  // milliseconds::max(): no timeout.
+  SharedHold acquire(std::chrono::milliseconds timeout, std::stop_token interrupt);
+  SharedHold acquire_shared(std::chrono::milliseconds timeout, std::stop_token interrupt);
+
+  // For a holder of the mutex `name` itself (client.mutex(name), a Locker, a plain `simba
+  // lock`), which already keeps new readers out: waits up to `timeout` (milliseconds::max():
+  // forever) until the readers inside have finished, so it may write as a writer of this lock
+  // would. True if they have. Blocks for a listing of the readers' records per look.
+  bool await_no_readers(std::chrono::milliseconds timeout) const;
 
   // Lockable + TimedLockable (the write lock) and SharedLockable + SharedTimedLockable,
   // reentrant per thread for the same mode (see above). unlock*() never throw.
@@ -105,8 +119,8 @@ class SharedMutex {
   bool try_lock();
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
-    return lock_until(false, std::chrono::steady_clock::now() +
-                                 std::chrono::ceil<std::chrono::steady_clock::duration>(timeout));
+    return lock_until(
+        false, std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::steady_clock::duration>(timeout));
   }
   template <class C, class D>
   bool try_lock_until(const std::chrono::time_point<C, D>& deadline) {
@@ -117,8 +131,8 @@ class SharedMutex {
   bool try_lock_shared();
   template <class Rep, class Period>
   bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& timeout) {
-    return lock_until(true, std::chrono::steady_clock::now() +
-                                std::chrono::ceil<std::chrono::steady_clock::duration>(timeout));
+    return lock_until(
+        true, std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::steady_clock::duration>(timeout));
   }
   template <class C, class D>
   bool try_lock_shared_until(const std::chrono::time_point<C, D>& deadline) {
@@ -133,7 +147,8 @@ class SharedMutex {
   explicit SharedMutex(std::shared_ptr<internal::SharedMutexState> state) : state_(std::move(state)) {}
   bool lock_until(bool shared, std::chrono::steady_clock::time_point deadline);
   // A hold, or an empty one if `deadline` passed; `why` says what it waited for.
-  SharedHold hold_until(bool shared, std::chrono::steady_clock::time_point deadline, std::string* why) const;
+  SharedHold hold_until(bool shared, std::chrono::steady_clock::time_point deadline, std::string* why,
+                        std::stop_token interrupt = {}) const;
 
   std::shared_ptr<internal::SharedMutexState> state_;
 };

@@ -18,7 +18,9 @@ struct CommandRun {
 };
 
 // permits: 0 for the mutex run.mutex, else one permit of the semaphore run.mutex of that many.
-int run_lock(const BackendChoice& backend, const CommandRun& run, const std::string& timeout, int permits);
+// shared: a read lock of the shared mutex run.mutex (the mutex itself writes: it waits for the
+// readers inside before the command runs).
+int run_lock(const BackendChoice& backend, const CommandRun& run, const std::string& timeout, int permits, bool shared);
 
 // restart: "no", "on-failure" or "always".
 int run_leader(const BackendChoice& backend, const CommandRun& run, const std::string& restart);

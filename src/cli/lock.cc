@@ -93,9 +93,73 @@ int run_permit_lock(Client client, const CommandRun& run, int permits, std::opti
   return status;
 }
 
+// `simba lock --shared`: the command runs under a read lock of the shared mutex run.mutex.
+int run_shared_lock(Client client, const CommandRun& run, std::optional<std::chrono::milliseconds> timeout,
+                    std::chrono::milliseconds kill_after) {
+  SharedMutex rw = client.shared_mutex(run.mutex);
+  struct Shared {
+    internal::AnnotatedMutex mutex;
+    std::shared_ptr<RunningChild> child GUARDED_BY(mutex);
+    SharedHold hold GUARDED_BY(mutex);
+    int stop_signal GUARDED_BY(mutex) = 0;  // a signal while waiting: simba exits
+  };
+  auto shared = std::make_shared<Shared>();
+  std::optional<HttpEndpoint> http;
+  if (!run.http.empty()) {
+    http.emplace(run.http, client, run.mutex, [shared] {
+      internal::MutexLock lock(shared->mutex);
+      return shared->hold.is_owner();
+    });
+  }
+  std::stop_source interrupt;
+  handle_signals([shared, interrupt](int sig) {
+    internal::MutexLock lock(shared->mutex);
+    if (shared->child) {
+      shared->child->signal(sig);
+      return;
+    }
+    if (shared->stop_signal == 0) shared->stop_signal = sig;
+    interrupt.request_stop();
+  });
+  SharedHold hold = rw.acquire_shared(timeout.value_or(std::chrono::milliseconds::max()), interrupt.get_token());
+  std::shared_ptr<RunningChild> running;
+  std::stop_token lease;
+  {
+    internal::MutexLock lock(shared->mutex);
+    if (shared->stop_signal != 0) {
+      hold.unlock();
+      return 128 + shared->stop_signal;
+    }
+    if (hold.lost().stop_requested()) {
+      return fail(code::lease_lost, "lost the read lock of '" + run.mutex + "' before the command started");
+    }
+    int error = 0;
+    running = RunningChild::start(run.command, command_env(run.mutex, hold.fencing_token(), ""), error);
+    if (!running) return spawn_failure(run.command[0], error);
+    shared->child = running;
+    lease = hold.lost();
+    shared->hold = std::move(hold);
+  }
+  std::atomic<bool> lost{false};
+  std::stop_callback on_lost(lease, [&] {
+    lost = true;
+    running->wake();
+  });
+  if (!running->wait_exited_or([&] { return lost.load(); })) {
+    std::cerr << "simba: lost the read lock of '" << run.mutex << "' while the command ran; terminating it\n";
+    running->terminate(kill_after);
+    return code::lease_lost;
+  }
+  const int status = running->status();
+  internal::MutexLock lock(shared->mutex);
+  shared->hold.unlock();
+  return status;
+}
+
 }  // namespace
 
-int run_lock(const BackendChoice& backend, const CommandRun& run, const std::string& timeout_text, int permits) {
+int run_lock(const BackendChoice& backend, const CommandRun& run, const std::string& timeout_text, int permits,
+             bool read_lock) {
   if (run.command.empty()) return fail(code::usage, "lock: no command given (simba lock MUTEX -- COMMAND...)");
   std::optional<std::chrono::milliseconds> timeout;
   if (!timeout_text.empty()) timeout = parse_duration(timeout_text);
@@ -105,6 +169,11 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
     client.owner(run.mutex);  // fails fast if the backend is unreachable
     return run_permit_lock(client, run, permits, timeout, kill_after);
   }
+  if (read_lock) {
+    client.owner(run.mutex);
+    return run_shared_lock(client, run, timeout, kill_after);
+  }
+  const auto started = std::chrono::steady_clock::now();
   client.owner(run.mutex);                         // fails fast if the backend is unreachable
   if (!run.http.empty()) client.label_mutexes(1);  // /metrics: this mutex's own series too
 
@@ -156,6 +225,19 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
     return 128 + shared->stop_signal;
   }
 
+  // Holding the mutex keeps new `--shared` readers out; the readers inside finish first. (A
+  // signal meanwhile gives the mutex back and exits, as while waiting for it.)
+  if (client.backend()->administration()) {
+    auto left = std::chrono::milliseconds::max();
+    if (timeout) {
+      left = std::max(std::chrono::milliseconds(0), *timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                   std::chrono::steady_clock::now() - started));
+    }
+    if (!client.shared_mutex(run.mutex).await_no_readers(left)) {
+      locker->unlock();
+      return fail(code::timeout, "held mutex '" + run.mutex + "', but its --shared readers did not finish in time");
+    }
+  }
   std::shared_ptr<RunningChild> running;
   {
     internal::MutexLock lock(shared->mutex);

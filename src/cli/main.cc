@@ -29,6 +29,7 @@ int main_impl(int argc, char** argv) {
   std::size_t limit = 1000;
   bool json = false, force = false, yes = false;
   int permits = 0;
+  bool shared = false;
 
   auto with_command = [&](CLI::App* sub) {
     add_backend_options(*sub, backend);
@@ -47,6 +48,9 @@ int main_impl(int argc, char** argv) {
   lock->add_option("--permits", permits,
                    "Hold one of N permits of the semaphore MUTEX instead of the mutex: at most N commands "
                    "run at once, fleet-wide (a distributed sem -j N); every user of the name must give the same N");
+  lock->add_flag("--shared", shared,
+                 "Hold a read lock of MUTEX: --shared commands run together; a plain simba lock MUTEX (the "
+                 "writer) waits for them and keeps new ones out");
 
   auto* leader = app.add_subcommand("leader", "Keep a command running on the leader only; stand by elsewhere");
   with_command(leader);
@@ -125,7 +129,8 @@ int main_impl(int argc, char** argv) {
       if (lock->count("--permits") && permits < 1) {
         return fail(code::usage, "lock: --permits must be 1 or more, got " + std::to_string(permits));
       }
-      return run_lock(backend, run, timeout, permits);
+      if (shared && permits != 0) return fail(code::usage, "lock: --shared and --permits do not go together");
+      return run_lock(backend, run, timeout, permits, shared);
     }
     if (*leader) return run_leader(backend, run, restart);
     if (*schedule) return run_schedule(backend, run, every);

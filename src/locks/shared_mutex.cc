@@ -44,14 +44,14 @@ struct SharedMutexState {
         transition(transition_) {}
 
   std::string name;
-  Mutex gate;    // "<name>#gate"
+  Mutex gate;    // "<name>": the mutex of that name
   Mutex write;   // "<name>#write"
   Mutex reader;  // "<name>#r<8 hex digits>": this process's reader lease
   std::shared_ptr<Backend> backend;
   Administration* admin = nullptr;
-  bool lapses_by_time = true;          // the backend's Capabilities::lease_lapses_by_time
-  std::chrono::milliseconds poll{25};  // the longest pause between two looks at the readers
-  std::chrono::milliseconds ttl, transition;  // a prober's lease, if it ever wins one
+  bool lapses_by_time = true;                       // the backend's Capabilities::lease_lapses_by_time
+  std::chrono::milliseconds poll{25};               // the longest pause between two looks at the readers
+  std::chrono::milliseconds ttl, transition;        // a prober's lease, if it ever wins one
   const std::string prober = contender_id::host();  // a waiting writer, as a waiter on readers' records
 
   mutable AnnotatedMutex mutex;
@@ -124,6 +124,21 @@ struct SharedMutexState {
     return live;
   }
 
+  // Waits until no reader is inside (a writer holding the gate); false if `deadline` passed or
+  // `interrupt` was stopped first, with `why` naming the readers still in.
+  bool await_no_readers(std::chrono::steady_clock::time_point deadline, const std::stop_token& interrupt,
+                        std::set<std::string>& probed, std::string* why) {
+    for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, poll)) {
+      const auto live = live_readers(probed);
+      if (live.empty()) return true;
+      if (std::chrono::steady_clock::now() + pause >= deadline || interrupt.stop_requested()) {
+        if (why) *why = std::to_string(live.size()) + " reading process(es) still in, e.g. " + live.front();
+        return false;
+      }
+      std::this_thread::sleep_for(pause);
+    }
+  }
+
   void give_back_probes(const std::set<std::string>& probed) noexcept {
     for (const auto& record : probed) {
       try {
@@ -153,9 +168,8 @@ std::shared_ptr<SharedMutexState> make_shared_mutex_state(std::string name, std:
                                             "): shorten the name by " + std::to_string(reader.size() - most));
   }
   return std::make_shared<SharedMutexState>(
-      name, record(name + "#gate"), record(name + "#write"), record(reader),
-      std::move(backend), admin, std::clamp(poll, std::chrono::milliseconds(5), std::chrono::milliseconds(100)),
-      options.ttl, options.transition);
+      name, record(name), record(name + "#write"), record(reader), std::move(backend), admin,
+      std::clamp(poll, std::chrono::milliseconds(5), std::chrono::milliseconds(100)), options.ttl, options.transition);
 }
 
 }  // namespace internal
@@ -221,11 +235,12 @@ void SharedHold::unlock() noexcept {
 
 const std::string& SharedMutex::name() const noexcept { return state_->name; }
 
-SharedHold SharedMutex::hold_until(bool shared, std::chrono::steady_clock::time_point deadline,
-                                   std::string* why) const {
+SharedHold SharedMutex::hold_until(bool shared, std::chrono::steady_clock::time_point deadline, std::string* why,
+                                   std::stop_token interrupt) const {
   auto& s = *state_;
   const std::string what = std::string(shared ? "a read" : "the write") + " lock of shared mutex '" + s.name + "'";
-  Hold gate = s.gate.hold_until(deadline);
+  Hold gate = s.gate.hold_until(deadline, interrupt);
+  if (interrupt.stop_requested()) return SharedHold();
   if (!gate) {
     if (why) *why = what + ": a writer or another reader's pass held the gate '" + s.gate.name() + "'";
     return SharedHold();
@@ -239,7 +254,7 @@ SharedHold SharedMutex::hold_until(bool shared, std::chrono::steady_clock::time_
         out.token_ = write.owner.fencing_token;
         break;
       }
-      if (std::chrono::steady_clock::now() + pause >= deadline) {
+      if (std::chrono::steady_clock::now() + pause >= deadline || interrupt.stop_requested()) {
         if (why) *why = what + ": '" + write.owner.owner_id + "' holds the write lock";
         return SharedHold();
       }
@@ -256,24 +271,18 @@ SharedHold SharedMutex::hold_until(bool shared, std::chrono::steady_clock::time_
     return out;  // the gate goes back as `gate` goes
   }
   // A writer: holding the gate, wait for the readers inside to finish.
+  std::string readers;
   std::set<std::string> probed;
   struct GiveBack {
     internal::SharedMutexState& s;
     std::set<std::string>& probed;
     ~GiveBack() { s.give_back_probes(probed); }
   } give_back{s, probed};
-  for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, s.poll)) {
-    const auto live = s.live_readers(probed);
-    if (live.empty()) break;
-    if (std::chrono::steady_clock::now() + pause >= deadline) {
-      if (why) {
-        *why = what + ": " + std::to_string(live.size()) + " reading process(es) still in, e.g. " + live.front();
-      }
-      return SharedHold();
-    }
-    std::this_thread::sleep_for(pause);
+  if (!s.await_no_readers(deadline, interrupt, probed, why ? &readers : nullptr)) {
+    if (why) *why = what + ": " + readers;
+    return SharedHold();
   }
-  Hold write = s.write.hold_until(deadline);
+  Hold write = s.write.hold_until(deadline, interrupt);
   if (!write) {
     if (why) *why = what + ": the write lock '" + s.write.name() + "' was not granted in time";
     return SharedHold();
@@ -300,8 +309,10 @@ SharedHold must(SharedHold hold, const std::string& why) {
   if (!hold) throw Error(errc::timeout, why);
   return hold;
 }
+// milliseconds::max(): forever.
 std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout) {
   if (timeout.count() < 0) throw Error(errc::invalid_argument, "timeout must be >= 0, got " + format_duration(timeout));
+  if (timeout == std::chrono::milliseconds::max()) return std::chrono::steady_clock::time_point::max();
   return std::chrono::steady_clock::now() + timeout;
 }
 }  // namespace
@@ -322,6 +333,29 @@ SharedHold SharedMutex::acquire_shared(std::chrono::milliseconds timeout) {
 
 SharedHold SharedMutex::acquire_shared() {
   return hold_until(true, std::chrono::steady_clock::time_point::max(), nullptr);
+}
+
+SharedHold SharedMutex::acquire(std::chrono::milliseconds timeout, std::stop_token interrupt) {
+  std::string why;
+  auto hold = hold_until(false, deadline_after(timeout), &why, interrupt);
+  if (interrupt.stop_requested()) return SharedHold();
+  return must(std::move(hold), "timed out after " + format_duration(timeout) + " waiting for " + why);
+}
+
+SharedHold SharedMutex::acquire_shared(std::chrono::milliseconds timeout, std::stop_token interrupt) {
+  std::string why;
+  auto hold = hold_until(true, deadline_after(timeout), &why, interrupt);
+  if (interrupt.stop_requested()) return SharedHold();
+  return must(std::move(hold), "timed out after " + format_duration(timeout) + " waiting for " + why);
+}
+
+bool SharedMutex::await_no_readers(std::chrono::milliseconds timeout) const {
+  auto& s = *state_;
+  std::set<std::string> probed;
+  const auto deadline = deadline_after(timeout);
+  const bool gone = s.await_no_readers(deadline, {}, probed, nullptr);
+  s.give_back_probes(probed);
+  return gone;
 }
 
 bool SharedMutex::lock_until(bool shared, std::chrono::steady_clock::time_point deadline) {

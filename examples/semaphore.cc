@@ -1,6 +1,7 @@
 // A counting semaphore over the fleet: client.semaphore(name, permits). Eight workers call a
 // payment API that takes at most three callers at once; every process that uses the name
-// "payments" with 3 permits shares the same three.
+// "payments" with 3 permits shares the same three. Then a read-write lock:
+// client.shared_mutex(name).
 // Usage: example-semaphore [URI] (default memory:). The README quotes the [region].
 #include <simba/simba.h>
 
@@ -10,6 +11,7 @@
 #include <future>
 #include <iostream>
 #include <mutex>
+#include <shared_mutex>
 #include <stop_token>
 #include <thread>
 #include <vector>
@@ -49,6 +51,18 @@ int main(int argc, char** argv) {
   simba::Semaphore pool = client.semaphore("payments", 3);
   simba::Permit first = pool.try_acquire();  // one attempt per slot, no waiting: empty if none free
   std::future<simba::Permit> next = pool.acquire_async(5s);
+  // clang-format off
+  // [shared_mutex]
+  simba::SharedMutex config = client.shared_mutex("config");  // many readers or one writer, fleet-wide
+  { std::shared_lock reader(config); /* read the config */ }   // readers share it
+  { std::unique_lock writer(config); /* reload it */ }         // a writer waits for the readers inside
+  simba::SharedHold read = config.acquire_shared(5s);         // thread-independent; fencing_token():
+  std::cout << "reading the write of token " << read.fencing_token() << "\n";  // the last write's
+  read.unlock();
+  simba::SharedHold write = config.acquire(5s);
+  write.downgrade();                                           // a writer may become a reader
+  // [shared_mutex]
+  // clang-format on
   std::cout << "8 calls, at most " << most.load() << " at once; a try got slot " << first.slot() << ", the next slot "
             << next.get().slot() << "\n";
   return most.load() <= 3 ? 0 : 1;

@@ -233,7 +233,13 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
       left = std::max(std::chrono::milliseconds(0), *timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                    std::chrono::steady_clock::now() - started));
     }
-    if (!client.shared_mutex(run.mutex).await_no_readers(left)) {
+    std::optional<SharedMutex> rw;
+    try {
+      rw.emplace(client.shared_mutex(run.mutex));
+    } catch (const Error& e) {
+      if (e.code() != errc::invalid_argument) throw;  // a name too long for readers' records: none can exist
+    }
+    if (rw && !rw->await_no_readers(left)) {
       locker->unlock();
       return fail(code::timeout, "held mutex '" + run.mutex + "', but its --shared readers did not finish in time");
     }

@@ -2,6 +2,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <functional>
 #include <iostream>
 #include <optional>
 
@@ -15,145 +16,105 @@
 namespace simba::cli {
 namespace {
 
-// `simba lock --permits N`: the same with one permit of the semaphore run.mutex.
+void end_hold(Permit& permit) { permit.release(); }
+void end_hold(SharedHold& hold) { hold.unlock(); }
+
+// A command run under `Held` (a Permit, a SharedHold): `acquire` waits for it until the stop
+// token is stopped (a signal while waiting: then simba exits 128 + the signal, holding
+// nothing); the command gets `env(held)`; a loss of the lease while it runs terminates it
+// (exit 75); else simba exits with its status. `what` names the hold in messages.
+template <class Held>
+int run_held(Client client, const CommandRun& run, std::chrono::milliseconds kill_after, const std::string& what,
+             const std::function<Held(std::stop_token)>& acquire,
+             const std::function<std::vector<std::string>(const Held&)>& env) {
+  struct Shared {
+    internal::AnnotatedMutex mutex;
+    std::shared_ptr<RunningChild> child GUARDED_BY(mutex);
+    Held held GUARDED_BY(mutex);
+    int stop_signal GUARDED_BY(mutex) = 0;  // a signal while waiting: simba exits
+  };
+  auto shared = std::make_shared<Shared>();
+  std::optional<HttpEndpoint> http;
+  if (!run.http.empty()) {
+    http.emplace(run.http, client, run.mutex, [shared] {
+      internal::MutexLock lock(shared->mutex);
+      return shared->held.is_owner();
+    });
+  }
+  std::stop_source interrupt;
+  handle_signals([shared, interrupt](int sig) {
+    internal::MutexLock lock(shared->mutex);
+    if (shared->child) {
+      shared->child->signal(sig);
+      return;
+    }
+    if (shared->stop_signal == 0) shared->stop_signal = sig;
+    interrupt.request_stop();
+  });
+  Held held = acquire(interrupt.get_token());
+  std::shared_ptr<RunningChild> running;
+  std::stop_token lease;
+  {
+    internal::MutexLock lock(shared->mutex);
+    if (shared->stop_signal != 0) {
+      end_hold(held);
+      return 128 + shared->stop_signal;
+    }
+    if (!held) return fail(code::timeout, "no " + what + " was free");
+    if (held.lost().stop_requested()) return fail(code::lease_lost, "lost the " + what + " before the command started");
+    int error = 0;
+    running = RunningChild::start(run.command, env(held), error);
+    if (!running) return spawn_failure(run.command[0], error);
+    shared->child = running;
+    lease = held.lost();
+    shared->held = std::move(held);
+  }
+  std::atomic<bool> lost{false};
+  std::stop_callback on_lost(lease, [&] {
+    lost = true;
+    running->wake();
+  });
+  if (!running->wait_exited_or([&] { return lost.load(); })) {
+    std::cerr << "simba: lost the " << what << " while the command ran; terminating it\n";
+    running->terminate(kill_after);
+    return code::lease_lost;
+  }
+  const int status = running->status();
+  internal::MutexLock lock(shared->mutex);
+  end_hold(shared->held);
+  return status;
+}
+
+// `simba lock --permits N`: one permit of the semaphore run.mutex.
 int run_permit_lock(Client client, const CommandRun& run, int permits, std::optional<std::chrono::milliseconds> timeout,
                     std::chrono::milliseconds kill_after) {
   Semaphore semaphore = client.semaphore(run.mutex, permits);  // throws for bad permits
   if (!run.http.empty()) client.label_mutexes(static_cast<std::size_t>(permits));
-  struct Shared {
-    internal::AnnotatedMutex mutex;
-    std::shared_ptr<RunningChild> child GUARDED_BY(mutex);
-    Permit permit GUARDED_BY(mutex);
-    int stop_signal GUARDED_BY(mutex) = 0;  // a signal while waiting: simba exits
-  };
-  auto shared = std::make_shared<Shared>();
-  std::optional<HttpEndpoint> http;
-  if (!run.http.empty()) {
-    http.emplace(run.http, client, run.mutex, [shared] {
-      internal::MutexLock lock(shared->mutex);
-      return shared->permit.is_owner();
-    });
-  }
-  // While waiting, a signal withdraws the request (a permit won meanwhile goes back) and simba
-  // exits 128 + the signal; while the command runs, it is passed on to the command.
-  std::stop_source interrupt;
-  handle_signals([shared, interrupt](int sig) {
-    internal::MutexLock lock(shared->mutex);
-    if (shared->child) {
-      shared->child->signal(sig);
-      return;
-    }
-    if (shared->stop_signal == 0) shared->stop_signal = sig;
-    interrupt.request_stop();
-  });
-  Permit permit = timeout && timeout->count() == 0
-                      ? semaphore.try_acquire()
-                      : semaphore.acquire(timeout.value_or(std::chrono::milliseconds::max()), interrupt.get_token());
-  std::shared_ptr<RunningChild> running;
-  {
-    internal::MutexLock lock(shared->mutex);
-    if (shared->stop_signal != 0) {
-      permit.release();
-      return 128 + shared->stop_signal;
-    }
-    if (!permit) {
-      return fail(code::timeout,
-                  "no permit of semaphore '" + run.mutex + "' was free (" + std::to_string(permits) + " in all)");
-    }
-    if (permit.lost().stop_requested()) {
-      return fail(code::lease_lost, "lost the permit of semaphore '" + run.mutex + "' before the command started");
-    }
-    auto env = command_env(run.mutex, permit.fencing_token(), "");
-    env.push_back("SIMBA_PERMIT=" + std::to_string(permit.slot()));
-    env.push_back("SIMBA_PERMITS=" + std::to_string(permits));
-    int error = 0;
-    running = RunningChild::start(run.command, env, error);
-    if (!running) return spawn_failure(run.command[0], error);
-    shared->child = running;
-    shared->permit = std::move(permit);
-  }
-  std::atomic<bool> lost{false};
-  std::stop_token lease;
-  {
-    internal::MutexLock lock(shared->mutex);
-    lease = shared->permit.lost();
-  }
-  std::stop_callback on_lost(lease, [&] {
-    lost = true;
-    running->wake();
-  });
-  if (!running->wait_exited_or([&] { return lost.load(); })) {
-    std::cerr << "simba: lost the permit of semaphore '" << run.mutex << "' while the command ran; terminating it\n";
-    running->terminate(kill_after);
-    return code::lease_lost;
-  }
-  const int status = running->status();
-  internal::MutexLock lock(shared->mutex);
-  shared->permit.release();
-  return status;
+  return run_held<Permit>(
+      client, run, kill_after, "permit of semaphore '" + run.mutex + "'",
+      [&](std::stop_token stop) {
+        return timeout && timeout->count() == 0
+                   ? semaphore.try_acquire()
+                   : semaphore.acquire(timeout.value_or(std::chrono::milliseconds::max()), std::move(stop));
+      },
+      [&](const Permit& permit) {
+        auto env = command_env(run.mutex, permit.fencing_token(), "");
+        env.push_back("SIMBA_PERMIT=" + std::to_string(permit.slot()));
+        env.push_back("SIMBA_PERMITS=" + std::to_string(permits));
+        return env;
+      });
 }
 
-// `simba lock --shared`: the command runs under a read lock of the shared mutex run.mutex.
+// `simba lock --shared`: a read lock of the shared mutex run.mutex.
 int run_shared_lock(Client client, const CommandRun& run, std::optional<std::chrono::milliseconds> timeout,
                     std::chrono::milliseconds kill_after) {
   SharedMutex rw = client.shared_mutex(run.mutex);
-  struct Shared {
-    internal::AnnotatedMutex mutex;
-    std::shared_ptr<RunningChild> child GUARDED_BY(mutex);
-    SharedHold hold GUARDED_BY(mutex);
-    int stop_signal GUARDED_BY(mutex) = 0;  // a signal while waiting: simba exits
-  };
-  auto shared = std::make_shared<Shared>();
-  std::optional<HttpEndpoint> http;
-  if (!run.http.empty()) {
-    http.emplace(run.http, client, run.mutex, [shared] {
-      internal::MutexLock lock(shared->mutex);
-      return shared->hold.is_owner();
-    });
-  }
-  std::stop_source interrupt;
-  handle_signals([shared, interrupt](int sig) {
-    internal::MutexLock lock(shared->mutex);
-    if (shared->child) {
-      shared->child->signal(sig);
-      return;
-    }
-    if (shared->stop_signal == 0) shared->stop_signal = sig;
-    interrupt.request_stop();
-  });
-  SharedHold hold = rw.acquire_shared(timeout.value_or(std::chrono::milliseconds::max()), interrupt.get_token());
-  std::shared_ptr<RunningChild> running;
-  std::stop_token lease;
-  {
-    internal::MutexLock lock(shared->mutex);
-    if (shared->stop_signal != 0) {
-      hold.unlock();
-      return 128 + shared->stop_signal;
-    }
-    if (hold.lost().stop_requested()) {
-      return fail(code::lease_lost, "lost the read lock of '" + run.mutex + "' before the command started");
-    }
-    int error = 0;
-    running = RunningChild::start(run.command, command_env(run.mutex, hold.fencing_token(), ""), error);
-    if (!running) return spawn_failure(run.command[0], error);
-    shared->child = running;
-    lease = hold.lost();
-    shared->hold = std::move(hold);
-  }
-  std::atomic<bool> lost{false};
-  std::stop_callback on_lost(lease, [&] {
-    lost = true;
-    running->wake();
-  });
-  if (!running->wait_exited_or([&] { return lost.load(); })) {
-    std::cerr << "simba: lost the read lock of '" << run.mutex << "' while the command ran; terminating it\n";
-    running->terminate(kill_after);
-    return code::lease_lost;
-  }
-  const int status = running->status();
-  internal::MutexLock lock(shared->mutex);
-  shared->hold.unlock();
-  return status;
+  return run_held<SharedHold>(
+      client, run, kill_after, "read lock of '" + run.mutex + "'",
+      [&](std::stop_token stop) {
+        return rw.acquire_shared(timeout.value_or(std::chrono::milliseconds::max()), std::move(stop));
+      },
+      [&](const SharedHold& hold) { return command_env(run.mutex, hold.fencing_token(), ""); });
 }
 
 }  // namespace

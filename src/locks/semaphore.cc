@@ -11,6 +11,7 @@
 
 #include "base/log.h"
 #include "base/thread_annotations.h"
+#include "locks/derived_records.h"
 #include "locks/lock_entry.h"
 #include "locks/semaphore_state.h"
 #include "simba/backend.h"
@@ -220,14 +221,7 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
 std::shared_ptr<SemaphoreState> make_semaphore_state(std::string name, unsigned permits,
                                                      std::shared_ptr<Backend> backend,
                                                      const std::function<Mutex(const std::string&)>& slot) {
-  const auto longest = Semaphore::slot_name(name, permits - 1, permits);
-  const auto most = backend->capabilities().max_mutex_bytes;
-  if (most != 0 && longest.size() > most) {
-    throw Error(errc::invalid_argument, "semaphore '" + name + "': its slot records ('" + longest + "', " +
-                                            std::to_string(longest.size()) + " bytes) are longer than " +
-                                            backend->capabilities().engine + " accepts (" + std::to_string(most) +
-                                            "): shorten the name by " + std::to_string(longest.size() - most));
-  }
+  require_record_fits(*backend, "semaphore '" + name + "'", Semaphore::slot_name(name, permits - 1, permits));
   auto state = std::make_shared<SemaphoreState>();
   state->name = std::move(name);
   state->permits = permits;

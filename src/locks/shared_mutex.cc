@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "base/thread_annotations.h"
+#include "locks/derived_records.h"
 #include "locks/shared_mutex_state.h"
 #include "simba/backend.h"
 #include "simba/contender.h"
@@ -160,13 +161,7 @@ std::shared_ptr<SharedMutexState> make_shared_mutex_state(std::string name, std:
                                        "see the readers");
   }
   const auto reader = name + kReaderInfix + reader_id();
-  const auto most = backend->capabilities().max_mutex_bytes;
-  if (most != 0 && reader.size() > most) {
-    throw Error(errc::invalid_argument, "shared mutex '" + name + "': its records ('" + reader + "', " +
-                                            std::to_string(reader.size()) + " bytes) are longer than " +
-                                            backend->capabilities().engine + " accepts (" + std::to_string(most) +
-                                            "): shorten the name by " + std::to_string(reader.size() - most));
-  }
+  require_record_fits(*backend, "shared mutex '" + name + "'", reader);
   return std::make_shared<SharedMutexState>(
       name, record(name), record(name + "#write"), record(reader), std::move(backend), admin,
       std::clamp(poll, std::chrono::milliseconds(5), std::chrono::milliseconds(100)), options.ttl, options.transition);

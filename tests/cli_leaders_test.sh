@@ -2,7 +2,7 @@
 # `simba leader`, `simba schedule` and `simba watch` as real processes on one backend: three
 # leaders whose commands write a fenced register (simba-fenced-register), a leader killed with
 # SIGKILL and one stopped with SIGSTOP (simba and its command) each replaced within the bound
-# the lease gives (ttl + transition + 1 s), the stopped one's command ended once it resumes and
+# the lease gives (ttl + transition, on etcd rounded up to whole seconds, + 1 s), the stopped one's command ended once it resumes and
 # every write it tries after the takeover refused by the register; three schedulers whose runs
 # are counted from above and below; a watcher's lines.
 #
@@ -29,7 +29,10 @@ engine=${uri%%:*}
 echo "cli_leaders_test.sh: on $engine"
 
 ttl_ms=1000 transition_ms=500
-bound_ms=$((ttl_ms + transition_ms + 1000))  # how soon a dead or stalled leader is replaced
+lease_ms=$((ttl_ms + transition_ms))
+# etcd grants leases of whole seconds: ttl + transition rounded up (src/backends/etcd/acquire.cc).
+[ "$engine" = etcd ] && lease_ms=$(((lease_ms + 999) / 1000 * 1000))
+bound_ms=$((lease_ms + 1000))  # how soon a dead or stalled leader is replaced
 lease=(--backend "$uri" --ttl "${ttl_ms}ms" --transition "${transition_ms}ms")
 now_ms() { date +%s%3N; }
 name() { echo "cli-$1-$$-$RANDOM"; }  # a mutex of this run alone

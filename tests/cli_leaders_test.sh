@@ -2,9 +2,10 @@
 # `simba leader`, `simba schedule` and `simba watch` as real processes on one backend: three
 # leaders whose commands write a fenced register (simba-fenced-register), a leader killed with
 # SIGKILL and one stopped with SIGSTOP (simba and its command) each replaced within the bound
-# the lease gives (ttl + transition, on etcd rounded up to whole seconds, + 1 s), the stopped one's command ended once it resumes and
-# every write it tries after the takeover refused by the register; three schedulers whose runs
-# are counted from above and below; a watcher's lines.
+# the lease gives (ttl + transition, on etcd rounded up to whole seconds, + 1 s), the stopped
+# one's command ended once it resumes and every write it tries after the takeover refused by
+# the register; three schedulers whose runs are counted from above and below; a watcher's
+# lines.
 #
 #   cli_leaders_test.sh SIMBA REGISTER URI     (URI "sqlite": a database in the test's folder;
 #                                               a server's URI: run through src/backends/*/test_server.sh)

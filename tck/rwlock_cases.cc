@@ -86,37 +86,67 @@ TEST(RwLockTest, AWriterExcludesEveryoneAndEveryoneGetsIn) {
   EXPECT_EQ(granted.load(), 36);
 }
 
+// Leases of a second and a second (see below).
+ContendOptions steady_options() {
+  auto options = fast_options();
+  options.ttl = std::chrono::seconds(1);
+  options.transition = std::chrono::seconds(1);
+  return options;
+}
+
+// Leases lost by any of `clients` so far (a loaded, sanitized machine may stall a renewal past
+// its lease; a holder whose lease ran out is rightly passed, so order checks then hold no more).
+std::uint64_t leases_lost(const std::vector<Client>& clients) {
+  std::uint64_t n = 0;
+  for (const auto& c : clients) {
+    for (auto count : c.metrics().lost) n += count;
+  }
+  return n;
+}
+
 // Two readers of two processes hold at once; a writer of a third waits for both, and while it
 // waits a new reader does not get in (writers are preferred); when the readers go the writer
-// gets it, and the new reader after the writer, with the writer's token.
+// gets it, and the new reader after the writer, with the writer's token. (Each order check
+// holds while no lease of the case was lost.)
 TEST(RwLockTest, AWaitingWriterBlocksNewReaders) {
-  auto client = make_client();
+  auto client = make_client(steady_options());
   const auto name = unique_mutex("rw-prefer");
   auto a = other_process(client), b = other_process(client), w = other_process(client);
+  const std::vector<Client> all{client, a, b, w};
+  auto lost = [&] { return leases_lost(all) > 0; };
   SharedHold ra = a.shared_mutex(name).acquire_shared(10s);
   SharedHold rb = b.shared_mutex(name).acquire_shared(10s);  // readers overlap
-  EXPECT_TRUE(ra.is_owner());
-  EXPECT_TRUE(rb.is_owner());
+  EXPECT_TRUE(ra.is_owner() || lost());
+  EXPECT_TRUE(rb.is_owner() || lost());
   auto writer = std::async(std::launch::async, [&] { return w.shared_mutex(name).acquire(30s); });
   // The writer holds the gate once it waits for the readers.
   ASSERT_TRUE(wait_until([&] { return !client.owner(name).empty(); }, 10s)) << "the writer never waited";
-  EXPECT_EQ(writer.wait_for(100ms), std::future_status::timeout) << "the writer got in with readers inside";
+  EXPECT_TRUE(writer.wait_for(100ms) == std::future_status::timeout || lost())
+      << "the writer got in with readers inside";
   auto late = client.shared_mutex(name);
-  EXPECT_THROW((void)late.acquire_shared(300ms), Error) << "a new reader got in while a writer waited";
+  try {
+    SharedHold in = late.acquire_shared(300ms);
+    EXPECT_TRUE(lost()) << "a new reader got in while a writer waited";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), errc::timeout) << e.what();
+  }
   ra.unlock();
-  EXPECT_EQ(writer.wait_for(100ms), std::future_status::timeout) << "the writer got in with a reader inside";
+  EXPECT_TRUE(writer.wait_for(100ms) == std::future_status::timeout || lost())
+      << "the writer got in with a reader inside";
   rb.unlock();
   ASSERT_EQ(writer.wait_for(20s), std::future_status::ready) << "the writer never got in";
   SharedHold written = writer.get();
   EXPECT_EQ(written.mode(), LockMode::exclusive);
   EXPECT_GT(written.fencing_token(), 0u);
   auto reader = std::async(std::launch::async, [&] { return late.acquire_shared(30s); });
-  EXPECT_EQ(reader.wait_for(200ms), std::future_status::timeout) << "a reader got in beside the writer";
+  EXPECT_TRUE(reader.wait_for(200ms) == std::future_status::timeout || lost()) << "a reader got in beside the writer";
   const auto token = written.fencing_token();
   written.unlock();
   ASSERT_EQ(reader.wait_for(20s), std::future_status::ready);
   SharedHold read = reader.get();
-  EXPECT_EQ(read.fencing_token(), token) << "a reader carries the token of the last write";
+  if (!lost()) {
+    EXPECT_EQ(read.fencing_token(), token) << "a reader carries the token of the last write";
+  }
 }
 
 // Writes of two processes in turn: their tokens rise.

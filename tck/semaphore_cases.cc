@@ -100,10 +100,20 @@ TEST(SemaphoreTest, NeverMoreThanNHoldersAndEveryContenderGetsIn) {
   }
 }
 
+// Leases of a second and a second: a loaded, sanitized machine may still stall a renewal past
+// one, and a holder whose lease ran out is rightly replaced; the checks that a permit was not
+// given while all were held hold only while no holder lost its lease (`lost` says).
+ContendOptions steady_options() {
+  auto options = fast_options();
+  options.ttl = std::chrono::seconds(1);
+  options.transition = std::chrono::seconds(1);
+  return options;
+}
+
 // N processes hold every permit; the N+1st waits, and gets in when one lets go; try_acquire
 // finds none while all are held, and acquire's timeout names the semaphore and its holders.
 TEST(SemaphoreTest, TheNextContenderWaitsForARelease) {
-  auto client = make_client();
+  auto client = make_client(steady_options());
   const auto name = unique_mutex("sem-wait");
   std::vector<Client> holders;
   std::vector<Permit> permits;
@@ -116,11 +126,15 @@ TEST(SemaphoreTest, TheNextContenderWaitsForARelease) {
     EXPECT_EQ(permits.back().semaphore(), name);
   }
   EXPECT_EQ(slots.size(), 2u) << "two holders share a slot";
+  auto lost = [&] { return permits[0].lost().stop_requested() || permits[1].lost().stop_requested(); };
   auto semaphore = client.semaphore(name, 2);
-  EXPECT_FALSE(semaphore.try_acquire()) << "a third permit of two";
+  {
+    Permit extra = semaphore.try_acquire();
+    EXPECT_TRUE(!extra || lost()) << "a third permit of two";
+  }
   try {
-    (void)semaphore.acquire(300ms);
-    ADD_FAILURE() << "a third permit of two";
+    Permit extra = semaphore.acquire(300ms);
+    EXPECT_TRUE(lost()) << "a third permit of two";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), errc::timeout);
     const std::string what = e.what();
@@ -129,20 +143,23 @@ TEST(SemaphoreTest, TheNextContenderWaitsForARelease) {
     EXPECT_NE(what.find(Semaphore::slot_name(name, 1, 2)), std::string::npos) << what;
   }
   auto waiting = semaphore.acquire_async(20s);
-  EXPECT_EQ(waiting.wait_for(100ms), std::future_status::timeout) << "granted while every permit is held";
+  EXPECT_TRUE(waiting.wait_for(100ms) == std::future_status::timeout || lost()) << "granted while every permit is held";
   const unsigned freed = permits[1].slot();
+  const bool was_lost = lost();
   permits[1].release();
   ASSERT_EQ(waiting.wait_for(20s), std::future_status::ready);
   Permit third = waiting.get();
-  EXPECT_EQ(third.slot(), freed);
-  EXPECT_TRUE(third.is_owner());
+  if (!was_lost) {
+    EXPECT_EQ(third.slot(), freed);
+  }
+  EXPECT_LT(third.slot(), 2u);
   // The callback form.
   std::promise<std::pair<std::error_code, unsigned>> called;
   semaphore.acquire_async(20s, [&](std::error_code error, Permit permit) {
     called.set_value({error, permit ? permit.slot() : 99u});
   });
   auto outcome = called.get_future();
-  EXPECT_EQ(outcome.wait_for(100ms), std::future_status::timeout);
+  EXPECT_TRUE(outcome.wait_for(100ms) == std::future_status::timeout || lost() || third.lost().stop_requested());
   permits[0].release();
   ASSERT_EQ(outcome.wait_for(20s), std::future_status::ready);
   auto [error, slot] = outcome.get();

@@ -260,6 +260,13 @@ SharedHold SharedMutex::hold_until(bool shared, std::chrono::steady_clock::time_
       if (why) *why = what + ": this process's reader lease was not granted in time";
       return SharedHold();
     }
+    if (!gate.is_owner()) {
+      // The gate's lease ran out before this reader was in: a writer may have passed it and
+      // missed this reader. Out again, and once more from the gate.
+      s.leave_readers();
+      gate.unlock();
+      return hold_until(shared, deadline, why, interrupt);
+    }
     out.mode_ = LockMode::shared;
     out.lost_ = *lost;
     out.state_ = state_;
@@ -281,6 +288,15 @@ SharedHold SharedMutex::hold_until(bool shared, std::chrono::steady_clock::time_
   if (!write) {
     if (why) *why = what + ": the write lock '" + s.write.name() + "' was not granted in time";
     return SharedHold();
+  }
+  if (!gate.is_owner()) {
+    // The gate's lease ran out while this writer waited: a reader may have come in meanwhile.
+    // Once more from the gate.
+    write.unlock();
+    gate.unlock();
+    s.give_back_probes(probed);
+    probed.clear();
+    return hold_until(shared, deadline, why, interrupt);
   }
   struct Either {
     std::stop_source lost;

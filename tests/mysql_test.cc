@@ -160,6 +160,16 @@ TEST_F(MysqlTest, AWaiterInAnotherBackendTakesOverAtTheReleaseNotAtItsPoll) {
     });
     // The waiter has looked once and found the mutex held: its demand is on the row.
     ASSERT_TRUE(wait_until([&] { return owner.backend()->read(mutex).demanded; }, 10s)) << "the waiter never tried";
+    if (!wake) {
+      // A first round that lost before its watch was confirmed looks once more when it is
+      // (ServiceCore: wait_ready, then a round): let that look find the mutex still held, so
+      // that only a wake-up could hand it over within the poll interval. (Without that second
+      // look this waits the 10 s out, and nothing else would take the mutex early.)
+      const auto acquires = [&] {
+        return waiter.metrics().round_trip[static_cast<std::size_t>(BackendOp::acquire)].count;
+      };
+      wait_until([&] { return acquires() >= 2; }, 10s);
+    }
     held.close();
     waiting.join();
     if (wake) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Eight `simba lock --permits 3` processes on one SQLite file: never more than three inside at
 # once, each inside its own slot (SIMBA_PERMIT), all eight ran, and nothing is left held.
-# Then the usage errors: --permits 0, and a signal while waiting (exit 130, nothing taken).
+# Then `simba status` of the semaphore while two hold, the usage errors: --permits 0, and a
+# signal while waiting (exit 130, nothing taken).
 set -euo pipefail
 simba=${1:?usage: cli_permits_test.sh path/to/simba}
 dir=$(mktemp -d)
@@ -34,6 +35,22 @@ for slot in 0 1 2; do
   "$simba" status "pool#${slot}of3" --json | grep -q '"owner":null' ||
     { echo "FAIL: slot $slot was left held"; exit 1; }
 done
+
+# `simba status` of a semaphore: its permits and every holder, as text and JSON.
+export DIR=$dir
+for i in 1 2; do
+  "$simba" lock --permits 3 --timeout 30s held -- sh -c 'touch "$DIR/held-$SIMBA_PERMIT"; while [ ! -e "$DIR/go" ]; do sleep 0.05; done' &
+  pids+=($!)
+done
+for _ in $(seq 200); do [ "$(ls "$dir" | grep -c '^held-')" -eq 2 ] && break; sleep 0.1; done
+status=$("$simba" status held)
+json=$("$simba" status held --json)
+touch "$dir/go"
+wait
+grep -q "^permits: *3 (2 held, 1 free)$" <<<"$status" && [ "$(grep -c '^permit [012]: ' <<<"$status")" -eq 2 ] ||
+  { echo "FAIL: status of a semaphore with 2 of 3 permits held:"; echo "$status"; exit 1; }
+grep -q '"semaphores":\[{"held":2,"permits":3,' <<<"$json" ||
+  { echo "FAIL: status --json of a semaphore with 2 of 3 permits held: $json"; exit 1; }
 
 rc=0
 "$simba" lock --permits 0 pool -- true 2>"$dir/err" || rc=$?

@@ -30,6 +30,9 @@ r1=$!
 r2=$!
 await "$dir/in-r1"
 await "$dir/in-r2"  # both inside at once: readers share
+status=$("$simba" status cfg)
+grep -q "^readers: *2 reading processes$" <<<"$status" && grep -q "^writer: *(free)$" <<<"$status" ||
+  { echo "FAIL: status with two readers inside:"; echo "$status"; exit 1; }
 writer='if ls "$DIR"/in-* >/dev/null 2>&1; then echo "W WITH READERS" >> "$DIR/log"; fi; echo "w in" >> "$DIR/log"
         sleep 0.3; echo "w out" >> "$DIR/log"'
 "$simba" lock --timeout 30s cfg -- sh -c "$writer" &

@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "base/thread_annotations.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/terminal.h"
+#include "locks/derived_records.h"
 
 namespace simba::cli {
 namespace {
@@ -26,24 +28,113 @@ std::string caching_line(const MutexOwner& owner) {
 
 }  // namespace
 
+namespace {
+
+// The records a semaphore or a shared mutex of that name keeps beside it (simba/semaphore.h,
+// simba/shared_mutex.h), as one listing finds them.
+struct Derived {
+  std::map<unsigned, std::map<unsigned, MutexRecord>> slots;  // permits -> slot -> record
+  std::optional<MutexRecord> writer;
+  std::vector<MutexRecord> readers;  // held ones only
+  bool any() const { return !slots.empty() || writer || !readers.empty(); }
+};
+
+Derived derived_records(Client& client, const std::string& name) {
+  Derived found;
+  Administration* admin = client.backend()->administration();
+  if (!admin) return found;
+  const auto listing = admin->list(internal::derived_prefix(name), 4 * Semaphore::kMaxPermits + 2);
+  for (const auto& record : listing.records) {
+    const auto derived = internal::derived_record(name, record.mutex);
+    if (!derived) continue;
+    switch (derived->kind) {
+      case internal::DerivedRecord::Kind::slot: found.slots[derived->permits][derived->slot] = record; break;
+      case internal::DerivedRecord::Kind::write: found.writer = record; break;
+      case internal::DerivedRecord::Kind::reader:
+        if (!record.owner.empty()) found.readers.push_back(record);
+        break;
+    }
+  }
+  return found;
+}
+
+std::size_t held(const std::map<unsigned, MutexRecord>& slots) {
+  return static_cast<std::size_t>(
+      std::count_if(slots.begin(), slots.end(), [](const auto& slot) { return !slot.second.owner.empty(); }));
+}
+
+// "<owner>  token T  ttl at ...  (in ...)", or "(free)".
+std::string holder_line(const MutexOwner& owner, EpochMillis now) {
+  if (owner.empty()) return "(free)";
+  return owner.owner_id + "  token " + std::to_string(owner.fencing_token) + "  ttl at " + iso_time(owner.ttl_at) +
+         in(owner.ttl_at, now);
+}
+
+}  // namespace
+
 int run_status(const BackendChoice& backend, const std::string& mutex, bool json) {
   Client client = backend.connect();
   const auto snapshot = client.snapshot(mutex);
   const auto& owner = snapshot.owner;
+  const Derived derived = derived_records(client, mutex);
+  // A semaphore's name has no record of its own: its slots say it all.
+  const bool plain = !(derived.slots.size() > 0 && owner.empty() && owner.fencing_token == 0);
   if (json) {
     auto out = nlohmann::json::parse(record_json(mutex, owner, snapshot.now));
     out["backend"] = client.describe();
+    if (!derived.slots.empty()) {
+      auto semaphores = nlohmann::json::array();
+      for (const auto& [permits, slots] : derived.slots) {
+        auto listed = nlohmann::json::array();
+        for (const auto& [slot, record] : slots) {
+          auto entry = nlohmann::json::parse(record_json(record.mutex, record.owner, snapshot.now));
+          entry["slot"] = slot;
+          listed.push_back(entry);
+        }
+        semaphores.push_back({{"permits", permits}, {"held", held(slots)}, {"slots", listed}});
+      }
+      out["semaphores"] = semaphores;
+    }
+    if (derived.writer || !derived.readers.empty()) {
+      auto readers = nlohmann::json::array();
+      for (const auto& record : derived.readers)
+        readers.push_back(nlohmann::json::parse(record_json(record.mutex, record.owner, snapshot.now)));
+      out["shared"] = {
+          {"writer", derived.writer && !derived.writer->owner.empty()
+                         ? nlohmann::json::parse(record_json(derived.writer->mutex, derived.writer->owner, snapshot.now))
+                         : nlohmann::json(nullptr)},
+          {"readers", readers}};
+    }
     std::cout << out.dump() << "\n";
     return 0;
   }
-  std::cout << "mutex:          " << mutex << "\n"
-            << "owner:          " << (owner.empty() ? "(none)" : owner.owner_id) << "\n"
-            << "fencing token:  " << owner.fencing_token << "\n"
-            << "caching:        " << caching_line(owner) << "\n"
-            << "acquired at:    " << iso_time(owner.acquired_at) << "\n"
-            << "ttl at:         " << iso_time(owner.ttl_at) << in(owner.ttl_at, snapshot.now) << "\n"
-            << "transition at:  " << iso_time(owner.transition_at) << in(owner.transition_at, snapshot.now) << "\n"
-            << "backend:        " << client.describe() << "\n";
+  if (plain) {
+    std::cout << "mutex:          " << mutex << "\n"
+              << "owner:          " << (owner.empty() ? "(none)" : owner.owner_id) << "\n"
+              << "fencing token:  " << owner.fencing_token << "\n"
+              << "caching:        " << caching_line(owner) << "\n"
+              << "acquired at:    " << iso_time(owner.acquired_at) << "\n"
+              << "ttl at:         " << iso_time(owner.ttl_at) << in(owner.ttl_at, snapshot.now) << "\n"
+              << "transition at:  " << iso_time(owner.transition_at) << in(owner.transition_at, snapshot.now) << "\n";
+  }
+  for (const auto& [permits, slots] : derived.slots) {
+    const auto taken = held(slots);
+    std::cout << "semaphore:      " << mutex << "\n"
+              << "permits:        " << permits << " (" << taken << " held, " << permits - taken << " free)\n";
+    for (const auto& [slot, record] : slots) {
+      if (!record.owner.empty())
+        std::cout << "permit " << std::left << std::setw(9) << (std::to_string(slot) + ":")
+                  << holder_line(record.owner, snapshot.now) << "\n";
+    }
+  }
+  if (derived.writer || !derived.readers.empty()) {
+    std::cout << "writer:         "
+              << (derived.writer ? holder_line(derived.writer->owner, snapshot.now) : std::string("(free)")) << "\n"
+              << "readers:        " << derived.readers.size() << " reading processes\n";
+    for (const auto& record : derived.readers)
+      std::cout << "reader:         " << record.mutex << "  " << holder_line(record.owner, snapshot.now) << "\n";
+  }
+  std::cout << "backend:        " << client.describe() << "\n";
   return 0;
 }
 

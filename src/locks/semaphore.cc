@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <condition_variable>
 #include <optional>
 #include <utility>
@@ -32,22 +31,7 @@ struct SemaphoreState {
 
 namespace {
 
-constexpr std::string_view kSlotInfix = "#";
-
 std::string permits_text(unsigned permits) { return std::to_string(permits) + (permits == 1 ? " permit" : " permits"); }
-
-// "<k>of<n>" -> n; nullopt if `tail` is not of that form.
-std::optional<unsigned> permits_of(std::string_view tail) {
-  const auto of = tail.find("of");
-  if (of == std::string_view::npos || of == 0) return std::nullopt;
-  unsigned slot = 0, permits = 0;
-  const auto* slot_end = tail.data() + of;
-  if (std::from_chars(tail.data(), slot_end, slot).ptr != slot_end) return std::nullopt;
-  const auto* first = slot_end + 2;
-  const auto* last = tail.data() + tail.size();
-  if (first == last || std::from_chars(first, last, permits).ptr != last) return std::nullopt;
-  return permits;
-}
 
 // Throws Error(errc::invalid_argument) if a live holder holds a slot of `state.name` with
 // another count of permits. Blocks for one listing (engines without Administration: none).
@@ -55,16 +39,15 @@ void check_permits(SemaphoreState& state) {
   if (state.checked.load(std::memory_order_acquire)) return;
   Administration* admin = state.backend->administration();
   if (admin) {
-    const auto prefix = state.name + std::string(kSlotInfix);
-    const auto listing = admin->list(prefix, 4 * Semaphore::kMaxPermits);
+    const auto listing = admin->list(derived_prefix(state.name), 4 * Semaphore::kMaxPermits);
     for (const auto& record : listing.records) {
-      if (record.owner.owner_id.empty() || record.mutex.size() <= prefix.size()) continue;
-      const auto permits = permits_of(std::string_view(record.mutex).substr(prefix.size()));
-      if (permits && *permits != state.permits) {
+      if (record.owner.owner_id.empty()) continue;
+      const auto slot = derived_record(state.name, record.mutex);
+      if (slot && slot->kind == DerivedRecord::Kind::slot && slot->permits != state.permits) {
         throw Error(errc::invalid_argument,
                     "semaphore '" + state.name + "': asked with " + std::to_string(state.permits) + " permits, but '" +
                         record.owner.owner_id + "' holds '" + record.mutex + "' of a semaphore of " +
-                        std::to_string(*permits) + " (every contender of a semaphore must use the same permits)");
+                        std::to_string(slot->permits) + " (every contender of a semaphore must use the same permits)");
       }
     }
   }
@@ -234,7 +217,7 @@ std::shared_ptr<SemaphoreState> make_semaphore_state(std::string name, unsigned 
 }  // namespace internal
 
 std::string Semaphore::slot_name(const std::string& name, unsigned slot, unsigned permits) {
-  return name + std::string(internal::kSlotInfix) + std::to_string(slot) + "of" + std::to_string(permits);
+  return internal::derived_prefix(name) + std::to_string(slot) + "of" + std::to_string(permits);
 }
 
 const std::string& Semaphore::name() const noexcept { return state_->name; }

@@ -24,7 +24,6 @@ namespace simba {
 namespace internal {
 
 namespace {
-constexpr const char* kReaderInfix = "#r";
 // 8 hex digits: a reader id unique enough among the processes reading one name at a time.
 std::string reader_id() { return contender_id::uuid().substr(0, 8); }
 }  // namespace
@@ -108,7 +107,7 @@ struct SharedMutexState {
   // answer leaves the prober queued, which `probed` remembers for give_back_probes()).
   std::vector<std::string> live_readers(std::set<std::string>& probed) {
     std::vector<std::string> live;
-    const auto listing = admin->list(name + kReaderInfix, 100000);
+    const auto listing = admin->list(reader_prefix(name), 100000);
     for (const auto& record : listing.records) {
       const auto& owner = record.owner;
       if (owner.owner_id.empty()) continue;
@@ -160,10 +159,10 @@ std::shared_ptr<SharedMutexState> make_shared_mutex_state(std::string name, std:
                                        " offers no listing of records (Administration), which a writer needs to "
                                        "see the readers");
   }
-  const auto reader = name + kReaderInfix + reader_id();
+  const auto reader = reader_prefix(name) + reader_id();
   require_record_fits(*backend, "shared mutex '" + name + "'", reader);
   return std::make_shared<SharedMutexState>(
-      name, record(name), record(name + "#write"), record(reader), std::move(backend), admin,
+      name, record(name), record(write_record(name)), record(reader), std::move(backend), admin,
       std::clamp(poll, std::chrono::milliseconds(5), std::chrono::milliseconds(100)), options.ttl, options.transition);
 }
 

@@ -7,25 +7,36 @@
 # shared by two holders, tokens rising from section to section, no interleaved sections, and
 # at least --min-sections sections completed.
 #
-#   chaos_test.sh SIMBA PROXY REGISTER URI [--seconds N] [--min-sections N] [--seed N] [--no-fencing]
+#   chaos_test.sh SIMBA PROXY REGISTER URI [--seconds N] [--min-sections N] [--seed N]
+#                 [--permits N] [--no-fencing]
 #
+# --permits N: the workers share a semaphore of N permits (`simba lock --permits N`), N + 2 of
+# them, so some always wait; the register fences each permit slot on its own, and the check
+# also wants at most N holders in the register at any instant.
 # --no-fencing: the register accepts every write and the driver only stops the holder past
 # its lease; the check must then find violations (this run exits 0 only if it does), which
 # shows the test can fail.
 set -uo pipefail
 simba=$1 proxy_bin=$2 register=$3 uri=$4
 shift 4
-seconds=15 min_sections=5 fencing=on workers=3 seed=$$
+seconds=15 min_sections=5 fencing=on workers=3 seed=$$ permits=
 while [ $# -gt 0 ]; do
   case $1 in
     --seconds) seconds=$2; shift 2 ;;
     --min-sections) min_sections=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
+    --permits) permits=$2; shift 2 ;;
     --no-fencing) fencing=off; shift ;;
     *) echo "chaos_test.sh: unknown option '$1'"; exit 64 ;;
   esac
 done
 RANDOM=$seed
+semaphore=()
+if [ -n "$permits" ]; then
+  [[ "$permits" =~ ^[1-9][0-9]*$ ]] || { echo "chaos_test.sh: --permits needs a number > 0, not '$permits'"; exit 64; }
+  workers=$((permits + 2))
+  semaphore=(--permits "$permits")
+fi
 dir=$(mktemp -d)
 children=()
 cleanup() {
@@ -60,7 +71,7 @@ proxy_do() {
   [ "$reply" = ok ] || echo "chaos: proxy $1: '$2': $reply"
 }
 
-mutex="chaos-$engine-$seed-$RANDOM"
+mutex="chaos-$engine-$seed-$RANDOM${permits:+-semaphore}"
 log="$dir/register"
 no_fencing=()
 [ "$fencing" = off ] && no_fencing=(--no-fencing)
@@ -73,7 +84,7 @@ end=$((SECONDS + seconds))
 worker() {
   local i=$1
   while [ ! -e "$dir/stop" ]; do
-    "$simba" lock --backend "${uris[i]}" --ttl 1s --transition 500ms --kill-after 1s --timeout 3s "$mutex" -- \
+    "$simba" lock --backend "${uris[i]}" --ttl 1s --transition 500ms --kill-after 1s --timeout 3s "${semaphore[@]}" "$mutex" -- \
       "$register" section "$log" --writes "$writes" --interval 25 "${no_fencing[@]}" 2>>"$dir/worker$i.err" &
     echo $! > "$dir/worker$i.pid"
     wait $! 2>/dev/null
@@ -109,7 +120,7 @@ pause() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }  # pause 
 # section, and for the section's next write before it resumes simba. Returns 0 when the stopped
 # section wrote after another holder did (a stale write, certain), 1 otherwise (both resumed).
 stop_past_lease() {
-  local simba_pid=$1 section=$2 order=$3 targets mine token last waited
+  local simba_pid=$1 section=$2 order=$3 targets mine token last slot waited
   targets=("$simba_pid" $(pgrep -P "$simba_pid"))
   kill -STOP "${targets[@]}" 2>/dev/null
   if [ "$order" = together ]; then
@@ -121,6 +132,7 @@ stop_past_lease() {
   mine=$(grep " $section " "$log" | tail -1)
   token=${mine%% *}
   last=$(cut -d' ' -f3 <<<"$mine")
+  slot=$(cut -d' ' -f5 <<<"$mine")
   if [ -z "$mine" ] || [ "$last" -ge $((writes - 1)) ] || ! flock -n "$log.lock" true; then
     kill -CONT "${targets[@]}" 2>/dev/null
     if [ -z "$mine" ]; then skipped+="no write yet; "
@@ -128,9 +140,10 @@ stop_past_lease() {
     else skipped+="inside the register's lock; "; fi
     return 1
   fi
-  # Another holder's accepted write with a newer token: the lease went on.
+  # Another holder's accepted write with a newer token on the same slot: the lease went on.
   for ((waited = 0; waited < 200; waited++)); do
-    awk -v t="$token" -v s="$section" '$2 != s && $1 > t && $4 == "accepted" { found = 1 } END { exit !found }' "$log" &&
+    awk -v t="$token" -v s="$section" -v slot="$slot" \
+      '$2 != s && $1 > t && $4 == "accepted" && $5 == slot { found = 1 } END { exit !found }' "$log" &&
       break
     sleep 0.05
   done
@@ -151,6 +164,7 @@ stop_past_lease() {
 declare -A done_faults
 stale_rounds=0
 skipped=""  # why stop_past_lease made no stale write, attempt by attempt
+first_faults=(kill stop)
 if [ "$fencing" = on ]; then
   faults=(kill stop stop_section_first partition partition_up partition_down delay half_open reset)
 else
@@ -162,6 +176,12 @@ while [ "$SECONDS" -lt $((end - 1)) ]; do
   if [ "$fencing" = on ]; then pause $((300 + RANDOM % 700)); else pause $((50 + RANDOM % 100)); fi
   fault=${faults[RANDOM % ${#faults[@]}]}
   section=$(holder_section)
+  # A semaphore's run first SIGKILLs and SIGSTOPs a holder inside its section, then goes on at
+  # random.
+  if [ "$fencing" = on ] && [ -n "$permits" ] && [ "${#first_faults[@]}" -gt 0 ] && [ -n "$section" ]; then
+    fault=${first_faults[0]}
+    first_faults=("${first_faults[@]:1}")
+  fi
   simba_pid=
   [ -n "$section" ] && simba_pid=$(ps -o ppid= -p "$section" | tr -d ' ')
   if [ -z "$simba_pid" ]; then
@@ -191,7 +211,7 @@ done
 # holders got nowhere shows nothing): on a loaded machine, or after a fault whose lease outlives
 # the run (a killed ZooKeeper holder's node lasts its session), the workers go on, without
 # faults, until they completed that many; bounded, so a stuck mutex still fails the check.
-completed() { "$register" check "$log" --writes "$writes" | sed -nE 's/.*"completed":([0-9]+).*/\1/p'; }
+completed() { "$register" check "$log" --writes "$writes" --permits "${permits:-1}" | sed -nE 's/.*"completed":([0-9]+).*/\1/p'; }
 if [ "$fencing" = on ]; then
   for ((waited = 0; waited < 120; waited++)); do
     [ "$(completed)" -ge "$min_sections" ] 2>/dev/null && break
@@ -204,9 +224,9 @@ for ((i = 0; i < workers; i++)); do wait "${children[workers + i]}" 2>/dev/null;
 
 faults_json=
 for fault in "${!done_faults[@]}"; do faults_json+="\"$fault\":${done_faults[$fault]},"; done
-result=$("$register" check "$log" --min-sections "$min_sections" --writes "$writes")
+result=$("$register" check "$log" --min-sections "$min_sections" --writes "$writes" --permits "${permits:-1}")
 rc=$?
-echo "{\"engine\":\"$engine\",\"fencing\":\"$fencing\",\"seconds\":$seconds,\"seed\":$seed,\"faults\":{${faults_json%,}},\"stale_rounds\":$stale_rounds,\"register\":$result}"
+echo "{\"engine\":\"$engine\",\"permits\":${permits:-null},\"fencing\":\"$fencing\",\"seconds\":$seconds,\"seed\":$seed,\"faults\":{${faults_json%,}},\"stale_rounds\":$stale_rounds,\"register\":$result}"
 if [ "$fencing" = off ]; then
   # The driver made a stopped holder write after its successor with nothing fencing it off:
   # the check must have seen that stale write.

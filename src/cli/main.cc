@@ -66,7 +66,9 @@ int main_impl(int argc, char** argv) {
   schedule->add_flag("--fixed-rate", every.fixed_rate, "Start to start (default: fixed delay, end to start)");
   schedule->add_option("--initial-delay", every.initial_delay, "After winning, before the first run (default 0s)");
 
-  auto* status = app.add_subcommand("status", "Show the owner, fencing token and lease times of a mutex (of a semaphore: its permits and holders; of a shared mutex: also its writer and readers)");
+  auto* status = app.add_subcommand("status",
+                                    "Show the owner, fencing token and lease times of a mutex (of a semaphore: its "
+                                    "permits and holders; of a shared mutex: also its writer and readers)");
   add_backend_options(*status, backend);
   status->add_option("mutex", run.mutex, "Mutex name")->required();
   status->add_flag("--json", json, "One JSON object");

@@ -99,11 +99,11 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
       auto readers = nlohmann::json::array();
       for (const auto& record : derived.readers)
         readers.push_back(nlohmann::json::parse(record_json(record.mutex, record.owner, snapshot.now)));
-      out["shared"] = {
-          {"writer", derived.writer && !derived.writer->owner.empty()
-                         ? nlohmann::json::parse(record_json(derived.writer->mutex, derived.writer->owner, snapshot.now))
-                         : nlohmann::json(nullptr)},
-          {"readers", readers}};
+      out["shared"] = {{"writer", derived.writer && !derived.writer->owner.empty()
+                                      ? nlohmann::json::parse(
+                                            record_json(derived.writer->mutex, derived.writer->owner, snapshot.now))
+                                      : nlohmann::json(nullptr)},
+                       {"readers", readers}};
     }
     std::cout << out.dump() << "\n";
     return 0;

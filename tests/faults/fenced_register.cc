@@ -74,8 +74,7 @@ bool write_once(const std::string& file, std::uint64_t token, long holder, long 
   }
   {
     std::ofstream log(file, std::ios::app);
-    log << token << ' ' << holder << ' ' << index << ' ' << (accepted ? "accepted" : "rejected") << ' ' << slot
-        << "\n";
+    log << token << ' ' << holder << ' ' << index << ' ' << (accepted ? "accepted" : "rejected") << ' ' << slot << "\n";
     if (!log) {
       std::cerr << "simba-fenced-register: cannot append to " << file << "\n";
       std::exit(70);
@@ -120,7 +119,7 @@ int check(const std::string& file, long min_sections, long writes_per_section, l
   long writes = 0, rejected = 0, stale_accepted = 0, shared_tokens = 0, not_rising = 0, interleaved = 0;
   std::uint64_t highest = 0;
   std::map<long, Slot> slots;
-  std::map<long, long> accepted_by;                 // holder -> accepted writes
+  std::map<long, long> accepted_by;                  // holder -> accepted writes
   std::map<long, std::pair<long, long>> in_between;  // holder -> its first and last accepted write (line)
   std::string line;
   for (long number = 0; std::getline(in, line); ++number) {
@@ -161,9 +160,8 @@ int check(const std::string& file, long min_sections, long writes_per_section, l
     ends.emplace_back(span.first, +1);
     ends.emplace_back(span.second, -1);
   }
-  std::sort(ends.begin(), ends.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first < b.first : a.second > b.second;
-  });
+  std::sort(ends.begin(), ends.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
   long inside = 0, most_inside = 0;
   for (const auto& [at, change] : ends) most_inside = std::max(most_inside, inside += change);
   const long over_permits = most_inside > permits ? 1 : 0;
@@ -173,8 +171,9 @@ int check(const std::string& file, long min_sections, long writes_per_section, l
   std::cout << "{\"writes\":" << writes << ",\"rejected\":" << rejected << ",\"sections\":" << accepted_by.size()
             << ",\"completed\":" << completed << ",\"stale_accepted\":" << stale_accepted
             << ",\"shared_tokens\":" << shared_tokens << ",\"tokens_not_rising\":" << not_rising
-            << ",\"interleaved\":" << interleaved << ",\"permits\":" << permits << ",\"most_holders_at_once\":" << most_inside
-            << ",\"slots_used\":" << slots.size() << ",\"highest\":" << highest << "}" << std::endl;
+            << ",\"interleaved\":" << interleaved << ",\"permits\":" << permits
+            << ",\"most_holders_at_once\":" << most_inside << ",\"slots_used\":" << slots.size()
+            << ",\"highest\":" << highest << "}" << std::endl;
   return violations == 0 && completed >= min_sections ? 0 : 1;
 }
 

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "locks/derived_records.h"
 #include "locks/entry_state.h"
 #include "locks/fast_path.h"
 #include "locks/idle_marker.h"
@@ -510,3 +511,19 @@ TEST(IdleMarkerTest, ASyncDuringAPassLeavesItToThatPassWhichEndsWhereTheEntryIs)
 
 }  // namespace
 }  // namespace simba::internal
+
+TEST(DerivedRecordsTest, NamesAreReadBackAndOthersAreNone) {
+  using simba::internal::derived_record;
+  using Kind = simba::internal::DerivedRecord::Kind;
+  const auto slot = derived_record("pay", "pay#2of3");
+  ASSERT_TRUE(slot);
+  EXPECT_EQ(slot->kind, Kind::slot);
+  EXPECT_EQ(slot->slot, 2u);
+  EXPECT_EQ(slot->permits, 3u);
+  EXPECT_EQ(derived_record("cfg", simba::internal::write_record("cfg"))->kind, Kind::write);
+  EXPECT_EQ(derived_record("cfg", simba::internal::reader_prefix("cfg") + "0a1b2c3d")->kind, Kind::reader);
+  for (const char* other : {"pay", "pay#", "pay#3of3", "pay#0of", "pay#of3", "pay#-1of3", "pay#1of3x", "payx#0of1",
+                            "pa#0of1", "pay#rabc", "pay#r0a1b2c3g", "pay#writer"}) {
+    EXPECT_FALSE(derived_record("pay", other)) << other;
+  }
+}

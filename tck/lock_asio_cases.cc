@@ -1,5 +1,5 @@
 // Conformance cases for simba/asio.h on the backend under test: completion on the handler's
-// executor, cancellation that takes the waiter out, coroutines. Built when Asio is found.
+// executor, cancellation that takes the waiter out, coroutines; for a mutex and a semaphore. Built when Asio is found.
 #include <gtest/gtest.h>
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -10,7 +10,9 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
+#include <algorithm>
 #include <future>
+#include <set>
 
 #include "cases.h"
 #include "kit.h"
@@ -119,6 +121,60 @@ TEST(LockManagerAsioTest, ATimerWinningARaceInAParallelGroupCancelsTheRequest) {
   EXPECT_EQ(winner, 1);  // the timer; the lock request was cancelled and left the queue
   held.unlock();
   expect_left_nothing(client, mutex);  // the cancelled request left no waiter
+}
+
+// Coroutines through a semaphore of 2 permits: never more than 2 inside, every one gets in.
+TEST(SemaphoreAsioTest, CoroutinesShareThePermitsAndEveryOneGetsIn) {
+  auto client = make_client();
+  auto semaphore = client.semaphore(unique_mutex("sem-asio"), 2);
+  asio::io_context io;
+  int inside = 0, most = 0, done = 0;
+  std::set<unsigned> slots;
+  auto worker = [&]() -> asio::awaitable<void> {
+    Permit permit = co_await simba::async_acquire(semaphore, kSoon, asio::use_awaitable);
+    slots.insert(permit.slot());
+    most = std::max(most, ++inside);
+    // Inside until two were in at once (at most 3 s): a slow grant of the second permit must
+    // not pass for a missing one.
+    for (auto until = std::chrono::steady_clock::now() + 3s; most < 2 && std::chrono::steady_clock::now() < until;) {
+      asio::steady_timer pause(co_await asio::this_coro::executor, 10ms);
+      co_await pause.async_wait(asio::use_awaitable);
+    }
+    --inside;
+    ++done;
+  };
+  for (int i = 0; i < 5; ++i) asio::co_spawn(io, worker(), asio::detached);
+  run_for(io, 2 * kSoon);
+  EXPECT_EQ(done, 5);
+  EXPECT_EQ(most, 2) << "the 5 coroutines of one thread should share both permits";
+  EXPECT_EQ(slots, (std::set<unsigned>{0, 1}));
+}
+
+// A cancelled request leaves every slot: once the holder lets go, nobody holds a slot.
+TEST(SemaphoreAsioTest, CancellationWithdrawsFromEverySlot) {
+  auto client = make_client();
+  const auto name = unique_mutex("sem-asio-cancel");
+  auto holder = other_process(client).semaphore(name, 2);
+  Permit first = holder.acquire(kSoon), second = holder.acquire(kSoon);
+  asio::io_context io;
+  asio::cancellation_signal signal;
+  std::error_code outcome;
+  bool completed = false;
+  simba::async_acquire(client.semaphore(name, 2), kSoon,
+                       asio::bind_cancellation_slot(signal.slot(), asio::bind_executor(io, [&](std::error_code ec,
+                                                                                                Permit permit) {
+                                                      completed = true;
+                                                      outcome = ec;
+                                                      EXPECT_FALSE(permit);
+                                                    })));
+  asio::steady_timer timer(io, 100ms);
+  timer.async_wait([&](std::error_code) { signal.emit(asio::cancellation_type::terminal); });
+  run_for(io, kSoon);
+  ASSERT_TRUE(completed);
+  EXPECT_EQ(outcome, asio::error::operation_aborted);
+  first.release();
+  second.release();
+  for (unsigned slot = 0; slot < 2; ++slot) expect_left_nothing(client, Semaphore::slot_name(name, slot, 2));
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // simba/asio.h: the lock manager for standalone Asio (Debian's libasio-dev): any completion
-// token, completion signature void(std::error_code, simba::Hold).
+// token, completion signature void(std::error_code, simba::Hold) for a mutex and
+// void(std::error_code, simba::Permit) for a semaphore's permit.
 //
-//   asio::awaitable<void> work(simba::Mutex orders) {
+//   asio::awaitable<void> work(simba::Mutex orders, simba::Semaphore payments) {
 //     simba::Hold hold = co_await simba::async_lock(orders, 5s, asio::use_awaitable);
-//     ...  // the hold ends with `hold`
+//     simba::Permit permit = co_await simba::async_acquire(payments, 5s, asio::use_awaitable);
+//     ...  // each ends with its variable
 //   }
 //
 // The completion runs on the handler's associated executor (never on a simba thread), like
@@ -13,7 +15,8 @@
 // out of the queue and completes it with asio::error::operation_aborted. A timeout completes
 // with simba::errc::timeout. No thread blocks while a request waits.
 //
-// Header-only on top of Mutex::enqueue/cancel; include it only where Asio is available.
+// Header-only on top of Mutex::enqueue/cancel and Semaphore::enqueue; include it only where
+// Asio is available.
 #pragma once
 
 #include <asio/associated_cancellation_slot.hpp>
@@ -26,11 +29,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <system_error>
 #include <utility>
 
 #include "simba/mutex.h"
+#include "simba/semaphore.h"
 
 namespace simba {
 
@@ -77,6 +83,58 @@ struct Initiate {
   }
 };
 
+// A permit request while it waits: the handler, its executor's work, and how to withdraw it.
+template <class Handler>
+struct PermitOperation {
+  explicit PermitOperation(Handler h)
+      : handler(std::move(h)),
+        work(asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked)) {}
+  Handler handler;
+  std::atomic<bool> cancelled{false};
+  std::mutex mutex;
+  std::function<void()> withdraw;  // guarded by `mutex`; set once the request started
+  std::decay_t<decltype(asio::prefer(std::declval<asio::associated_executor_t<Handler>>(),
+                                     asio::execution::outstanding_work.tracked))>
+      work;
+
+  void withdraw_if_started() {
+    std::function<void()> started;
+    {
+      std::lock_guard lock(mutex);
+      started = withdraw;
+    }
+    if (started) started();
+  }
+};
+
+struct InitiateAcquire {
+  template <class Handler>
+  void operator()(Handler&& handler, Semaphore semaphore, std::chrono::milliseconds timeout) const {
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    auto op = std::make_shared<PermitOperation<std::decay_t<Handler>>>(std::forward<Handler>(handler));
+    if (slot.is_connected()) {
+      slot.assign([op](asio::cancellation_type type) {
+        if (type == asio::cancellation_type::none) return;
+        op->cancelled.store(true);
+        op->withdraw_if_started();
+      });
+    }
+    auto withdraw = semaphore.enqueue(timeout, [op](std::error_code error, Permit permit) {
+      if (error == std::errc::operation_canceled && op->cancelled.load()) error = asio::error::operation_aborted;
+      auto executor = op->work;
+      asio::post(executor, [op, error, permit = std::make_shared<Permit>(std::move(permit))]() mutable {
+        asio::get_associated_cancellation_slot(op->handler).clear();
+        std::move(op->handler)(error, std::move(*permit));
+      });
+    });
+    {
+      std::lock_guard lock(op->mutex);
+      op->withdraw = withdraw;
+    }
+    if (op->cancelled.load()) withdraw();
+  }
+};
+
 }  // namespace asio_detail
 
 // Takes `mutex`, waiting up to `timeout`; completes with (error, Hold).
@@ -84,6 +142,15 @@ template <class Rep, class Period, class CompletionToken>
 auto async_lock(Mutex mutex, std::chrono::duration<Rep, Period> timeout, CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, void(std::error_code, Hold)>(
       asio_detail::Initiate{}, token, std::move(mutex), std::chrono::ceil<std::chrono::milliseconds>(timeout));
+}
+
+// Takes a permit of `semaphore`, waiting up to `timeout`; completes with (error, Permit). A
+// cancelled request is withdrawn from every slot (a slot granted meanwhile is given back) and
+// completes with asio::error::operation_aborted.
+template <class Rep, class Period, class CompletionToken>
+auto async_acquire(Semaphore semaphore, std::chrono::duration<Rep, Period> timeout, CompletionToken&& token) {
+  return asio::async_initiate<CompletionToken, void(std::error_code, Permit)>(
+      asio_detail::InitiateAcquire{}, token, std::move(semaphore), std::chrono::ceil<std::chrono::milliseconds>(timeout));
 }
 
 }  // namespace simba

@@ -3,7 +3,8 @@
 //   simba::Semaphore pool = client.semaphore("payments", 3);  // at most 3 permits held at once
 //   simba::Permit p = pool.acquire(5s);                       // Error(errc::timeout) names the holders
 //   p.fencing_token();  p.lost();  p.release();               // as a Hold: token, stop_token, idempotent
-//   std::future<simba::Permit> f = pool.acquire_async(5s);    // or with a callback
+//   std::future<simba::Permit> f = pool.acquire_async(5s);    // or with a callback, or with Asio:
+//   simba::Permit q = co_await simba::async_acquire(pool, 5s, asio::use_awaitable);  // simba/asio.h
 //   simba::Permit maybe = pool.try_acquire();                 // empty if no permit was free
 //
 // Semantics:
@@ -118,6 +119,12 @@ class Semaphore {
   std::future<Permit> acquire_async(std::chrono::milliseconds timeout);
   // `done` runs on the runtime's callback pool (one at a time per semaphore).
   void acquire_async(std::chrono::milliseconds timeout, Callback done);
+
+  // For adapters such as simba/asio.h (simba::async_acquire): starts a request whose `done`
+  // runs once, on a runtime thread, and must return quickly (post the work elsewhere). The
+  // returned function withdraws the request (from any thread, any number of times): `done` then
+  // runs with std::errc::operation_canceled and an empty Permit, unless it ran already.
+  std::function<void()> enqueue(std::chrono::milliseconds timeout, Callback done) const;
 
  private:
   friend class Client;

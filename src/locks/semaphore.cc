@@ -295,6 +295,15 @@ void Semaphore::acquire_async(std::chrono::milliseconds timeout, Callback done) 
   });
 }
 
+std::function<void()> Semaphore::enqueue(std::chrono::milliseconds timeout, Callback done) const {
+  if (!done) throw Error(errc::invalid_argument, "enqueue(): the callback must not be empty");
+  auto race = request(timeout, [done = std::move(done)](std::error_code error, Permit permit, const std::string& why) {
+    if (error && error != std::errc::operation_canceled) internal::log_info(why);
+    done(error, std::move(permit));
+  });
+  return [race] { race->withdraw(); };
+}
+
 Permit Semaphore::acquire(std::chrono::milliseconds timeout) {
   auto permit = acquire(timeout, std::stop_token());
   if (!permit) throw Error(errc::timeout, "semaphore '" + name() + "': no permit was free");

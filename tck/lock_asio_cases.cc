@@ -2,6 +2,7 @@
 // executor, cancellation that takes the waiter out, coroutines; for a mutex and a semaphore. Built when Asio is found.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/bind_executor.hpp>
 #include <asio/co_spawn.hpp>
@@ -10,7 +11,6 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
-#include <algorithm>
 #include <future>
 #include <set>
 
@@ -160,13 +160,13 @@ TEST(SemaphoreAsioTest, CancellationWithdrawsFromEverySlot) {
   asio::cancellation_signal signal;
   std::error_code outcome;
   bool completed = false;
-  simba::async_acquire(client.semaphore(name, 2), kSoon,
-                       asio::bind_cancellation_slot(signal.slot(), asio::bind_executor(io, [&](std::error_code ec,
-                                                                                                Permit permit) {
-                                                      completed = true;
-                                                      outcome = ec;
-                                                      EXPECT_FALSE(permit);
-                                                    })));
+  simba::async_acquire(
+      client.semaphore(name, 2), kSoon,
+      asio::bind_cancellation_slot(signal.slot(), asio::bind_executor(io, [&](std::error_code ec, Permit permit) {
+                                     completed = true;
+                                     outcome = ec;
+                                     EXPECT_FALSE(permit);
+                                   })));
   asio::steady_timer timer(io, 100ms);
   timer.async_wait([&](std::error_code) { signal.emit(asio::cancellation_type::terminal); });
   run_for(io, kSoon);

@@ -150,7 +150,8 @@ auto async_lock(Mutex mutex, std::chrono::duration<Rep, Period> timeout, Complet
 template <class Rep, class Period, class CompletionToken>
 auto async_acquire(Semaphore semaphore, std::chrono::duration<Rep, Period> timeout, CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, void(std::error_code, Permit)>(
-      asio_detail::InitiateAcquire{}, token, std::move(semaphore), std::chrono::ceil<std::chrono::milliseconds>(timeout));
+      asio_detail::InitiateAcquire{}, token, std::move(semaphore),
+      std::chrono::ceil<std::chrono::milliseconds>(timeout));
 }
 
 }  // namespace simba

@@ -2,7 +2,7 @@
 // primitive measured in the same run. One JSON object per line on stdout.
 //
 //   simba-bench --backend URI --workload
-//   cycle,handover,takeover,kill,scale,contended,async,semaphore,relock,pingpong,remote_ask
+//   cycle,handover,takeover,kill,scale,contended,async,semaphore,rwlock,relock,pingpong,remote_ask
 //   [--n N]
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -23,17 +23,19 @@ int run(int argc, char** argv) {
   std::size_t n = 0;
   int duration = 60;
   app.add_option("--backend", uri, "Backend URI (default memory:)");
-  app.add_option("--workload", workloads,
-                 "Comma-separated: cycle, handover, takeover, kill, scale, contended, async, semaphore, relock, "
-                 "pingpong, remote_ask");
   app.add_option(
-      "--n", n,
-      "Samples per workload, or mutexes for scale (default: cycle 2000, handover 200, "
-      "takeover 10, kill 10, scale 10000, async 10000 requests on n/10 names, semaphore 1000; contended runs 1, 4 "
-      "and 16 threads)");
+      "--workload", workloads,
+      "Comma-separated: cycle, handover, takeover, kill, scale, contended, async, semaphore, rwlock, relock, "
+      "pingpong, remote_ask");
+  app.add_option("--n", n,
+                 "Samples per workload, or mutexes for scale (default: cycle 2000, handover 200, "
+                 "takeover 10, kill 10, scale 10000, async 10000 requests on n/10 names, semaphore 1000, rwlock 1000; "
+                 "contended runs 1, 4 "
+                 "and 16 threads)");
   app.add_option("--duration", duration, "Seconds the scale workload holds its mutexes (default 60)");
   int contended_seconds = 3;
-  app.add_option("--contended-seconds", contended_seconds, "Seconds per contended run (default 3)");
+  app.add_option("--contended-seconds", contended_seconds,
+                 "Seconds per contended run and of the semaphore's throughput run (default 3)");
   CLI11_PARSE(app, argc, argv);
 #if !defined(__OPTIMIZE__)
   std::cerr << "simba-bench: WARNING: built without optimisation; figures are not representative\n";
@@ -70,7 +72,9 @@ int run(int argc, char** argv) {
     else if (workload == "scale")
       out = scale(client, engine, n ? n : 10000, std::chrono::seconds(duration));
     else if (workload == "semaphore")
-      out = semaphore(client, uri, engine, n ? n : 1000);
+      out = semaphore(client, uri, engine, n ? n : 1000, std::chrono::seconds(contended_seconds));
+    else if (workload == "rwlock")
+      out = rwlock(client, uri, engine, n ? n : 1000);
     else if (workload == "relock")
       out = relock(client, engine, n ? n : 200000);
     else if (workload == "pingpong")
@@ -90,7 +94,7 @@ int run(int argc, char** argv) {
     } else
       throw Error(errc::invalid_argument, "unknown workload '" + workload +
                                               "'; accepted: cycle, handover, takeover, kill, scale, contended, async, "
-                                              "semaphore, relock, pingpong, remote_ask");
+                                              "semaphore, rwlock, relock, pingpong, remote_ask");
     judge(out);
     std::cout << out.dump() << std::endl;
   }

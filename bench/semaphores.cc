@@ -1,6 +1,11 @@
-// The semaphore's workload: its acquire + release cycle and its handover to a waiting process,
-// each against the same of a mutex of the lock manager (uncached, as slots are), in one run.
+// The semaphore's and the shared mutex's workloads: their acquire + release cycles and their
+// handovers to a waiting process, each against the same of a mutex of the lock manager
+// (uncached, as slots are) in one run; and the throughput of 16 threads in each of 3 processes
+// through a semaphore of 4 permits.
+#include <algorithm>
+#include <atomic>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "report.h"
@@ -30,9 +35,93 @@ std::vector<double> handovers(std::size_t n, Take take, Wait wait) {
   return samples;
 }
 
+// `ours` and `theirs` (each one cycle), n samples each, interleaved in blocks of 50 so both see
+// the same machine.
+std::pair<std::vector<double>, std::vector<double>> interleaved(std::size_t n, const std::function<void()>& ours,
+                                                                const std::function<void()>& theirs) {
+  std::vector<double> a, b;
+  constexpr std::size_t kBlock = 50;
+  auto block = [&](std::vector<double>& samples, const std::function<void()>& cycle) {
+    for (std::size_t i = 0; i < kBlock && samples.size() < n; ++i) {
+      const auto start = Clock::now();
+      cycle();
+      samples.push_back(micros(Clock::now() - start));
+    }
+  };
+  for (bool ours_first = true; a.size() < n || b.size() < n; ours_first = !ours_first) {
+    if (ours_first) {
+      block(a, ours);
+      block(b, theirs);
+    } else {
+      block(b, theirs);
+      block(a, ours);
+    }
+  }
+  return {std::move(a), std::move(b)};
+}
+
+// "Another process": its own connection; on memory: (one store per process) its own objects.
+Client other_process(const Client& client, const std::string& uri, const std::string& engine) {
+  ContendOptions options = client.options();
+  return Client(
+      engine == "memory" ? std::make_shared<ForwardingBackend>(client.backend()) : open_backend(uri, &options),
+      options);
+}
+
+// 16 threads in each of 3 processes take a permit of one semaphore of 4, hold it 1 ms and give
+// it back, for `duration`: permits granted per second, and the most holders at once (never
+// above 4, by the lease's grant and release as each thread sees them).
+nlohmann::json throughput(const Client& client, const std::string& uri, const std::string& engine,
+                          const std::string& name, std::chrono::milliseconds duration) {
+  constexpr unsigned kProcesses = 3, kThreads = 16, kPermits = 4;
+  std::vector<Client> processes{client};
+  for (unsigned p = 1; p < kProcesses; ++p) processes.push_back(other_process(client, uri, engine));
+  std::atomic<std::uint64_t> granted{0}, failed{0};
+  std::mutex inside_mutex;
+  int inside = 0, most_inside = 0;  // guarded by inside_mutex
+  const auto until = Clock::now() + duration;
+  std::vector<std::jthread> threads;
+  for (auto& process : processes) {
+    Semaphore pool = process.semaphore(name, kPermits);
+    for (unsigned t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, pool]() mutable {
+        while (Clock::now() < until) {
+          try {
+            Permit permit = pool.acquire(std::chrono::seconds(30));
+            {
+              std::lock_guard lock(inside_mutex);
+              most_inside = std::max(most_inside, ++inside);
+            }
+            std::this_thread::sleep_for(1ms);
+            {
+              std::lock_guard lock(inside_mutex);
+              --inside;
+            }
+            permit.release();
+            granted.fetch_add(1, std::memory_order_relaxed);
+          } catch (const Error&) {
+            failed.fetch_add(1, std::memory_order_relaxed);
+          }
+        }
+      });
+    }
+  }
+  const auto started = Clock::now();
+  threads.clear();  // joins
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  return {{"processes", kProcesses},
+          {"threads_per_process", kThreads},
+          {"permits", kPermits},
+          {"granted", granted.load()},
+          {"failed", failed.load()},
+          {"per_second", round2(static_cast<double>(granted.load()) / seconds)},
+          {"most_holders_at_once", most_inside}};
+}
+
 }  // namespace
 
-nlohmann::json semaphore(const Client& client, const std::string& uri, const std::string& engine, std::size_t n) {
+nlohmann::json semaphore(const Client& client, const std::string& uri, const std::string& engine, std::size_t n,
+                         std::chrono::milliseconds throughput_for) {
   const auto name = "bench/semaphore/" + contender_id::uuid();
   Semaphore pool = client.semaphore(name, 4);
   Mutex mutex = client.mutex(name + "/mutex").with_linger(0ms);
@@ -40,36 +129,10 @@ nlohmann::json semaphore(const Client& client, const std::string& uri, const std
     pool.acquire(30s).release();
     mutex.acquire(30s).unlock();
   }
-  std::vector<double> cycles, mutex_cycles;
-  constexpr std::size_t kBlock = 50;
-  for (bool ours_first = true; cycles.size() < n; ours_first = !ours_first) {
-    auto ours = [&] {
-      for (std::size_t i = 0; i < kBlock && cycles.size() < n; ++i) {
-        const auto start = Clock::now();
-        pool.acquire(30s).release();
-        cycles.push_back(micros(Clock::now() - start));
-      }
-    };
-    auto theirs = [&] {
-      for (std::size_t i = 0; i < kBlock && mutex_cycles.size() < n; ++i) {
-        const auto start = Clock::now();
-        mutex.acquire(30s).unlock();
-        mutex_cycles.push_back(micros(Clock::now() - start));
-      }
-    };
-    if (ours_first) {
-      ours();
-      theirs();
-    } else {
-      theirs();
-      ours();
-    }
-  }
+  auto [cycles, mutex_cycles] = interleaved(
+      n, [&] { pool.acquire(30s).release(); }, [&] { mutex.acquire(30s).unlock(); });
   // Handover to another process, one permit and one mutex.
-  ContendOptions options = client.options();
-  // "Another process": its own connection; on memory: (one store per process) its own objects.
-  Client other(engine == "memory" ? std::make_shared<ForwardingBackend>(client.backend()) : open_backend(uri, &options),
-               options);
+  Client other = other_process(client, uri, engine);
   const std::size_t m = std::max<std::size_t>(n / 20, 10);
   Semaphore one = client.semaphore(name + "/one", 1), one_there = other.semaphore(name + "/one", 1);
   Mutex here = client.mutex(name + "/handover").with_linger(0ms),
@@ -85,6 +148,48 @@ nlohmann::json semaphore(const Client& client, const std::string& uri, const std
   out["mutex_p50_us"] = round2(theirs.p50);
   out["ratio_p50"] = round2(out["p50_us"].get<double>() / theirs.p50);
   const auto handover = stats_of(permit_handovers), mutex_handover = stats_of(mutex_handovers);
+  out["handover_n"] = m;
+  out["handover_p50_us"] = round2(handover.p50);
+  out["handover_p99_us"] = round2(handover.p99);
+  out["mutex_handover_p50_us"] = round2(mutex_handover.p50);
+  out["throughput"] = throughput(client, uri, engine, name + "/throughput", throughput_for);
+  return out;
+}
+
+nlohmann::json rwlock(const Client& client, const std::string& uri, const std::string& engine, std::size_t n) {
+  const auto name = "bench/rwlock/" + contender_id::uuid();
+  SharedMutex lock = client.shared_mutex(name);
+  Mutex mutex = client.mutex(name + "/mutex").with_linger(0ms);
+  for (int i = 0; i < 20; ++i) {  // warm up
+    lock.acquire(30s).unlock();
+    lock.acquire_shared(30s).unlock();
+    mutex.acquire(30s).unlock();
+  }
+  auto [writes, mutex_cycles] = interleaved(
+      n, [&] { lock.acquire(30s).unlock(); }, [&] { mutex.acquire(30s).unlock(); });
+  auto [reads, mutex_again] = interleaved(
+      n, [&] { lock.acquire_shared(30s).unlock(); }, [&] { mutex.acquire(30s).unlock(); });
+  mutex_cycles.insert(mutex_cycles.end(), mutex_again.begin(), mutex_again.end());
+  // The write lock's handover to a writer in another process, against a mutex's.
+  Client other = other_process(client, uri, engine);
+  const std::size_t m = std::max<std::size_t>(n / 20, 10);
+  SharedMutex here = client.shared_mutex(name + "/handover"), there = other.shared_mutex(name + "/handover");
+  Mutex mutex_here = client.mutex(name + "/mutex-handover").with_linger(0ms),
+        mutex_there = other.mutex(name + "/mutex-handover").with_linger(0ms);
+  auto write_handovers = handovers<SharedHold>(
+      m, [&] { return here.acquire(30s); },
+      [&] { return std::async(std::launch::async, [&] { return there.acquire(30s); }); });
+  auto mutex_handovers = handovers<Hold>(
+      m, [&] { return mutex_here.acquire(30s); }, [&] { return mutex_there.lock_async(30s); });
+
+  auto out = line(engine, "rwlock", n, stats_of(writes));
+  const auto theirs = stats_of(mutex_cycles), read = stats_of(reads);
+  out["mutex_p50_us"] = round2(theirs.p50);
+  out["ratio_p50"] = round2(out["p50_us"].get<double>() / theirs.p50);
+  out["read_p50_us"] = round2(read.p50);
+  out["read_p99_us"] = round2(read.p99);
+  out["read_ratio_p50"] = round2(read.p50 / theirs.p50);
+  const auto handover = stats_of(write_handovers), mutex_handover = stats_of(mutex_handovers);
   out["handover_n"] = m;
   out["handover_p50_us"] = round2(handover.p50);
   out["handover_p99_us"] = round2(handover.p99);

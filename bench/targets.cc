@@ -36,6 +36,10 @@ constexpr Target kTargets[] = {
     {"*", "semaphore", "ratio_p50", Target::at_most, 1.3, "", "issue 26: a permit cycle within 1.3x a mutex cycle"},
     {"*", "semaphore", "handover_p50_us", Target::at_most, 1.2, "mutex_handover_p50_us",
      "issue 26: a permit's handover within the mutex's + 20%"},
+    {"*", "rwlock", "ratio_p50", Target::at_most, 1.3, "", "issue 26: a write cycle within 1.3x a mutex cycle"},
+    {"*", "rwlock", "read_ratio_p50", Target::at_most, 1.3, "", "issue 26: a read cycle within 1.3x a mutex cycle"},
+    {"*", "rwlock", "handover_p50_us", Target::at_most, 1.2, "mutex_handover_p50_us",
+     "issue 26: the write lock's handover within the mutex's + 20%"},
     {"*", "async", "completed", Target::at_least, 1, "requests", "every request completes within its timeout"},
 };
 

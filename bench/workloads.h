@@ -36,8 +36,13 @@ nlohmann::json relock(const Client& client, const std::string& engine, std::size
 nlohmann::json pingpong(const Client& client, const std::string& uri, const std::string& engine, std::size_t n);
 nlohmann::json remote_ask(const Client& client, const std::string& uri, const std::string& engine, std::size_t n);
 
-// A semaphore of 4 permits: its acquire + release cycle against an uncached mutex's, and the
-// handover of its one permit to another process (on `uri`) against a mutex's (semaphores.cc).
-nlohmann::json semaphore(const Client& client, const std::string& uri, const std::string& engine, std::size_t n);
+// A semaphore of 4 permits: its acquire + release cycle against an uncached mutex's, the
+// handover of its one permit to another process (on `uri`) against a mutex's, and 16 threads
+// in each of 3 processes through 4 permits for `throughput_for` (semaphores.cc).
+nlohmann::json semaphore(const Client& client, const std::string& uri, const std::string& engine, std::size_t n,
+                         std::chrono::milliseconds throughput_for);
+// A shared mutex: its write and read cycles against an uncached mutex's, and the write lock's
+// handover to a writer in another process against a mutex's (semaphores.cc).
+nlohmann::json rwlock(const Client& client, const std::string& uri, const std::string& engine, std::size_t n);
 
 }  // namespace simba::bench

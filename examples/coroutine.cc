@@ -1,5 +1,6 @@
-// The lock manager from Asio coroutines: three tasks on one thread take "orders" in turn;
-// no thread blocks while they wait. Usage: example-coroutine [URI] (default memory:).
+// The lock manager from Asio coroutines: three tasks on one thread take "orders" in turn, then
+// share the 2 permits of the semaphore "payments"; no thread blocks while they wait.
+// Usage: example-coroutine [URI] (default memory:).
 #include <simba/asio.h>
 #include <simba/simba.h>
 
@@ -26,9 +27,22 @@ asio::awaitable<void> work(simba::Mutex orders, int id) {
 }
 // [coroutine]
 
+// [coroutine_permit]
+asio::awaitable<void> pay(simba::Semaphore payments, int id) {
+  simba::Permit permit = co_await simba::async_acquire(payments, 5s, asio::use_awaitable);
+  std::cout << "task " << id << " holds permit " << permit.slot() << " of '" << permit.semaphore() << "'\n";
+  asio::steady_timer pause(co_await asio::this_coro::executor, 50ms);
+  co_await pause.async_wait(asio::use_awaitable);
+}  // the permit goes back with `permit`
+// [coroutine_permit]
+
 int main(int argc, char** argv) {
   simba::Client client = simba::connect(argc > 1 ? argv[1] : "memory:");
   asio::io_context io;
   for (int id = 1; id <= 3; ++id) asio::co_spawn(io, work(client.mutex("orders"), id), asio::detached);
+  io.run();
+  simba::Semaphore payments = client.semaphore("payments", 2);
+  for (int id = 1; id <= 3; ++id) asio::co_spawn(io, pay(payments, id), asio::detached);
+  io.restart();
   io.run();
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Eight `simba lock --permits 3` processes on one SQLite file: never more than three inside at
 # once, each inside its own slot (SIMBA_PERMIT), all eight ran, and nothing is left held.
-# Then `simba status` of the semaphore while two hold, the usage errors: --permits 0, and a
+# Then `simba status` and `simba watch` of the semaphore while two hold, the usage errors: --permits 0, and a
 # signal while waiting (exit 130, nothing taken).
 set -euo pipefail
 simba=${1:?usage: cli_permits_test.sh path/to/simba}
@@ -45,8 +45,17 @@ done
 for _ in $(seq 200); do [ "$(ls "$dir" | grep -c '^held-')" -eq 2 ] && break; sleep 0.1; done
 status=$("$simba" status held)
 json=$("$simba" status held --json)
+# `simba watch` of the semaphore: a line per slot, then one as each holder lets go.
+"$simba" watch held > "$dir/watch" 2>&1 &
+watcher=$!
+for _ in $(seq 200); do [ "$(grep -c '  held#[012]of3  ' "$dir/watch")" -ge 3 ] && break; sleep 0.1; done
 touch "$dir/go"
-wait
+for pid in "${pids[@]:8}"; do wait "$pid"; done
+for _ in $(seq 200); do [ "$(grep -c '  held#[012]of3  free  ' "$dir/watch")" -ge 3 ] && break; sleep 0.1; done
+kill -INT "$watcher"
+wait "$watcher" || { echo "FAIL: simba watch did not exit 0 on SIGINT"; exit 1; }
+[ "$(grep -c '  held#[012]of3  owner ' "$dir/watch")" -eq 2 ] && [ "$(grep -c '  held#[012]of3  free  ' "$dir/watch")" -eq 3 ] ||
+  { echo "FAIL: simba watch of a semaphore with 2 of 3 permits held, then released:"; cat "$dir/watch"; exit 1; }
 grep -q "^permits: *3 (2 held, 1 free)$" <<<"$status" && [ "$(grep -c '^permit [012]: ' <<<"$status")" -eq 2 ] ||
   { echo "FAIL: status of a semaphore with 2 of 3 permits held:"; echo "$status"; exit 1; }
 grep -q '"semaphores":\[{"held":2,"permits":3,' <<<"$json" ||

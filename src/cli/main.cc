@@ -73,7 +73,8 @@ int main_impl(int argc, char** argv) {
   status->add_option("mutex", run.mutex, "Mutex name")->required();
   status->add_flag("--json", json, "One JSON object");
 
-  auto* watch = app.add_subcommand("watch", "Print a line per change of owner of a mutex, until interrupted");
+  auto* watch = app.add_subcommand(
+      "watch", "Print a line per change of owner of a mutex (of each slot of a semaphore), until interrupted");
   add_backend_options(*watch, backend);
   watch->add_option("mutex", run.mutex, "Mutex name")->required();
   watch->add_flag("--json", json, "One JSON object per line");

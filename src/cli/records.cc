@@ -139,14 +139,16 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
 }
 
 // One line per change of owner, as the observer hears it (push engines within their handover
-// bound, others within the poll interval), until a signal: then exit 0.
+// bound, others within the poll interval), until a signal: then exit 0. A semaphore's name
+// (slots found by one listing at the start) watches every slot; a shared mutex's, its gate and
+// its write lock.
 int run_watch(const BackendChoice& backend, const std::string& mutex, bool json) {
   Client client = backend.connect();
   struct Shared {
     internal::AnnotatedMutex mutex;
     std::condition_variable changed;
     bool stop GUARDED_BY(mutex) = false;
-    std::string last GUARDED_BY(mutex);  // owner id and token last printed
+    std::map<std::string, std::string> last GUARDED_BY(mutex);  // per record: owner id and token last printed
   };
   auto shared = std::make_shared<Shared>();
   handle_signals([shared](int) {
@@ -156,28 +158,40 @@ int run_watch(const BackendChoice& backend, const std::string& mutex, bool json)
     }
     shared->changed.notify_all();
   });
-  auto print = [shared, mutex, json](const MutexOwner& owner, EpochMillis now) {
+  auto print = [shared, json](const std::string& record, const MutexOwner& owner, EpochMillis now) {
     internal::MutexLock lock(shared->mutex);
     const std::string key = owner.owner_id + "@" + std::to_string(owner.fencing_token);
-    if (key == shared->last) return;
-    shared->last = key;
+    auto& last = shared->last[record];
+    if (key == last) return;
+    last = key;
     if (json) {
-      std::cout << record_json(mutex, owner, now) << std::endl;
+      std::cout << record_json(record, owner, now) << std::endl;
     } else {
-      std::cout << iso_time(now) << "  " << mutex << "  "
+      std::cout << iso_time(now) << "  " << record << "  "
                 << (owner.empty() ? std::string("free") : "owner " + owner.owner_id) << "  token "
                 << owner.fencing_token << std::endl;
     }
   };
-  const auto first = client.snapshot(mutex);
-  print(first.owner, first.now);
-  auto observer = client.retrieval_service(
-      make_retriever(mutex, [&, print](const MutexState& state) { print(state.after, epoch_millis_now()); }));
-  observer->start();
+  const Derived derived = derived_records(client, mutex);
+  std::vector<std::string> watched;
+  for (const auto& [permits, slots] : derived.slots) {
+    for (unsigned slot = 0; slot < permits; ++slot) watched.push_back(Semaphore::slot_name(mutex, slot, permits));
+  }
+  const bool semaphore = !watched.empty() && client.snapshot(mutex).owner.fencing_token == 0;
+  if (!semaphore) watched.assign(1, mutex);
+  if (derived.writer) watched.push_back(derived.writer->mutex);
+  std::vector<std::unique_ptr<MutexRetrievalService>> observers;
+  for (const auto& record : watched) {
+    const auto first = client.snapshot(record);
+    print(record, first.owner, first.now);
+    observers.push_back(client.retrieval_service(make_retriever(
+        record, [print, record](const MutexState& state) { print(record, state.after, epoch_millis_now()); })));
+    observers.back()->start();
+  }
   internal::UniqueMutexLock lock(shared->mutex);
   shared->changed.wait(lock.native(), [&]() REQUIRES(shared->mutex) { return shared->stop; });
   lock.unlock();
-  observer->stop();
+  for (auto& observer : observers) observer->stop();
   return 0;
 }
 

@@ -76,6 +76,10 @@ done
 "$simba" lock --permits 1 --timeout 30s busy -- touch "$dir/ran" &
 waiter=$!
 sleep 0.5
+# The waiter asked: `simba status` says the one permit is asked for.
+for _ in $(seq 100); do "$simba" status busy | grep -q "^waiting: *yes: 1 of the held permits" && break; sleep 0.1; done
+"$simba" status busy | grep -q "^waiting: *yes: 1 of the held permits" ||
+  { echo "FAIL: status of a full semaphore with a waiter:"; "$simba" status busy; exit 1; }
 kill -INT "$waiter"
 rc=0
 wait "$waiter" || rc=$?

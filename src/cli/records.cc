@@ -63,6 +63,10 @@ std::size_t held(const std::map<unsigned, MutexRecord>& slots) {
       std::count_if(slots.begin(), slots.end(), [](const auto& slot) { return !slot.second.owner.empty(); }));
 }
 
+std::string asked_line(bool demanded) {
+  return demanded ? "yes (another contender asked for it since this owner got it)" : "no";
+}
+
 // "<owner>  token T  ttl at ...  (in ...)", or "(free)".
 std::string holder_line(const MutexOwner& owner, EpochMillis now) {
   if (owner.empty()) return "(free)";
@@ -77,11 +81,20 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
   const auto snapshot = client.snapshot(mutex);
   const auto& owner = snapshot.owner;
   const Derived derived = derived_records(client, mutex);
+  // Whether someone asked for each held slot since its holder got it (the demand signal: the
+  // engines record that, not who waits).
+  std::map<std::string, bool> asked;
+  for (const auto& [permits, slots] : derived.slots) {
+    for (const auto& [slot, record] : slots) {
+      if (!record.owner.empty()) asked[record.mutex] = client.snapshot(record.mutex).demanded;
+    }
+  }
   // A semaphore's name has no record of its own: its slots say it all.
   const bool plain = !(derived.slots.size() > 0 && owner.empty() && owner.fencing_token == 0);
   if (json) {
     auto out = nlohmann::json::parse(record_json(mutex, owner, snapshot.now));
     out["backend"] = client.describe();
+    out["asked_for"] = snapshot.demanded;
     if (!derived.slots.empty()) {
       auto semaphores = nlohmann::json::array();
       for (const auto& [permits, slots] : derived.slots) {
@@ -89,6 +102,7 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
         for (const auto& [slot, record] : slots) {
           auto entry = nlohmann::json::parse(record_json(record.mutex, record.owner, snapshot.now));
           entry["slot"] = slot;
+          entry["asked_for"] = asked.count(record.mutex) > 0 && asked.at(record.mutex);
           listed.push_back(entry);
         }
         semaphores.push_back({{"permits", permits}, {"held", held(slots)}, {"slots", listed}});
@@ -116,15 +130,25 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
               << "acquired at:    " << iso_time(owner.acquired_at) << "\n"
               << "ttl at:         " << iso_time(owner.ttl_at) << in(owner.ttl_at, snapshot.now) << "\n"
               << "transition at:  " << iso_time(owner.transition_at) << in(owner.transition_at, snapshot.now) << "\n";
+    if (!owner.empty()) std::cout << "asked for:      " << asked_line(snapshot.demanded) << "\n";
   }
   for (const auto& [permits, slots] : derived.slots) {
     const auto taken = held(slots);
     std::cout << "semaphore:      " << mutex << "\n"
               << "permits:        " << permits << " (" << taken << " held, " << permits - taken << " free)\n";
+    std::size_t asked_for = 0;
     for (const auto& [slot, record] : slots) {
-      if (!record.owner.empty())
-        std::cout << "permit " << std::left << std::setw(9) << (std::to_string(slot) + ":")
-                  << holder_line(record.owner, snapshot.now) << "\n";
+      if (record.owner.empty()) continue;
+      std::cout << "permit " << std::left << std::setw(9) << (std::to_string(slot) + ":")
+                << holder_line(record.owner, snapshot.now) << (asked[record.mutex] ? "  (asked for)" : "") << "\n";
+      asked_for += asked[record.mutex] ? 1 : 0;
+    }
+    if (taken == permits) {
+      std::cout << "waiting:        "
+                << (asked_for ? "yes: " + std::to_string(asked_for) +
+                                    " of the held permits were asked for since their holders got them"
+                              : std::string("none asked since the holders got their permits"))
+                << "\n";
     }
   }
   if (derived.writer || !derived.readers.empty()) {

@@ -84,7 +84,9 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
   // Whether someone asked for each held slot since its holder got it (the demand signal: the
   // engines record that, not who waits).
   std::map<std::string, bool> asked;
+  const bool tells_asked = client.backend()->demand_signal() != nullptr;
   for (const auto& [permits, slots] : derived.slots) {
+    if (!tells_asked) break;
     for (const auto& [slot, record] : slots) {
       if (!record.owner.empty()) asked[record.mutex] = client.snapshot(record.mutex).demanded;
     }
@@ -94,7 +96,7 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
   if (json) {
     auto out = nlohmann::json::parse(record_json(mutex, owner, snapshot.now));
     out["backend"] = client.describe();
-    out["asked_for"] = snapshot.demanded;
+    if (tells_asked) out["asked_for"] = snapshot.demanded;
     if (!derived.slots.empty()) {
       auto semaphores = nlohmann::json::array();
       for (const auto& [permits, slots] : derived.slots) {
@@ -102,7 +104,7 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
         for (const auto& [slot, record] : slots) {
           auto entry = nlohmann::json::parse(record_json(record.mutex, record.owner, snapshot.now));
           entry["slot"] = slot;
-          entry["asked_for"] = asked.count(record.mutex) > 0 && asked.at(record.mutex);
+          if (tells_asked) entry["asked_for"] = asked.count(record.mutex) > 0 && asked.at(record.mutex);
           listed.push_back(entry);
         }
         semaphores.push_back({{"permits", permits}, {"held", held(slots)}, {"slots", listed}});
@@ -130,7 +132,7 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
               << "acquired at:    " << iso_time(owner.acquired_at) << "\n"
               << "ttl at:         " << iso_time(owner.ttl_at) << in(owner.ttl_at, snapshot.now) << "\n"
               << "transition at:  " << iso_time(owner.transition_at) << in(owner.transition_at, snapshot.now) << "\n";
-    if (!owner.empty()) std::cout << "asked for:      " << asked_line(snapshot.demanded) << "\n";
+    if (tells_asked && !owner.empty()) std::cout << "asked for:      " << asked_line(snapshot.demanded) << "\n";
   }
   for (const auto& [permits, slots] : derived.slots) {
     const auto taken = held(slots);
@@ -143,7 +145,7 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
                 << holder_line(record.owner, snapshot.now) << (asked[record.mutex] ? "  (asked for)" : "") << "\n";
       asked_for += asked[record.mutex] ? 1 : 0;
     }
-    if (taken == permits) {
+    if (tells_asked && taken == permits) {
       std::cout << "waiting:        "
                 << (asked_for ? "yes: " + std::to_string(asked_for) +
                                     " of the held permits were asked for since their holders got them"

@@ -176,9 +176,20 @@ nlohmann::json rwlock(const Client& client, const std::string& uri, const std::s
   SharedMutex here = client.shared_mutex(name + "/handover"), there = other.shared_mutex(name + "/handover");
   Mutex mutex_here = client.mutex(name + "/mutex-handover").with_linger(0ms),
         mutex_there = other.mutex(name + "/mutex-handover").with_linger(0ms);
+  // The writer's thread is running before the 2 ms that let it ask start (a thread's start
+  // on a busy machine can take that long).
   auto write_handovers = handovers<SharedHold>(
       m, [&] { return here.acquire(30s); },
-      [&] { return std::async(std::launch::async, [&] { return there.acquire(30s); }); });
+      [&] {
+        auto running = std::make_shared<std::promise<void>>();
+        auto asks = running->get_future();
+        auto waiting = std::async(std::launch::async, [&there, running] {
+          running->set_value();
+          return there.acquire(30s);
+        });
+        asks.wait();
+        return waiting;
+      });
   auto mutex_handovers = handovers<Hold>(
       m, [&] { return mutex_here.acquire(30s); }, [&] { return mutex_there.lock_async(30s); });
 

@@ -45,16 +45,32 @@ namespace asio_detail {
 // The handler and its executor (holding work) while a request waits: shared, because the
 // request's callback must be copyable and an Asio handler may be move-only.
 template <class Handler>
-struct Operation {
-  explicit Operation(Handler h)
+struct Pending {
+  explicit Pending(Handler h)
       : handler(std::move(h)),
         work(asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked)) {}
   Handler handler;
-  std::atomic<std::uint64_t> ticket{0};
   std::atomic<bool> cancelled{false};
   std::decay_t<decltype(asio::prefer(std::declval<asio::associated_executor_t<Handler>>(),
                                      asio::execution::outstanding_work.tracked))>
       work;
+};
+
+// On a simba thread: hands the outcome (a Hold or a Permit) to the handler's own executor.
+template <class Operation, class Value>
+void complete(const std::shared_ptr<Operation>& op, std::error_code error, Value value) {
+  auto executor = op->work;
+  asio::post(executor, [op, error, value = std::make_shared<Value>(std::move(value))]() mutable {
+    asio::get_associated_cancellation_slot(op->handler).clear();
+    std::move(op->handler)(error, std::move(*value));
+  });
+}
+
+// A lock request: its ticket in the mutex's queue once queued.
+template <class Handler>
+struct Operation : Pending<Handler> {
+  using Pending<Handler>::Pending;
+  std::atomic<std::uint64_t> ticket{0};
 };
 
 struct Initiate {
@@ -70,32 +86,19 @@ struct Initiate {
         if (auto ticket = op->ticket.load()) mutex.cancel(ticket, asio::error::operation_aborted);
       });
     }
-    std::uint64_t ticket = mutex.enqueue(timeout, [op](std::error_code error, Hold hold) {
-      // On a simba thread: hand the outcome to the handler's own executor.
-      auto executor = op->work;
-      asio::post(executor, [op, error, hold = std::make_shared<Hold>(std::move(hold))]() mutable {
-        asio::get_associated_cancellation_slot(op->handler).clear();
-        std::move(op->handler)(error, std::move(*hold));
-      });
-    });
+    std::uint64_t ticket =
+        mutex.enqueue(timeout, [op](std::error_code error, Hold hold) { complete(op, error, std::move(hold)); });
     op->ticket.store(ticket);
     if (op->cancelled.load()) mutex.cancel(ticket, asio::error::operation_aborted);
   }
 };
 
-// A permit request while it waits: the handler, its executor's work, and how to withdraw it.
+// A permit request: how to withdraw it once started.
 template <class Handler>
-struct PermitOperation {
-  explicit PermitOperation(Handler h)
-      : handler(std::move(h)),
-        work(asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked)) {}
-  Handler handler;
-  std::atomic<bool> cancelled{false};
+struct PermitOperation : Pending<Handler> {
+  using Pending<Handler>::Pending;
   std::mutex mutex;
   std::function<void()> withdraw;  // guarded by `mutex`; set once the request started
-  std::decay_t<decltype(asio::prefer(std::declval<asio::associated_executor_t<Handler>>(),
-                                     asio::execution::outstanding_work.tracked))>
-      work;
 
   void withdraw_if_started() {
     std::function<void()> started;
@@ -121,11 +124,7 @@ struct InitiateAcquire {
     }
     auto withdraw = semaphore.enqueue(timeout, [op](std::error_code error, Permit permit) {
       if (error == std::errc::operation_canceled && op->cancelled.load()) error = asio::error::operation_aborted;
-      auto executor = op->work;
-      asio::post(executor, [op, error, permit = std::make_shared<Permit>(std::move(permit))]() mutable {
-        asio::get_associated_cancellation_slot(op->handler).clear();
-        std::move(op->handler)(error, std::move(*permit));
-      });
+      complete(op, error, std::move(permit));
     });
     {
       std::lock_guard lock(op->mutex);

@@ -24,9 +24,10 @@
 //     name with another N (on engines with Administration: all of simba's); a mismatch is
 //     refused with Error(errc::invalid_argument) naming both counts. Contenders with another N
 //     that start while none of the others holds are not seen: keep N in one place.
-//   - A blocking acquire() first asks the slots one by one until one is granted (a free permit
-//     costs one round trip); if none is, and for acquire_async(), the request waits on every
-//     slot at once and takes the first it is granted; the others are withdrawn (a slot granted
+//   - A blocking acquire() first asks the slots one by one, from the slot the handle was last
+//     granted (a random one at first), until one is granted (a free permit costs one round
+//     trip); if none is, and for acquire_async(), the request waits on every slot at once and
+//     takes the first it is granted; the others are withdrawn (a slot granted
 //     meanwhile goes back at once). Local requests queue FIFO per
 //     slot, and a released permit passes to the next local request on that slot without a
 //     round trip (up to LockOptions::max_local_handovers in a row). Slots are never cached.

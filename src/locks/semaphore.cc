@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <optional>
+#include <random>
 #include <utility>
 
 #include "base/log.h"
@@ -26,7 +27,9 @@ struct SemaphoreState {
   std::vector<Mutex> slots;  // slot k: slot_name(name, k, permits)
   std::shared_ptr<Backend> backend;
   std::atomic<bool> checked{false};  // the permits were checked against the live holders
-  std::atomic<unsigned> next{0};     // the slot the next request asks first (spreads requests)
+  // The slot the next try asks first: the one this handle was last granted (its entry is warm;
+  // a sibling holding it is seen without a round trip), first a random one (spreads processes).
+  std::atomic<unsigned> next{0};
 };
 
 namespace {
@@ -208,6 +211,7 @@ std::shared_ptr<SemaphoreState> make_semaphore_state(std::string name, unsigned 
   auto state = std::make_shared<SemaphoreState>();
   state->name = std::move(name);
   state->permits = permits;
+  state->next.store(std::random_device{}() % permits, std::memory_order_relaxed);
   state->backend = std::move(backend);
   state->slots.reserve(permits);
   for (unsigned k = 0; k < permits; ++k) state->slots.push_back(slot(Semaphore::slot_name(state->name, k, permits)));
@@ -315,12 +319,15 @@ Permit Semaphore::acquire() { return acquire(internal::LockEntry::kNoTimeout, st
 Permit Semaphore::try_acquire() {
   internal::check_permits(*state_);
   const unsigned n = state_->permits;
-  const unsigned first = state_->next.fetch_add(1, std::memory_order_relaxed) % n;
+  const unsigned first = state_->next.load(std::memory_order_relaxed) % n;
   for (unsigned i = 0; i < n; ++i) {
     const unsigned slot = (first + i) % n;
     // One remote attempt on this slot (none while a local holder has it).
     auto hold = state_->slots[slot].hold_until(std::chrono::steady_clock::now());
-    if (hold) return Permit(state_->name, slot, std::move(hold));
+    if (hold) {
+      state_->next.store(slot, std::memory_order_relaxed);
+      return Permit(state_->name, slot, std::move(hold));
+    }
   }
   return Permit();
 }

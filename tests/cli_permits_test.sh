@@ -67,7 +67,7 @@ rc=0
   { echo "FAIL: --permits 0 gave $rc: $(cat "$dir/err")"; exit 1; }
 
 # A signal while waiting: exit 130, and the waiter takes nothing after the holder lets go.
-"$simba" lock --permits 1 --timeout 30s busy -- sleep 2 &
+"$simba" lock --permits 1 --timeout 30s busy -- sh -c 'while [ ! -e "$DIR/go-busy" ]; do sleep 0.05; done' &
 holder=$!
 for _ in $(seq 100); do
   "$simba" status busy#0of1 --json | grep -q '"owner":null' || break
@@ -75,14 +75,14 @@ for _ in $(seq 100); do
 done
 "$simba" lock --permits 1 --timeout 30s busy -- touch "$dir/ran" &
 waiter=$!
-sleep 0.5
-# The waiter asked: `simba status` says the one permit is asked for.
-for _ in $(seq 100); do "$simba" status busy | grep -q "^waiting: *yes: 1 of the held permits" && break; sleep 0.1; done
+# The waiter asked: `simba status` says the one permit is asked for (up to 20 s).
+for _ in $(seq 200); do "$simba" status busy | grep -q "^waiting: *yes: 1 of the held permits" && break; sleep 0.1; done
 "$simba" status busy | grep -q "^waiting: *yes: 1 of the held permits" ||
-  { echo "FAIL: status of a full semaphore with a waiter:"; "$simba" status busy; exit 1; }
+  { echo "FAIL: status of a full semaphore with a waiter:"; "$simba" status busy; touch "$dir/go-busy"; exit 1; }
 kill -INT "$waiter"
 rc=0
 wait "$waiter" || rc=$?
+touch "$dir/go-busy"
 [ "$rc" -eq 130 ] || { echo "FAIL: the interrupted waiter exited $rc, want 130"; exit 1; }
 wait "$holder"
 sleep 0.5

@@ -230,6 +230,11 @@ class Batches {
   virtual std::vector<AcquireResult> acquire_batch(const std::vector<AcquireCall>& calls) = 0;
   // The most calls one batch carries. Default: 256.
   virtual std::size_t max_batch() const noexcept { return 256; }
+  // Whether rounds other than renewals (first acquisitions, a waiter's looks) go in batches
+  // too; false: only renewals do, the others go alone. A batch answers when its last call is
+  // done, so an engine whose acquisition takes several dependent round trips (ZooKeeper:
+  // create, then list) keeps its renewals from waiting behind them. Default: true.
+  virtual bool batches_acquisitions() const noexcept { return true; }
 
  protected:
   ~Batches() = default;

@@ -15,6 +15,7 @@ RoundBatcher::RoundBatcher(std::shared_ptr<Backend> backend, std::shared_ptr<Run
                            std::shared_ptr<Telemetry> telemetry)
     : backend_(std::move(backend)),
       batches_(*backend_->batches()),
+      takes_acquisitions_(batches_.batches_acquisitions()),
       runtime_(std::move(runtime)),
       telemetry_(std::move(telemetry)) {}
 

@@ -243,7 +243,7 @@ void ServiceCore::trigger(std::uint64_t generation, bool from_timer) {
     // sets this timer.
     if (renewal && !deadline_timer_) arm_deadline_locked(generation);
   }
-  if (hooks_.batcher && contender_) {
+  if (hooks_.batcher && contender_ && hooks_.batcher->takes(renewal)) {
     hooks_.batcher->submit(shared_from_this(), generation, renewal);
     return;
   }

@@ -183,17 +183,99 @@ std::optional<OwnerSnapshot> LatchBackend::wait_behind(const std::string& key, c
 // and writes: before its clock, started after ours, can run out.
 std::optional<bool> LatchBackend::renew(const Entry& entry, const std::string& mutex, const std::string& id,
                                         const std::string& folder) {
-  Reply listing = session_.children(folder).wait();
+  const auto leading = leads(entry, mutex, id, session_.children(folder).wait());
+  if (!leading || !*leading) return leading;
+  return rewritten(session_.set(entry.path, node_data(id, entry.idle), -1).wait(), mutex, id);
+}
+
+std::optional<bool> LatchBackend::leads(const Entry& entry, const std::string& mutex, const std::string& id,
+                                        const Reply& listing) {
   if (listing.rc == ZNONODE) return std::nullopt;
   if (listing.rc != ZOK) session_.fail(listing.rc, "renewing the lease of '" + id + "' on mutex '" + mutex + "'");
   const auto nodes = latch_nodes(listing.children);
-  const std::string name = base_name(entry.path);
-  if (nodes.empty() || nodes.front().name != name) return std::nullopt;
-  if (nodes.size() == 1) return false;
-  Reply renewed = session_.set(entry.path, node_data(id, entry.idle), -1).wait();
+  if (nodes.empty() || nodes.front().name != base_name(entry.path)) return std::nullopt;
+  return nodes.size() > 1;
+}
+
+std::optional<bool> LatchBackend::rewritten(const Reply& renewed, const std::string& mutex, const std::string& id) {
   if (renewed.rc == ZNONODE) return std::nullopt;
   if (renewed.rc != ZOK) session_.fail(renewed.rc, "renewing the lease of '" + id + "' on mutex '" + mutex + "'");
   return true;  // a node waits behind ours
+}
+
+// The renewals of a batch share their round trips: every latch's listing is asked at once
+// (the session sends them back to back and ZooKeeper answers them in order), then the nodes
+// someone waits behind are rewritten, at once too. Each renewal is judged as renew() judges
+// it alone; a node gone, and every call that is not a renewal, goes on as acquire().
+std::vector<AcquireResult> LatchBackend::acquire_batch(const std::vector<AcquireCall>& calls) {
+  std::vector<AcquireResult> results(calls.size());
+  const auto generation = session_.ensure();
+  struct Renewal {
+    std::size_t call;
+    Entry entry;
+    std::optional<Call> asked;  // the listing, then the rewrite
+    std::optional<bool> demanded;
+  };
+  std::vector<Renewal> renewals;
+  std::vector<std::size_t> alone;  // calls that go as acquire()
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    auto entry = book_.entry(key_of(calls[i].mutex, calls[i].contender_id), generation);
+    if (entry && entry->claimed) {
+      renewals.push_back({i, *entry, session_.children(latch_path(calls[i].mutex)), std::nullopt});
+    } else {
+      alone.push_back(i);
+    }
+  }
+  auto settle = [&](Renewal& renewal, auto&& judge) {
+    const auto& call = calls[renewal.call];
+    try {
+      const Reply reply = renewal.asked->wait();
+      renewal.asked.reset();
+      renewal.demanded = judge(reply);
+      if (!renewal.demanded) {
+        internal::log_warn("mutex '" + call.mutex + "': the node of " + call.contender_id +
+                           " is gone (its lease was taken over); joining the latch again");
+        book_.forget(key_of(call.mutex, call.contender_id));
+        alone.push_back(renewal.call);
+      }
+      return true;
+    } catch (...) {
+      results[renewal.call].error = std::current_exception();
+      return false;
+    }
+  };
+  std::vector<Renewal*> rewrites;
+  for (auto& renewal : renewals) {
+    const auto& call = calls[renewal.call];
+    if (!settle(renewal,
+                [&](const Reply& listing) { return leads(renewal.entry, call.mutex, call.contender_id, listing); })) {
+      continue;
+    }
+    if (renewal.demanded && *renewal.demanded) {
+      renewal.asked = session_.set(renewal.entry.path, node_data(call.contender_id, renewal.entry.idle), -1);
+      rewrites.push_back(&renewal);
+    } else if (renewal.demanded) {
+      results[renewal.call].snapshot = own_snapshot(renewal.entry, call.contender_id);
+    }
+  }
+  for (Renewal* renewal : rewrites) {
+    const auto& call = calls[renewal->call];
+    if (!settle(*renewal, [&](const Reply& renewed) { return rewritten(renewed, call.mutex, call.contender_id); })) {
+      continue;
+    }
+    if (renewal->demanded) {
+      results[renewal->call].snapshot = own_snapshot(renewal->entry, call.contender_id);
+      results[renewal->call].snapshot.demanded = true;
+    }
+  }
+  for (const std::size_t i : alone) {
+    try {
+      results[i].snapshot = acquire(calls[i].mutex, calls[i].contender_id, calls[i].ttl, calls[i].transition);
+    } catch (...) {
+      results[i].error = std::current_exception();
+    }
+  }
+  return results;
 }
 
 // A create may have happened though its answer was lost: find the node by its guid.

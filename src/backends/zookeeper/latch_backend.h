@@ -15,12 +15,17 @@
 
 namespace simba::zookeeper {
 
-class LatchBackend final : public BackendOffering<Push, DemandSignal, DemandPush, IdleMarks, Administration, RawProbe> {
+class LatchBackend final
+    : public BackendOffering<Push, DemandSignal, DemandPush, IdleMarks, Administration, RawProbe, Batches> {
  public:
   explicit LatchBackend(const ZookeeperOptions& options);
 
   OwnerSnapshot acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,
                         std::chrono::milliseconds transition) override;
+  // acquire.cc: renewals of claimed nodes pipelined on the session; the rest as acquire().
+  std::vector<AcquireResult> acquire_batch(const std::vector<AcquireCall>& calls) override;
+  // An acquisition is several dependent round trips (create, list, maybe a wait): alone.
+  bool batches_acquisitions() const noexcept override { return false; }
   bool release(const std::string& mutex, const std::string& id) override;
   OwnerSnapshot read(const std::string& mutex) override;
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
@@ -62,6 +67,10 @@ class LatchBackend final : public BackendOffering<Push, DemandSignal, DemandPush
   // waits behind it (a demand).
   std::optional<bool> renew(const Entry& entry, const std::string& mutex, const std::string& id,
                             const std::string& folder);
+  // renew()'s two steps: whether our node still leads the latch's `listing` (nothing: it does
+  // not) and whether a node waits behind it (then it is rewritten); the rewrite's answer.
+  std::optional<bool> leads(const Entry& entry, const std::string& mutex, const std::string& id, const Reply& listing);
+  std::optional<bool> rewritten(const Reply& renewed, const std::string& mutex, const std::string& id);
   bool recover(const std::string& key, Entry& entry, const std::string& folder, const std::vector<LatchNode>& nodes);
   void create_folder(const std::string& mutex, const std::string& folder);
 

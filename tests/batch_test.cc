@@ -25,9 +25,11 @@ using tck::wait_until;
 // held (hold()), a batch waits before it is answered, as one on a slow wire would.
 class BatchingBackend final : public ForwardingBackend, public Batches {
  public:
-  explicit BatchingBackend(bool offers) : ForwardingBackend(make_memory_backend()), offers_(offers) {}
+  explicit BatchingBackend(bool offers, bool acquisitions = true)
+      : ForwardingBackend(make_memory_backend()), offers_(offers), acquisitions_(acquisitions) {}
 
   Batches* batches() noexcept override { return offers_ ? this : nullptr; }
+  bool batches_acquisitions() const noexcept override { return acquisitions_; }
 
   std::vector<AcquireResult> acquire_batch(const std::vector<AcquireCall>& calls) override {
     {
@@ -75,6 +77,7 @@ class BatchingBackend final : public ForwardingBackend, public Batches {
   }
 
   const bool offers_;
+  const bool acquisitions_;
   mutable std::mutex mutex_;
   std::condition_variable opened_;
   std::vector<std::size_t> sizes_;  // guarded by mutex_, as the rest
@@ -182,6 +185,27 @@ TEST(BatchTest, WithoutBatchesEveryRoundGoesAlone) {
   EXPECT_EQ(held.owners(), kLeases);
   EXPECT_EQ(held.client.metrics().batches, 0u);
   EXPECT_TRUE(held.backend->sizes().empty());
+}
+
+// An engine that batches renewals only (Batches::batches_acquisitions() false, as ZooKeeper):
+// while every batch is held on the wire, a waiter's look still goes alone, and it takes the
+// mutex its holder gave back. Were its look batched, it would wait behind the held batches
+// and this fails (as it does with `acquisitions` true).
+TEST(BatchTest, AnEngineThatBatchesRenewalsOnlySendsAWaitersLookAlone) {
+  auto backend = std::make_shared<BatchingBackend>(true, /*acquisitions=*/false);
+  Client client(backend, tck::fast_options());
+  const std::string mutex = tck::unique_mutex("batch-look");
+  ASSERT_EQ(backend->acquire(mutex, "holder", 30s, 1s).owner.owner_id, "holder");
+  auto waiter = std::make_shared<tck::Recorder>(mutex);
+  auto service = client.contend_service(waiter);
+  service->start();
+  // Its first round found the holder; renewals of nothing, so no batch yet. Hold them all.
+  backend->hold(true);
+  ASSERT_TRUE(backend->release(mutex, "holder"));
+  EXPECT_TRUE(wait_until([&] { return service->is_owner(); }, 10s))
+      << "the waiter's look did not go alone while batches were held";
+  backend->hold(false);
+  service->stop();
 }
 
 // One lease's renewal fails inside its batch: that lease is lost (its contender hears

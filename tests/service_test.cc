@@ -201,6 +201,62 @@ TEST(ServiceTest, ARestartOnARuntimeThreadWhileARoundRunsContendsAfterIt) {
   }
 }
 
+// Its first acquire waits at a gate the test opens, then runs on the engine (and may win) but
+// loses its answer: a timeout or a reset after the server ran the command.
+class LostAnswerBackend : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
+    if (acquires_.fetch_add(1) != 0) return ForwardingBackend::acquire(mutex, id, ttl, transition);
+    entered_.set_value();
+    gate_.wait();
+    ForwardingBackend::acquire(mutex, id, ttl, transition);
+    ran_.set_value();
+    throw Error(errc::unavailable, "the answer was lost");
+  }
+  std::future<void> entered() { return entered_.get_future(); }
+  std::future<void> ran() { return ran_.get_future(); }  // the engine ran the lost call
+  void open() { opened_.set_value(); }
+
+ private:
+  std::atomic<int> acquires_{0};
+  std::promise<void> entered_;
+  std::promise<void> ran_;
+  std::promise<void> opened_;
+  std::shared_future<void> gate_ = opened_.get_future().share();
+};
+
+TEST(ServiceTest, ARoundThatFailsAfterStopStillGivesBackWhatItTook) {
+  // stop() on a runtime thread does not wait for the round in flight, and its release goes
+  // first. That round then wins on the engine but its answer is lost: what it took is given
+  // back all the same, not left until its 30 s lease runs out.
+  auto store = make_memory_backend();
+  auto runtime = std::make_shared<Runtime>(Runtime::Options{2, 1});
+  auto me = std::make_shared<Recorder>("lost-answer", "me");
+  auto lossy = std::make_shared<LostAnswerBackend>(store);
+  auto entered = lossy->entered();
+  auto ran = lossy->ran();
+  ContendOptions options = fast();
+  options.ttl = 30s;
+  auto core = std::make_shared<internal::ServiceCore>(me, me, lossy, runtime, options);
+  core->start();  // its first round waits at the gate, on an I/O thread
+  ASSERT_EQ(entered.wait_for(kSoon), std::future_status::ready);
+  std::promise<void> stopped;
+  runtime->post_io([&] {
+    core->stop();
+    stopped.set_value();
+  });
+  ASSERT_EQ(stopped.get_future().wait_for(kSoon), std::future_status::ready);
+  EXPECT_TRUE(store->read("lost-answer").owner.empty()) << "taken before the round was let go";
+  lossy->open();
+  ASSERT_EQ(ran.wait_for(kSoon), std::future_status::ready);
+  EXPECT_TRUE(wait_until([&] { return store->read("lost-answer").owner.owner_id != "me"; }, kSoon))
+      << "the failed round's lease was left behind";
+  EXPECT_FALSE(core->is_owner());
+  core->close();
+}
+
 // Holds the answer of every acquire from the `hold_from`th on (after the engine gave it) until
 // the test lets it go, and lets the test report the loss of the push channel.
 class HeldAnswers : public ForwardingBackend {

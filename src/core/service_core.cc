@@ -319,21 +319,11 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
   {
     internal::UniqueMutexLock lock(mutex_);
     if (!current_locked(generation)) {
-      // A round of an earlier generation: drop it. If it ran after stop() released, give back
-      // whatever it left: a lease it won, or (on a latch backend) its place in the queue.
-      // A start() meanwhile waits for that release (the next generation has the same id).
+      // A round of an earlier generation: drop it (end_stale_round).
       auto next = settle_stale_locked();
-      bool stopped = !is_active(status_.load());
-      if (!contender_ || !stopped) {
-        lock.unlock();
-        if (next) trigger(*next, true);
-        return;
-      }
-      ++stale_releases_;
+      const bool release = stale_round_releases_locked();
       lock.unlock();
-      release_remote("a round that ended after stop()");
-      lock.lock();
-      if (--stale_releases_ == 0) round_settled_.notify_all();
+      end_stale_round(next, release, "a round that ended after stop()");
       return;
     }
     in_flight_ = false;
@@ -443,9 +433,11 @@ void ServiceCore::fail_round(std::uint64_t generation, Clock::time_point sent, c
   {
     internal::UniqueMutexLock lock(mutex_);
     if (!current_locked(generation)) {
+      // Its command may still have run on the server (an answer lost or late): as an answered one.
       auto next = settle_stale_locked();
+      const bool release = stale_round_releases_locked();
       lock.unlock();
-      if (next) trigger(*next, true);
+      end_stale_round(next, release, "a round that failed after stop()");
       return;
     }
     in_flight_ = false;
@@ -463,6 +455,22 @@ void ServiceCore::fail_round(std::uint64_t generation, Clock::time_point sent, c
     if (!dormant_) arm_timer_locked(generation, delay);
   }
   if (hooks_.on_round) hooks_.on_round(RoundTimes{sent, Clock::now()});
+}
+
+bool ServiceCore::stale_round_releases_locked() {
+  const bool release = contender_ && !is_active(status_.load());
+  if (release) ++stale_releases_;  // a start() meanwhile waits for it (the next generation has the same id)
+  return release;
+}
+
+void ServiceCore::end_stale_round(std::optional<std::uint64_t> next, bool release, const char* why) {
+  if (!release) {
+    if (next) trigger(*next, true);
+    return;
+  }
+  release_remote(why);
+  internal::MutexLock lock(mutex_);
+  if (--stale_releases_ == 0) round_settled_.notify_all();
 }
 
 std::optional<std::uint64_t> ServiceCore::settle_stale_locked() {

@@ -147,6 +147,13 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // A round of an earlier generation ended: the generation due a round meanwhile (again_), to
   // trigger once unlocked, if any.
   std::optional<std::uint64_t> settle_stale_locked() REQUIRES(mutex_);
+  // A round of an earlier generation ended, answered or failed, after stop(): its command may
+  // have run on the server after stop()'s release, leaving a lease it won or (Redis, a latch)
+  // a place in the queue. True if the service is stopped and a contender: then it is given
+  // back again (counted in stale_releases_ until end_stale_round has sent it).
+  bool stale_round_releases_locked() REQUIRES(mutex_);
+  // Unlocked, after the above: releases again (`release`), or triggers the round due meanwhile.
+  void end_stale_round(std::optional<std::uint64_t> next, bool release, const char* why);
 
   const std::shared_ptr<MutexRetriever> retriever_;
   const std::shared_ptr<MutexContender> contender_;  // null: observer

@@ -2,12 +2,13 @@
 // Internal.
 //
 // A round that would wait for an I/O thread (a renewal, a waiter's look, a first acquisition
-// of a service; only a renewal where the engine batches no acquisitions) joins a queue instead; an I/O thread takes
-// every round queued by then (renewals first, at most Batches::max_batch()) and sends them in one round trip. Nothing
-// waits for a batch to fill: a lone round goes alone as soon as a thread is free, so a quiet process pays no latency.
-// Rounds pile up, and share round trips, while kMaxBatchesInFlight batches are on the wire: a process holding 100,000
-// leases renews them in a few hundred round trips instead of 100,000. A blocking lock's first round still goes alone on
-// its caller's thread.
+// of a service; only a renewal where the engine batches no acquisitions) joins a queue
+// instead; an I/O thread takes every round queued by then (renewals first, at most
+// Batches::max_batch()) and sends them in one round trip. Nothing waits for a batch to fill: a
+// lone round goes alone as soon as a thread is free, so a quiet process pays no latency.
+// Rounds pile up, and share round trips, while kMaxBatchesInFlight batches are on the wire: a
+// process holding 100,000 leases renews them in a few hundred round trips instead of 100,000.
+// A blocking lock's first round still goes alone on its caller's thread.
 #pragma once
 
 #include <chrono>

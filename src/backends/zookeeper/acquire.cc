@@ -27,9 +27,7 @@ OwnerSnapshot LatchBackend::acquire(const std::string& mutex, const std::string&
         renewed.demanded = *demanded;
         return renewed;
       }
-      internal::log_warn("mutex '" + mutex + "': the node of " + id +
-                         " is gone (its lease was taken over); joining the latch again");
-      book_.forget(key);
+      forget_taken_over(key, mutex, id);
       continue;
     }
     std::optional<OwnerSnapshot> owner;
@@ -213,59 +211,51 @@ std::vector<AcquireResult> LatchBackend::acquire_batch(const std::vector<Acquire
   struct Renewal {
     std::size_t call;
     Entry entry;
-    std::optional<Call> asked;  // the listing, then the rewrite
-    std::optional<bool> demanded;
+    Call asked;  // the listing, then the rewrite
+    bool rewriting = false;
   };
   std::vector<Renewal> renewals;
   std::vector<std::size_t> alone;  // calls that go as acquire()
   for (std::size_t i = 0; i < calls.size(); ++i) {
     auto entry = book_.entry(key_of(calls[i].mutex, calls[i].contender_id), generation);
     if (entry && entry->claimed) {
-      renewals.push_back({i, *entry, session_.children(latch_path(calls[i].mutex)), std::nullopt});
+      renewals.push_back({i, *entry, session_.children(latch_path(calls[i].mutex))});
     } else {
       alone.push_back(i);
     }
   }
-  auto settle = [&](Renewal& renewal, auto&& judge) {
+  // What a renewal's answer says: still ours (with whether someone waits), or gone.
+  auto judged = [&](const Renewal& renewal, std::optional<bool> leading) {
     const auto& call = calls[renewal.call];
-    try {
-      const Reply reply = renewal.asked->wait();
-      renewal.asked.reset();
-      renewal.demanded = judge(reply);
-      if (!renewal.demanded) {
-        internal::log_warn("mutex '" + call.mutex + "': the node of " + call.contender_id +
-                           " is gone (its lease was taken over); joining the latch again");
-        book_.forget(key_of(call.mutex, call.contender_id));
-        alone.push_back(renewal.call);
-      }
-      return true;
-    } catch (...) {
-      results[renewal.call].error = std::current_exception();
-      return false;
+    if (!leading) {
+      forget_taken_over(key_of(call.mutex, call.contender_id), call.mutex, call.contender_id);
+      alone.push_back(renewal.call);
+      return;
     }
+    results[renewal.call].snapshot = own_snapshot(renewal.entry, call.contender_id);
+    results[renewal.call].snapshot.demanded = *leading;
   };
-  std::vector<Renewal*> rewrites;
   for (auto& renewal : renewals) {
     const auto& call = calls[renewal.call];
-    if (!settle(renewal,
-                [&](const Reply& listing) { return leads(renewal.entry, call.mutex, call.contender_id, listing); })) {
-      continue;
-    }
-    if (renewal.demanded && *renewal.demanded) {
-      renewal.asked = session_.set(renewal.entry.path, node_data(call.contender_id, renewal.entry.idle), -1);
-      rewrites.push_back(&renewal);
-    } else if (renewal.demanded) {
-      results[renewal.call].snapshot = own_snapshot(renewal.entry, call.contender_id);
+    try {
+      const auto leading = leads(renewal.entry, call.mutex, call.contender_id, renewal.asked.wait());
+      if (leading && *leading) {
+        renewal.asked = session_.set(renewal.entry.path, node_data(call.contender_id, renewal.entry.idle), -1);
+        renewal.rewriting = true;
+      } else {
+        judged(renewal, leading);
+      }
+    } catch (...) {
+      results[renewal.call].error = std::current_exception();
     }
   }
-  for (Renewal* renewal : rewrites) {
-    const auto& call = calls[renewal->call];
-    if (!settle(*renewal, [&](const Reply& renewed) { return rewritten(renewed, call.mutex, call.contender_id); })) {
-      continue;
-    }
-    if (renewal->demanded) {
-      results[renewal->call].snapshot = own_snapshot(renewal->entry, call.contender_id);
-      results[renewal->call].snapshot.demanded = true;
+  for (auto& renewal : renewals) {
+    if (!renewal.rewriting) continue;
+    const auto& call = calls[renewal.call];
+    try {
+      judged(renewal, rewritten(renewal.asked.wait(), call.mutex, call.contender_id));
+    } catch (...) {
+      results[renewal.call].error = std::current_exception();
     }
   }
   for (const std::size_t i : alone) {
@@ -276,6 +266,12 @@ std::vector<AcquireResult> LatchBackend::acquire_batch(const std::vector<Acquire
     }
   }
   return results;
+}
+
+void LatchBackend::forget_taken_over(const std::string& key, const std::string& mutex, const std::string& id) {
+  internal::log_warn("mutex '" + mutex + "': the node of " + id +
+                     " is gone (its lease was taken over); joining the latch again");
+  book_.forget(key);
 }
 
 // A create may have happened though its answer was lost: find the node by its guid.

@@ -71,6 +71,9 @@ class LatchBackend final
   // not) and whether a node waits behind it (then it is rewritten); the rewrite's answer.
   std::optional<bool> leads(const Entry& entry, const std::string& mutex, const std::string& id, const Reply& listing);
   std::optional<bool> rewritten(const Reply& renewed, const std::string& mutex, const std::string& id);
+  // Our node of `key` is gone (a waiter took the lease over): says so and forgets it, so that
+  // the next round joins the latch again.
+  void forget_taken_over(const std::string& key, const std::string& mutex, const std::string& id);
   bool recover(const std::string& key, Entry& entry, const std::string& folder, const std::vector<LatchNode>& nodes);
   void create_folder(const std::string& mutex, const std::string& folder);
 

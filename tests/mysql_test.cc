@@ -251,5 +251,35 @@ TEST_F(MysqlTest, AnEndedWatchLeavesNoWaitOnTheServer) {
   EXPECT_TRUE(wait_until([] { return waits_in_flight() == 0; }, 10s));
 }
 
+// A batch's upsert carries its names and ids as literals: quotes, backslashes and UTF-8 arrive
+// as they are. A name too long for the column fails the one statement; then every call goes
+// alone and only that call fails, as acquire() would fail it.
+TEST_F(MysqlTest, ABatchQuotesItsNamesAndFailsOnlyTheCallWhoseNameDoesNotFit) {
+  auto backend = open_backend(uri_);
+  auto* batches = backend->batches();
+  ASSERT_NE(batches, nullptr) << "MariaDB 10.5+ takes batches";
+  const std::string base = tck::unique_mutex("quote");
+  const std::vector<AcquireCall> calls = {
+      {base + "'a\\'", "o'ne\\", 10s, 1s},
+      {base + std::string(80, 'x'), "one", 10s, 1s},  // the column is varchar(66)
+      {base + "\xc3\xa9\"; --", "one", 10s, 1s},
+  };
+  const auto results = batches->acquire_batch(calls);
+  ASSERT_EQ(results.size(), calls.size());
+  for (std::size_t i : {0u, 2u}) {
+    ASSERT_FALSE(results[i].error) << calls[i].mutex;
+    EXPECT_EQ(results[i].snapshot.owner.owner_id, calls[i].contender_id) << calls[i].mutex;
+    const auto read = backend->read(calls[i].mutex);
+    EXPECT_EQ(read.owner.owner_id, calls[i].contender_id) << "the row of '" << calls[i].mutex << "'";
+    EXPECT_TRUE(backend->release(calls[i].mutex, calls[i].contender_id));
+  }
+  ASSERT_TRUE(results[1].error) << "a name of " << calls[1].mutex.size() << " bytes was taken";
+  try {
+    std::rethrow_exception(results[1].error);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace simba

@@ -143,8 +143,11 @@ std::vector<LeaseRow> Connection::query_leases(const std::string& name, const st
     if (!named) break;  // one row is asked for: the rest (if any) is drained below
   }
   if (rc != 0 && rc != MYSQL_DATA_TRUNCATED && rc != MYSQL_NO_DATA) {
-    unsigned error = mysql_stmt_errno(stmt);
-    std::string text = mysql_stmt_error(stmt);
+    // A row RETURNING could not produce (a value too long for its column) fails the fetch with
+    // the error on the connection, not on the statement.
+    const bool on_stmt = mysql_stmt_errno(stmt) != 0;
+    unsigned error = on_stmt ? mysql_stmt_errno(stmt) : mysql_errno(mysql_.get());
+    std::string text = on_stmt ? mysql_stmt_error(stmt) : mysql_error(mysql_.get());
     mysql_stmt_free_result(stmt);
     fail(name.c_str(), error, text.c_str());
   }
@@ -154,6 +157,41 @@ std::vector<LeaseRow> Connection::query_leases(const std::string& name, const st
   // A statement with RETURNING leaves the connection ready only once every result is read.
   while (mysql_stmt_next_result(stmt) == 0) mysql_stmt_free_result(stmt);
   return rows;
+}
+
+std::vector<LeaseRow> Connection::query_text_leases(const std::string& sql) {
+  if (mysql_real_query(mysql_.get(), sql.data(), sql.size()) != 0) {
+    fail("a batch", mysql_errno(mysql_.get()), mysql_error(mysql_.get()));
+  }
+  std::unique_ptr<MYSQL_RES, void (*)(MYSQL_RES*)> result(mysql_store_result(mysql_.get()), mysql_free_result);
+  if (!result) fail("a batch", mysql_errno(mysql_.get()), mysql_error(mysql_.get()));
+  if (mysql_num_fields(result.get()) != 8) fail("a batch", 0, "the statement did not return 8 columns");
+  const auto number = [](const char* text) { return text ? std::strtoll(text, nullptr, 10) : 0; };
+  std::vector<LeaseRow> rows;
+  rows.reserve(mysql_num_rows(result.get()));
+  while (MYSQL_ROW fields = mysql_fetch_row(result.get())) {
+    const unsigned long* lengths = mysql_fetch_lengths(result.get());
+    LeaseRow& row = rows.emplace_back();
+    if (fields[0]) row.owner.owner_id.assign(fields[0], lengths[0]);
+    row.owner.acquired_at = number(fields[1]);
+    row.owner.ttl_at = number(fields[2]);
+    row.owner.transition_at = number(fields[3]);
+    row.owner.fencing_token = static_cast<std::uint64_t>(number(fields[4]));
+    row.now = number(fields[5]);
+    row.wanted_until = number(fields[6]);
+    if (fields[7]) row.mutex.assign(fields[7], lengths[7]);
+  }
+  if (mysql_errno(mysql_.get()) != 0) fail("a batch", mysql_errno(mysql_.get()), mysql_error(mysql_.get()));
+  return rows;
+}
+
+std::string Connection::quoted(const std::string& text) {
+  std::string out(2 * text.size() + 3, '\0');
+  out[0] = '\'';
+  const auto length = mysql_real_escape_string(mysql_.get(), out.data() + 1, text.data(), text.size());
+  out.resize(length + 1);
+  out += '\'';
+  return out;
 }
 
 void Connection::run(const std::string& sql) { run_tolerating(sql, 0); }

@@ -40,6 +40,11 @@ class Connection {
   std::optional<LeaseRow> query_lease(const std::string& name, const std::vector<Param>& params);
   // Every LeaseRow a prepared statement returns; `named`: with the mutex as seventh column.
   std::vector<LeaseRow> query_leases(const std::string& name, const std::vector<Param>& params, bool named);
+  // Plain SQL (no parameters) returning LeaseRows with wanted_until as seventh column and the
+  // mutex's name as eighth: a batch's upsert, whose values are literals (quoted()).
+  std::vector<LeaseRow> query_text_leases(const std::string& sql);
+  // `text` as a string literal for this connection's character set, quotes included.
+  std::string quoted(const std::string& text);
   // Plain SQL without parameters (schema); throws Error.
   void run(const std::string& sql);
   // run(), except that the server error `tolerated` (e.g. ER_DUP_FIELDNAME) is no failure:

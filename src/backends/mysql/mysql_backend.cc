@@ -8,8 +8,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <mutex>
+#include <thread>
+#include <type_traits>
 #include <unordered_set>
 
+#include "backends/common/alone.h"
 #include "backends/common/server.h"
 #include "backends/common/sql_backend.h"
 #include "backends/mysql/connection.h"
@@ -81,32 +84,43 @@ constexpr const char* kMutexCollation =
 // columns already assigned, so the ones the condition reads (owner_id, transition_at) come
 // last (with owner_id changed, the condition still holds exactly when it held before).
 // A new row's token starts at now x 1000 (see common/sweep.h); rows JVM Simba inserts start at
-// 0. Params: mutex, ttl, ttl, transition, contender id. Without RETURNING (MySQL) the same upsert
-// is followed by kRead: the row read then is the owner after the call (or a later one).
-#define SIMBA_MY_UPSERT                                                                                    \
-  "INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token) " \
-  "VALUES (?, " SIMBA_MY_NOW ", " SIMBA_MY_NOW " + ?, " SIMBA_MY_NOW " + ? + ?, ?, 1, " SIMBA_MY_NOW       \
-  " * 1000) "                                                                                              \
-  "ON DUPLICATE KEY UPDATE "                                                                               \
-  "wanted_until = IF(" SIMBA_MY_MAY_TAKE                                                                   \
-  " AND owner_id <> VALUES(owner_id), 0, wanted_until), "                                                  \
-  "idle_token = IF(" SIMBA_MY_MAY_TAKE                                                                     \
-  " AND NOT (owner_id = VALUES(owner_id) AND transition_at > VALUES(acquired_at)), "                       \
-  "0, idle_token), "                                                                                       \
-  "fencing_token = IF(" SIMBA_MY_MAY_TAKE                                                                  \
-  ", fencing_token + (owner_id <> VALUES(owner_id)), fencing_token), "                                     \
-  "version = IF(" SIMBA_MY_MAY_TAKE                                                                        \
-  ", version + 1, version), "                                                                              \
-  "acquired_at = IF(" SIMBA_MY_MAY_TAKE                                                                    \
-  ", VALUES(acquired_at), acquired_at), "                                                                  \
-  "ttl_at = IF(" SIMBA_MY_MAY_TAKE                                                                         \
-  ", VALUES(ttl_at), ttl_at), "                                                                            \
-  "owner_id = IF(" SIMBA_MY_MAY_TAKE                                                                       \
-  ", VALUES(owner_id), owner_id), "                                                                        \
-  "transition_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(transition_at), transition_at) "
-constexpr const char* kAcquire = SIMBA_MY_UPSERT
-    "RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, " SIMBA_MY_NOW ", wanted_until";
-constexpr const char* kUpsert = SIMBA_MY_UPSERT;
+// 0. Without RETURNING (MySQL) the same upsert is followed by kRead: the row read then is the
+// owner after the call (or a later one). A batch (acquire_batch) is the same statement over
+// many rows: each row is upserted in turn and RETURNING gives one row per row given, in order.
+constexpr const char* kUpsertInto =
+    "INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token) VALUES ";
+
+// One row of the upsert's VALUES from its mutex, ttl (ms), transition (ms) and contender id as
+// SQL: placeholders (params: mutex, ttl, ttl, transition, contender id) or a batch's literals.
+std::string upsert_row(const std::string& mutex, const std::string& ttl, const std::string& transition,
+                       const std::string& contender_id) {
+  return "(" + mutex + ", " SIMBA_MY_NOW ", " SIMBA_MY_NOW " + " + ttl + ", " SIMBA_MY_NOW " + " + ttl + " + " +
+         transition + ", " + contender_id + ", 1, " SIMBA_MY_NOW " * 1000)";
+}
+
+#define SIMBA_MY_ON_DUPLICATE                                                        \
+  " ON DUPLICATE KEY UPDATE "                                                        \
+  "wanted_until = IF(" SIMBA_MY_MAY_TAKE                                             \
+  " AND owner_id <> VALUES(owner_id), 0, wanted_until), "                            \
+  "idle_token = IF(" SIMBA_MY_MAY_TAKE                                               \
+  " AND NOT (owner_id = VALUES(owner_id) AND transition_at > VALUES(acquired_at)), " \
+  "0, idle_token), "                                                                 \
+  "fencing_token = IF(" SIMBA_MY_MAY_TAKE                                            \
+  ", fencing_token + (owner_id <> VALUES(owner_id)), fencing_token), "               \
+  "version = IF(" SIMBA_MY_MAY_TAKE                                                  \
+  ", version + 1, version), "                                                        \
+  "acquired_at = IF(" SIMBA_MY_MAY_TAKE                                              \
+  ", VALUES(acquired_at), acquired_at), "                                            \
+  "ttl_at = IF(" SIMBA_MY_MAY_TAKE                                                   \
+  ", VALUES(ttl_at), ttl_at), "                                                      \
+  "owner_id = IF(" SIMBA_MY_MAY_TAKE                                                 \
+  ", VALUES(owner_id), owner_id), "                                                  \
+  "transition_at = IF(" SIMBA_MY_MAY_TAKE ", VALUES(transition_at), transition_at)"
+#define SIMBA_MY_RETURNING \
+  " RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, " SIMBA_MY_NOW ", wanted_until"
+
+const std::string kUpsert = kUpsertInto + upsert_row("?", "?", "?", "?") + SIMBA_MY_ON_DUPLICATE;
+const std::string kAcquire = kUpsert + SIMBA_MY_RETURNING;
 
 // Whether the row's lease is marked idle (mark_idle), as a column.
 #define SIMBA_MY_IDLE "(m.idle_token <> 0 AND m.idle_token = m.fencing_token)"
@@ -162,8 +176,22 @@ internal::SqlLeaseRow sql_row(mysql::LeaseRow row) {
   return out;
 }
 
+// `run()` again after a deadlock or a lock wait timeout (contenders creating the same new rows
+// at once), at most five times, after 1, 2, 4, 8, 16 ms.
+template <class Run>
+std::invoke_result_t<Run&> retrying_deadlocks(Connection& connection, Run&& run) {
+  for (int attempt = 0;; ++attempt) {
+    try {
+      return run();
+    } catch (const Error& e) {
+      if (attempt >= 5 || e.code() != errc::unavailable || connection.broken()) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1 << attempt));
+    }
+  }
+}
+
 // No Push (waiters poll cheaply), but watch() reports the server's loss: owners hear it at once.
-class MysqlBackend final : public internal::SqlBackend<Connection> {
+class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
  public:
   MysqlBackend(const MysqlOptions& options, std::string where)
       : SqlBackend("mysql", std::move(where), options.pool_size, options.sweep_idle, options.poll_interval),
@@ -202,52 +230,62 @@ class MysqlBackend final : public internal::SqlBackend<Connection> {
 
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
                         std::chrono::milliseconds transition) override {
-    const std::string waiter = mutex + '\0' + contender_id;
     const std::int64_t lease = ttl.count() + transition.count();
     return pool().with([&](Connection& connection) {
-      // A contender that did not get it leaves a demand (a write at most once per half lease).
-      auto want = [&](const mysql::LeaseRow& row, const OwnerSnapshot& seen) {
-        if (row.wanted_until < row.now + lease / 2) connection.execute("want", {lease, mutex, seen.owner.owner_id});
-      };
       // A waiter polls with a read: no write, no row lock, while someone else holds it.
-      if (is_waiting(waiter)) {
+      if (is_waiting(mutex, contender_id)) {
         if (auto row = connection.query_lease("read", {mutex})) {
           auto seen = internal::snapshot_of_row(row->owner, row->now);
           if (!seen.owner.empty() && seen.owner.owner_id != contender_id) {
-            want(*row, seen);
+            want(connection, mutex, lease, *row, seen);
             return seen;
           }
         }
       }
       // Creating the same new row from many contenders at once can deadlock in InnoDB: retry.
-      for (int attempt = 0;; ++attempt) {
-        try {
-          const std::vector<mysql::Param> params = {mutex, ttl.count(), ttl.count(), transition.count(), contender_id};
-          std::optional<mysql::LeaseRow> row;
-          if (returning_) {
-            row = connection.query_lease("acquire", params);
-          } else {
-            connection.execute("upsert", params);
-            row = connection.query_lease("read", {mutex});
-          }
-          if (!row) throw Error(errc::internal, where() + ": acquire returned no row");
-          auto result = internal::snapshot_of_row(row->owner, row->now);
-          const bool lost = !result.owner.empty() && result.owner.owner_id != contender_id;
-          set_waiting(waiter, result.owner.owner_id != contender_id);
-          if (wake_) wake_->owns(mutex, contender_id, result.owner.owner_id == contender_id);
-          if (lost) want(*row, result);
-          result.demanded = !lost && !result.owner.empty() && row->wanted_until >= row->now;
-          return result;
-        } catch (const Error& e) {
-          if (attempt >= 5 || e.code() != errc::unavailable || connection.broken()) throw;
-          std::this_thread::sleep_for(std::chrono::milliseconds(1 << attempt));
+      return retrying_deadlocks(connection, [&] {
+        const std::vector<mysql::Param> params = {mutex, ttl.count(), ttl.count(), transition.count(), contender_id};
+        std::optional<mysql::LeaseRow> row;
+        if (returning_) {
+          row = connection.query_lease("acquire", params);
+        } else {
+          connection.execute("upsert", params);
+          row = connection.query_lease("read", {mutex});
         }
-      }
+        if (!row) throw Error(errc::internal, where() + ": acquire returned no row");
+        return settle(connection, mutex, contender_id, lease, *row);
+      });
     });
   }
 
+  // With RETURNING (MariaDB 10.5+): the calls of contenders that do not wait go in one upsert
+  // over all their rows, in name order (two batches lock rows in one order: no deadlock between
+  // them); each gets the row after its own turn, so two calls on one name are judged as two
+  // acquire() calls one after the other. A waiter's call goes alone, as acquire() (a read).
+  // A statement that fails but not for the whole connection (a name too long for the column)
+  // sends its calls alone too, so each gets its own answer.
+  std::vector<AcquireResult> acquire_batch(const std::vector<AcquireCall>& calls) override {
+    std::vector<AcquireResult> results(calls.size());
+    std::vector<std::size_t> together, alone;
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      (is_waiting(calls[i].mutex, calls[i].contender_id) ? alone : together).push_back(i);
+    }
+    std::stable_sort(together.begin(), together.end(),
+                     [&](std::size_t a, std::size_t b) { return calls[a].mutex < calls[b].mutex; });
+    if (together.size() > 1 && !upsert_together(calls, together, results)) {
+      alone.insert(alone.end(), together.begin(), together.end());
+    } else if (together.size() == 1) {
+      alone.push_back(together.front());
+    }
+    internal::acquire_alone(*this, calls, alone, results);
+    return results;
+  }
+
+  // Without RETURNING (MySQL) a batch could not tell each call its row: no batches there.
+  Batches* batches() noexcept override { return returning_ ? this : nullptr; }
+
   bool release(const std::string& mutex, const std::string& contender_id) override {
-    set_waiting(mutex + '\0' + contender_id, false);
+    set_waiting(mutex, contender_id, false);
     // The wake lock goes after the row, whatever the release did: a waiter woken too early
     // only looks once more.
     struct LetWakeLockGo {
@@ -337,16 +375,83 @@ class MysqlBackend final : public internal::SqlBackend<Connection> {
     connection.prepare("raw_row", "INSERT IGNORE INTO simba_mutex (mutex) VALUES (?)");
   }
 
-  bool is_waiting(const std::string& waiter) {
-    internal::MutexLock lock(waiting_mutex_);
-    return waiting_.count(waiter) > 0;
+  // The calls `together` (indexes into `calls`, in name order) in one upsert; each result set.
+  // Returns false, setting none, if the statement failed but not for the connection.
+  bool upsert_together(const std::vector<AcquireCall>& calls, const std::vector<std::size_t>& together,
+                       std::vector<AcquireResult>& results) {
+    return pool().with([&](Connection& connection) {
+      std::string sql = kUpsertInto;
+      for (std::size_t k = 0; k < together.size(); ++k) {
+        const AcquireCall& call = calls[together[k]];
+        if (k > 0) sql += ", ";
+        sql += upsert_row(connection.quoted(call.mutex), std::to_string(call.ttl.count()),
+                          std::to_string(call.transition.count()), connection.quoted(call.contender_id));
+      }
+      sql += SIMBA_MY_ON_DUPLICATE SIMBA_MY_RETURNING ", mutex";
+      std::vector<mysql::LeaseRow> rows;
+      try {
+        rows = retrying_deadlocks(connection, [&] { return connection.query_text_leases(sql); });
+      } catch (const Error&) {
+        if (connection.broken()) throw;
+        return false;
+      }
+      if (rows.size() != together.size()) {
+        throw Error(errc::internal, where() + ": a batch of " + std::to_string(together.size()) + " calls returned " +
+                                        std::to_string(rows.size()) + " rows");
+      }
+      for (std::size_t k = 0; k < together.size(); ++k) {
+        const AcquireCall& call = calls[together[k]];
+        if (rows[k].mutex != call.mutex) {
+          throw Error(errc::internal, where() + ": a batch's row " + std::to_string(k) + " is '" + rows[k].mutex +
+                                          "', not '" + call.mutex + "'");
+        }
+        try {
+          results[together[k]].snapshot =
+              settle(connection, call.mutex, call.contender_id, call.ttl.count() + call.transition.count(), rows[k]);
+        } catch (...) {
+          if (connection.broken()) throw;
+          results[together[k]].error = std::current_exception();
+        }
+      }
+      return true;
+    });
   }
-  void set_waiting(const std::string& waiter, bool waiting) {
+
+  // What a contender's upsert left (`row`, the row after it) means for it: its snapshot; whether
+  // it waits now; its process's wake lock; a demand on the owner if it did not get the mutex.
+  OwnerSnapshot settle(Connection& connection, const std::string& mutex, const std::string& contender_id,
+                       std::int64_t lease, const mysql::LeaseRow& row) {
+    auto result = internal::snapshot_of_row(row.owner, row.now);
+    const bool lost = !result.owner.empty() && result.owner.owner_id != contender_id;
+    set_waiting(mutex, contender_id, result.owner.owner_id != contender_id);
+    if (wake_) wake_->owns(mutex, contender_id, result.owner.owner_id == contender_id);
+    if (lost) want(connection, mutex, lease, row, result);
+    result.demanded = !lost && !result.owner.empty() && row.wanted_until >= row.now;
+    return result;
+  }
+
+  // A contender that did not get `mutex` from the owner `seen` leaves a demand for `lease` ms
+  // (a write at most once per half lease).
+  static void want(Connection& connection, const std::string& mutex, std::int64_t lease, const mysql::LeaseRow& row,
+                   const OwnerSnapshot& seen) {
+    if (row.wanted_until < row.now + lease / 2) connection.execute("want", {lease, mutex, seen.owner.owner_id});
+  }
+
+  static std::string waiter(const std::string& mutex, const std::string& contender_id) {
+    return mutex + '\0' + contender_id;
+  }
+  bool is_waiting(const std::string& mutex, const std::string& contender_id) {
+    const std::string key = waiter(mutex, contender_id);
+    internal::MutexLock lock(waiting_mutex_);
+    return waiting_.count(key) > 0;
+  }
+  void set_waiting(const std::string& mutex, const std::string& contender_id, bool waiting) {
+    std::string key = waiter(mutex, contender_id);
     internal::MutexLock lock(waiting_mutex_);
     if (waiting) {
-      waiting_.insert(waiter);
+      waiting_.insert(std::move(key));
     } else {
-      waiting_.erase(waiter);
+      waiting_.erase(key);
     }
   }
 

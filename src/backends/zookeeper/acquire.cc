@@ -2,6 +2,7 @@
 // the predecessor and take over a leader whose lease ran out unrenewed.
 #include <algorithm>
 
+#include "backends/common/alone.h"
 #include "backends/zookeeper/latch_backend.h"
 #include "base/log.h"
 #include "simba/error.h"
@@ -258,13 +259,7 @@ std::vector<AcquireResult> LatchBackend::acquire_batch(const std::vector<Acquire
       results[renewal.call].error = std::current_exception();
     }
   }
-  for (const std::size_t i : alone) {
-    try {
-      results[i].snapshot = acquire(calls[i].mutex, calls[i].contender_id, calls[i].ttl, calls[i].transition);
-    } catch (...) {
-      results[i].error = std::current_exception();
-    }
-  }
+  internal::acquire_alone(*this, calls, alone, results);
   return results;
 }
 

@@ -257,6 +257,69 @@ TEST(ServiceTest, ARoundThatFailsAfterStopStillGivesBackWhatItTook) {
   core->close();
 }
 
+// A watch that is in place only once the test opens its gate, on an engine whose contenders
+// must hear every change from their first round on (Subscription::ready_before_first_round).
+class SlowWatchBackend : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
+    if (!ready_.load()) early_.fetch_add(1);
+    acquires_.fetch_add(1);
+    return ForwardingBackend::acquire(mutex, id, ttl, transition);
+  }
+  std::unique_ptr<Subscription> watch(const std::string&, const std::string&,
+                                      std::function<void(WatchEvent)>) override {
+    struct Gated final : Subscription {
+      void wait_ready() override {
+        waiting->store(true);
+        gate.wait();
+        ready->store(true);
+      }
+      bool ready_before_first_round() const noexcept override { return true; }
+      std::atomic<bool>* waiting;
+      std::atomic<bool>* ready;
+      std::shared_future<void> gate;
+    };
+    auto gated = std::make_unique<Gated>();
+    gated->waiting = &waiting_;
+    gated->ready = &ready_;
+    gated->gate = gate_;
+    return gated;
+  }
+  void open() { opened_.set_value(); }
+  bool waiting() const { return waiting_.load(); }
+  int acquires() const { return acquires_.load(); }
+  int early() const { return early_.load(); }
+
+ private:
+  std::atomic<bool> waiting_{false}, ready_{false};
+  std::atomic<int> acquires_{0}, early_{0};
+  std::promise<void> opened_;
+  std::shared_future<void> gate_ = opened_.get_future().share();
+};
+
+TEST(ServiceTest, AFirstRoundThatNeedsTheWatchWaitsForItOffTheCallersThread) {
+  auto runtime = std::make_shared<Runtime>(Runtime::Options{2, 1});
+  auto me = std::make_shared<Recorder>("slow-watch", "me");
+  auto slow = std::make_shared<SlowWatchBackend>(make_memory_backend());
+  auto core = std::make_shared<internal::ServiceCore>(me, me, slow, runtime, fast());
+  // start() returns while the watch is not in place: a caller starting many contenders is not
+  // held for one subscription after another.
+  auto started = std::async(std::launch::async, [&] { core->start(); });
+  if (started.wait_for(kSoon) != std::future_status::ready) {
+    slow->open();  // lets start() return, so that the test ends
+    FAIL() << "start() waited for the watch";
+  }
+  // The first round waits for it on an I/O thread, and sends nothing before.
+  ASSERT_TRUE(wait_until([&] { return slow->waiting(); }, kSoon)) << "nobody waited for the watch";
+  EXPECT_EQ(slow->acquires(), 0) << "a round went before the watch was in place";
+  slow->open();
+  EXPECT_TRUE(wait_until([&] { return core->is_owner(); }, kSoon)) << "no first round once the watch was in place";
+  EXPECT_EQ(slow->early(), 0);
+  core->close();
+}
+
 // Holds the answer of every acquire from the `hold_from`th on (after the engine gave it) until
 // the test lets it go, and lets the test report the loss of the push channel.
 class HeldAnswers : public ForwardingBackend {

@@ -88,6 +88,13 @@ class Subscription {
   // before: a contender's first round goes at once, and only one that found the mutex held
   // waits here before it looks again. Default: in place when watch() returned.
   virtual void wait_ready() {}
+  // Whether a contender's first round must wait until the watch is in place (wait_ready()),
+  // because the engine needs every waiter to hear every change from its first round on
+  // (Redis: Simba's queue). Then watch() returns without waiting, and the core sends the
+  // first round, off the caller's thread, once the watch is in place: a process starting many
+  // contenders has their watches set up together, not one round trip after another. (A first
+  // round on the caller's thread waits for it there.) Default: false.
+  virtual bool ready_before_first_round() const noexcept { return false; }
 };
 
 // Optional interfaces: an engine offers each or not. Backend's accessor for one returns it

@@ -88,26 +88,34 @@ void ServiceCore::start(bool first_round_inline) {
       self->state_ = MutexState{};
     });
   }
+  bool inline_round = first_round_inline && options_.initial_delay.count() == 0;
   std::shared_ptr<Subscription> subscription;
-  {  // a push channel, or a watch that only reports the server's loss, or none (nullptr)
+  bool after_watch = false;  // the first round waits for the watch, off this thread
+  {                          // a push channel, or a watch that only reports the server's loss, or none (nullptr)
     try {
       std::weak_ptr<ServiceCore> weak = shared_from_this();
       subscription = backend_->watch(mutex(), contender_id(), [weak, generation](WatchEvent event) {
         if (auto self = weak.lock()) self->on_watch(generation, event);
       });
       // An observer reports every change from its first round on: its watch is in place
-      // first. A contender's first round goes at once (finish_round waits if it lost).
-      if (subscription && !contender_) subscription->wait_ready();
+      // first. So is a contender's where the engine needs it (ready_before_first_round): here
+      // for a first round on this thread, else off it. Any other contender's first round goes
+      // at once (finish_round waits if it lost).
+      const bool ready_first = subscription && contender_ && subscription->ready_before_first_round();
+      if (subscription && (!contender_ || (ready_first && inline_round))) subscription->wait_ready();
+      after_watch = ready_first && !inline_round;
     } catch (const std::exception& e) {
       log_warn("cannot watch mutex '" + mutex() + "' (" + e.what() + "); polling instead");
     }
   }
-  bool inline_round = first_round_inline && options_.initial_delay.count() == 0;
   {
     internal::MutexLock lock(mutex_);
-    subscription_ = std::move(subscription);
+    subscription_ = subscription;
     watch_unconfirmed_ = contender_ && subscription_;
-    if (inline_round && in_flight_) {
+    awaiting_watch_ = after_watch;
+    if (after_watch) {
+      // begin_first_round_when_ready, below
+    } else if (inline_round && in_flight_) {
       // A round of the last generation still runs (its stop() was on a runtime thread, which
       // does not wait): ours follows when it ends (settle_stale_locked), not beside it.
       again_ = true;
@@ -121,7 +129,21 @@ void ServiceCore::start(bool first_round_inline) {
     // as current to start its round.
     status_.store(ServiceStatus::running);
   }
-  if (inline_round) run_round(generation);
+  if (after_watch) {
+    runtime_->post_io([self = shared_from_this(), generation, subscription = std::move(subscription)]() mutable {
+      self->begin_first_round_when_ready(generation, std::move(subscription));
+    });
+  } else if (inline_round) {
+    run_round(generation);
+  }
+}
+
+void ServiceCore::begin_first_round_when_ready(std::uint64_t generation, std::shared_ptr<Subscription> subscription) {
+  subscription->wait_ready();
+  internal::MutexLock lock(mutex_);
+  if (!current_locked(generation) || !awaiting_watch_) return;
+  awaiting_watch_ = false;
+  arm_timer_locked(generation, options_.initial_delay);
 }
 
 MutexState ServiceCore::mutex_state() const {
@@ -228,7 +250,7 @@ void ServiceCore::trigger(std::uint64_t generation, bool from_timer) {
   bool renewal;  // a held lease goes before first acquisitions waiting for a thread
   {
     internal::MutexLock lock(mutex_);
-    if (!current_locked(generation) || dormant_) return;
+    if (!current_locked(generation) || dormant_ || awaiting_watch_) return;
     if (!from_timer && owned_) return;  // An owner renews on its own schedule.
     if (in_flight_) {
       again_ = true;

@@ -33,12 +33,12 @@ PushChannel::~PushChannel() {
 }
 
 std::unique_ptr<Subscription> PushChannel::watch(std::vector<std::string> keys,
-                                                 std::function<void(WatchEvent)> on_event, bool lazy) {
+                                                 std::function<void(WatchEvent)> on_event, Subscribe when) {
   auto watcher = std::make_shared<Watcher>(std::move(on_event), std::move(keys));
   bool requested = false;
   {
     internal::MutexLock lock(mutex_);
-    if (lazy) {
+    if (when == Subscribe::lazily) {
       lazy_.insert(watcher);
     } else {
       requested = listen_locked(watcher);
@@ -47,9 +47,9 @@ std::unique_ptr<Subscription> PushChannel::watch(std::vector<std::string> keys,
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   }
   if (requested) wake_thread();
-  if (!lazy) {
+  if (when == Subscribe::before_return) {
     wait_ready(watcher);  // its keys are subscribed when it returns
-  } else if (options_.ready_timeout.count() > 0) {
+  } else if (when == Subscribe::lazily && options_.ready_timeout.count() > 0) {
     // The channel itself is up before the caller's first round (once per connection, not per
     // watch): an owner must hear the server's loss from its first lease on, or a restart that
     // lost the lease could go unheard. The keys' subscriptions are wait_ready()'s.
@@ -58,7 +58,8 @@ std::unique_ptr<Subscription> PushChannel::watch(std::vector<std::string> keys,
                             [&]() REQUIRES(mutex_) { return connect_failed_ || stopping_ || connected_; });
   }
   return std::make_unique<WatchHandle>(
-      watcher, [this, watcher] { remove(watcher); }, [this, watcher] { wait_ready(watcher); });
+      watcher, [this, watcher] { remove(watcher); }, [this, watcher] { wait_ready(watcher); },
+      when == Subscribe::before_first_round);
 }
 
 bool PushChannel::listen_locked(const std::shared_ptr<Watcher>& watcher) {

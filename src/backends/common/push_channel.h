@@ -75,18 +75,28 @@ class PushChannel final : private PushSink {
   PushChannel(const PushChannel&) = delete;
   PushChannel& operator=(const PushChannel&) = delete;
 
+  // When a watch's keys are subscribed.
+  enum class Subscribe {
+    // At once; watch() returns once they are (or after ready_timeout, or at once while the
+    // server cannot be reached: the reconnect then makes every watcher look again).
+    before_return,
+    // At once, without waiting: the handle's wait_ready() waits for them (same bounds), and
+    // its ready_before_first_round() is true: a contender's first round waits for them.
+    before_first_round,
+    // At the handle's first wait_ready() (a contender that found the mutex held); watch()
+    // returns once the channel is connected (at once after its first connection). Until then
+    // only `lost` and `released` after a reconnect come: an owner that never waits costs the
+    // server no subscription (PostgreSQL's LISTEN grows slower with every channel a session
+    // listens to).
+    lazily,
+  };
+
   // Calls `on_event` for messages on any of `keys`, with `lost` when the connection drops and
-  // `released` once it is back. No keys: only those two (a liveness watch). Returns once the
-  // keys are subscribed (lazy: once the channel is connected, at once after its first
-  // connection), or after ready_timeout, or at once while the server cannot be reached (the
-  // reconnect then makes every watcher look again). The handle's wait_ready() subscribes a
-  // lazy watch's keys and waits for them, with the same bounds.
-  // `lazy`: the keys are subscribed only at the handle's first wait_ready() (a contender that
-  // found the mutex held); until then only `lost` and `released` after a reconnect come. An
-  // owner that never waits costs the server no subscription (PostgreSQL's LISTEN grows slower
-  // with every channel a session listens to).
+  // `released` once it is back. No keys: only those two (a liveness watch). The handle's
+  // wait_ready() subscribes the keys if they are not yet and waits for them, with the bounds
+  // of Subscribe::before_return.
   std::unique_ptr<Subscription> watch(std::vector<std::string> keys, std::function<void(WatchEvent)> on_event,
-                                      bool lazy = false);
+                                      Subscribe when = Subscribe::before_return);
 
  private:
   void run();

@@ -36,11 +36,15 @@ struct Watcher {
 };
 
 // Ends the watch, then runs `on_end` (for the backend's bookkeeping). wait_ready() runs
-// `ready`, if any (Subscription::wait_ready).
+// `ready`, if any (Subscription::wait_ready); ready_before_first_round() says what it was given.
 class WatchHandle final : public Subscription {
  public:
-  WatchHandle(std::shared_ptr<Watcher> watcher, std::function<void()> on_end = {}, std::function<void()> ready = {})
-      : watcher_(std::move(watcher)), on_end_(std::move(on_end)), ready_(std::move(ready)) {}
+  WatchHandle(std::shared_ptr<Watcher> watcher, std::function<void()> on_end = {}, std::function<void()> ready = {},
+              bool ready_before_first_round = false)
+      : watcher_(std::move(watcher)),
+        on_end_(std::move(on_end)),
+        ready_(std::move(ready)),
+        ready_before_first_round_(ready_before_first_round) {}
   ~WatchHandle() override {
     watcher_->end();
     if (on_end_) on_end_();
@@ -48,11 +52,13 @@ class WatchHandle final : public Subscription {
   void wait_ready() override {
     if (ready_) ready_();
   }
+  bool ready_before_first_round() const noexcept override { return ready_before_first_round_; }
 
  private:
   std::shared_ptr<Watcher> watcher_;
   std::function<void()> on_end_;
   std::function<void()> ready_;
+  const bool ready_before_first_round_;
 };
 
 }  // namespace simba::internal

@@ -249,7 +249,9 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
   // the server no channel (a session's LISTEN grows slower with every channel it has).
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override {
-    return listener_->watch({mutex}, std::move(on_change), !contender_id.empty());
+    return listener_->watch({mutex}, std::move(on_change),
+                            contender_id.empty() ? internal::PushChannel::Subscribe::before_return
+                                                 : internal::PushChannel::Subscribe::lazily);
   }
 
   // Demands come on the one LISTEN channel too, under a key no mutex has.

@@ -292,8 +292,11 @@ class RedisBackend final
     if (contender_id.empty()) return subscriber_->watch({lock_key(mutex), lock_key(mutex) + ":"}, std::move(on_change));
     // Subscribed before the first round (not lazily, as PostgreSQL's): a waiter that hears every
     // acquisition takes a JVM owner's entry out of Simba's queue, which a lazy watch would miss
-    // for a while (redis.jvm_interop_mixed_contest then found a JVM entry left behind).
-    return subscriber_->watch({lock_key(mutex) + ":" + contender_id, lock_key(mutex)}, std::move(on_change));
+    // for a while (redis.jvm_interop_mixed_contest then found a JVM entry left behind). The
+    // first round waits for it off the caller's thread: many contenders started at once
+    // subscribe together.
+    return subscriber_->watch({lock_key(mutex) + ":" + contender_id, lock_key(mutex)}, std::move(on_change),
+                              internal::PushChannel::Subscribe::before_first_round);
   }
 
   // The owner listens on the demand channel ("<prefix>:{<mutex>}:demand", beside Simba's keys

@@ -138,7 +138,9 @@ nlohmann::json scale(const Client& client, const std::string& engine, std::size_
     services.back()->start();
   }
   try {
-    await([&] { return acquired.load() == static_cast<long>(n); }, "every mutex to be held");
+    // At least 30 s, and 1 ms a mutex: ZooKeeper takes 100,000 in about a minute here.
+    const auto timeout = std::max<std::chrono::milliseconds>(30s, std::chrono::milliseconds(n));
+    await_sleeping([&] { return acquired.load() == static_cast<long>(n); }, "every mutex to be held", timeout);
   } catch (const Error& e) {
     throw Error(errc::timeout, std::string(e.what()) + " (" + std::to_string(acquired.load()) + " of " +
                                    std::to_string(n) + " held, " + std::to_string(lost.load()) + " lost)");

@@ -40,4 +40,12 @@ void await(const std::function<bool()>& predicate, const char* what) {
     std::this_thread::yield();
   }
 }
+
+void await_sleeping(const std::function<bool()>& predicate, const char* what, std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (!predicate()) {
+    if (Clock::now() > deadline) throw Error(errc::timeout, std::string("benchmark stuck waiting for ") + what);
+    std::this_thread::sleep_for(1ms);
+  }
+}
 }  // namespace simba::bench

@@ -29,6 +29,9 @@ nlohmann::json line(const std::string& backend, const std::string& workload, std
 
 // Blocks until `predicate` or 30 s; a benchmark that cannot make progress stops loudly.
 void await(const std::function<bool()>& predicate, const char* what);
+// await() for long waits: looks every millisecond (not spinning on a core the engine and the
+// library need), for up to `timeout`.
+void await_sleeping(const std::function<bool()>& predicate, const char* what, std::chrono::milliseconds timeout);
 
 // Records when a contender acquired, for latency measurements.
 class Stamp : public ContenderBase {

@@ -239,8 +239,8 @@ class Batches {
   virtual std::size_t max_batch() const noexcept { return 256; }
   // Whether rounds other than renewals (first acquisitions, a waiter's looks) go in batches
   // too; false: only renewals do, the others go alone. A batch answers when its last call is
-  // done, so an engine whose acquisition takes several dependent round trips (ZooKeeper:
-  // create, then list) keeps its renewals from waiting behind them. Default: true.
+  // done, so an engine whose acquisition takes several dependent round trips it cannot send
+  // at once keeps its renewals from waiting behind them. Default: true.
   virtual bool batches_acquisitions() const noexcept { return true; }
 
  protected:

@@ -49,8 +49,20 @@ OwnerSnapshot LatchBackend::acquire(const std::string& mutex, const std::string&
 LatchBackend::Joined LatchBackend::join(const std::string& key, const std::string& mutex, const std::string& id,
                                         const std::string& folder, std::uint64_t generation,
                                         std::chrono::milliseconds ttl, std::chrono::milliseconds transition) {
-  Joined out;
-  Entry& fresh = out.entry;
+  Joining joining = send_join(key, mutex, id, folder, generation, ttl, transition);
+  Joined joined = finish_join(key, mutex, folder, joining);
+  if (joined.status == Joined::Status::no_folder) {
+    create_folder(mutex, folder);
+    joined.status = Joined::Status::again;
+  }
+  return joined;
+}
+
+LatchBackend::Joining LatchBackend::send_join(const std::string& key, const std::string& mutex, const std::string& id,
+                                              const std::string& folder, std::uint64_t generation,
+                                              std::chrono::milliseconds ttl, std::chrono::milliseconds transition) {
+  Joining joining;
+  Entry& fresh = joining.entry;
   fresh.generation = generation;
   fresh.guid = new_guid();
   fresh.lease = capped_lease(ttl, transition, session_.session_timeout() * 9 / 10);
@@ -59,17 +71,24 @@ LatchBackend::Joined LatchBackend::join(const std::string& key, const std::strin
   // transaction P + 1 of the ensemble (zxids count every write, one by one), nothing at all
   // happened in between: the folder holds only our node, we lead, and no listing is needed (a
   // free lock then costs what a bare create does). Otherwise list, in the same trip.
-  const std::int64_t emptied = book_.take_emptied_at(mutex);
-  Call create = session_.create(folder + "/" + node_prefix(fresh.guid, fresh.lease), id, ZOO_EPHEMERAL_SEQUENTIAL,
-                                session_.node_acl());
-  std::optional<Call> list;
-  if (emptied < 0) list = session_.children(folder);  // runs after the create: a session is FIFO
-  if (list) out.listing = list->wait();               // answered after the create: one wake-up, not two
-  Reply created = create.wait();
+  joining.emptied = book_.take_emptied_at(mutex);
+  joining.create = session_.create(folder + "/" + node_prefix(fresh.guid, fresh.lease), id, ZOO_EPHEMERAL_SEQUENTIAL,
+                                   session_.node_acl());
+  if (joining.emptied < 0) joining.list = session_.children(folder);  // runs after the create: a session is FIFO
+  return joining;
+}
+
+LatchBackend::Joined LatchBackend::finish_join(const std::string& key, const std::string& mutex,
+                                               const std::string& folder, Joining& joining) {
+  Joined out;
+  out.entry = joining.entry;
+  Entry& fresh = out.entry;
+  if (joining.list) out.listing = joining.list->wait();  // answered after the create: one wake-up, not two
+  Reply created = joining.create->wait();
   if (created.rc == ZNONODE) {
     book_.forget(key);
-    create_folder(mutex, folder);
-    return out;  // again
+    out.status = Joined::Status::no_folder;
+    return out;
   }
   if (created.rc != ZOK) {
     if (!maybe_sent(created.rc)) book_.forget(key);
@@ -78,14 +97,14 @@ LatchBackend::Joined LatchBackend::join(const std::string& key, const std::strin
   fresh.path = created.value;
   fresh.token = static_cast<std::uint64_t>(created.stat.czxid);
   fresh.joined = Steady::now();
-  if (emptied >= 0 && created.stat.czxid == emptied + 1) {
+  if (joining.emptied >= 0 && created.stat.czxid == joining.emptied + 1) {
     fresh.claimed = true;
     book_.remember(key, fresh);
     out.status = Joined::Status::leading;
     return out;
   }
   book_.remember(key, fresh);
-  if (!list) out.listing = session_.children(folder).wait();
+  if (!joining.list) out.listing = session_.children(folder).wait();
   out.status = Joined::Status::queued;
   return out;
 }
@@ -202,10 +221,12 @@ std::optional<bool> LatchBackend::rewritten(const Reply& renewed, const std::str
   return true;  // a node waits behind ours
 }
 
-// The renewals of a batch share their round trips: every latch's listing is asked at once
-// (the session sends them back to back and ZooKeeper answers them in order), then the nodes
-// someone waits behind are rewritten, at once too. Each renewal is judged as renew() judges
-// it alone; a node gone, and every call that is not a renewal, goes on as acquire().
+// The renewals and first joins of a batch share their round trips: every renewal's listing
+// and every join's create (and listing) is sent at once (the session sends them back to back
+// and ZooKeeper answers them in order), then the nodes someone waits behind are rewritten, at
+// once too. Each call is judged as acquire() judges it alone; a node gone, a join that found
+// no folder, and a waiter's look (a call whose node waits: several dependent round trips) go
+// on as acquire().
 std::vector<AcquireResult> LatchBackend::acquire_batch(const std::vector<AcquireCall>& calls) {
   std::vector<AcquireResult> results(calls.size());
   const auto generation = session_.ensure();
@@ -215,12 +236,28 @@ std::vector<AcquireResult> LatchBackend::acquire_batch(const std::vector<Acquire
     Call asked;  // the listing, then the rewrite
     bool rewriting = false;
   };
+  struct Join {
+    std::size_t call;
+    std::string key;
+    Joining joining;
+  };
   std::vector<Renewal> renewals;
+  std::vector<Join> joins;
   std::vector<std::size_t> alone;  // calls that go as acquire()
   for (std::size_t i = 0; i < calls.size(); ++i) {
-    auto entry = book_.entry(key_of(calls[i].mutex, calls[i].contender_id), generation);
+    const auto& call = calls[i];
+    std::string key = key_of(call.mutex, call.contender_id);
+    auto entry = book_.entry(key, generation);
     if (entry && entry->claimed) {
-      renewals.push_back({i, *entry, session_.children(latch_path(calls[i].mutex))});
+      renewals.push_back({i, *entry, session_.children(latch_path(call.mutex))});
+    } else if (!entry) {
+      try {
+        auto joining = send_join(key, call.mutex, call.contender_id, latch_path(call.mutex), generation, call.ttl,
+                                 call.transition);
+        joins.push_back({i, std::move(key), std::move(joining)});
+      } catch (...) {
+        results[i].error = std::current_exception();
+      }
     } else {
       alone.push_back(i);
     }
@@ -249,6 +286,55 @@ std::vector<AcquireResult> LatchBackend::acquire_batch(const std::vector<Acquire
     } catch (...) {
       results[renewal.call].error = std::current_exception();
     }
+  }
+  // A join's answer: the owner it found, or it goes on as acquire() (again), or its folder is
+  // missing (true: created below for every such join at once, then it joins again).
+  auto settle_join = [&](Join& join, bool last_try) {
+    const auto& call = calls[join.call];
+    const std::string folder = latch_path(call.mutex);
+    try {
+      Joined joined = finish_join(join.key, call.mutex, folder, join.joining);
+      if (joined.status == Joined::Status::no_folder && !last_try) return true;
+      std::optional<OwnerSnapshot> owner;
+      if (joined.status == Joined::Status::leading) {
+        owner = own_snapshot(joined.entry, call.contender_id);
+      } else if (joined.status == Joined::Status::queued) {
+        owner = take_place(join.key, call.mutex, call.contender_id, folder, joined.entry, joined.listing,
+                           /*created_now=*/true);
+      }
+      if (owner) {
+        results[join.call].snapshot = std::move(*owner);
+      } else {
+        alone.push_back(join.call);  // round again, as acquire() would
+      }
+    } catch (...) {
+      results[join.call].error = std::current_exception();
+    }
+    return false;
+  };
+  std::vector<Join> foldless;  // new mutexes: their folders are made at once, then they join again
+  for (auto& join : joins) {
+    if (settle_join(join, false)) foldless.push_back(std::move(join));
+  }
+  if (!foldless.empty()) {
+    Call root = send_root();
+    std::vector<Call> folders;
+    for (const auto& join : foldless) folders.push_back(send_latch_folder(latch_path(calls[join.call].mutex)));
+    const Reply made_root = root.wait();
+    std::vector<Join> again;
+    for (std::size_t k = 0; k < foldless.size(); ++k) {
+      auto& join = foldless[k];
+      const auto& call = calls[join.call];
+      try {
+        check_folder(call.mutex, made_root, folders[k].wait());
+        join.joining = send_join(join.key, call.mutex, call.contender_id, latch_path(call.mutex), generation, call.ttl,
+                                 call.transition);
+        again.push_back(std::move(join));
+      } catch (...) {
+        results[join.call].error = std::current_exception();
+      }
+    }
+    for (auto& join : again) settle_join(join, true);
   }
   for (auto& renewal : renewals) {
     if (!renewal.rewriting) continue;
@@ -287,10 +373,19 @@ bool LatchBackend::recover(const std::string& key, Entry& entry, const std::stri
 }
 
 void LatchBackend::create_folder(const std::string& mutex, const std::string& folder) {
-  Call root = session_.create("/simba", "", ZOO_PERSISTENT, session_.root_acl());
-  Call latch = session_.create(folder, "", ZOO_PERSISTENT, session_.node_acl());
-  Reply made_root = root.wait();
-  Reply made_latch = latch.wait();
+  Call root = send_root();
+  Call latch = send_latch_folder(folder);
+  const Reply made_root = root.wait();
+  check_folder(mutex, made_root, latch.wait());
+}
+
+Call LatchBackend::send_root() { return session_.create("/simba", "", ZOO_PERSISTENT, session_.root_acl()); }
+
+Call LatchBackend::send_latch_folder(const std::string& folder) {
+  return session_.create(folder, "", ZOO_PERSISTENT, session_.node_acl());
+}
+
+void LatchBackend::check_folder(const std::string& mutex, const Reply& made_root, const Reply& made_latch) {
   if (made_root.rc == ZNONODE && !options_.chroot.empty()) {
     throw Error(errc::invalid_argument,
                 "ZooKeeper at " + where_ + ": the chroot '" + options_.chroot + "' does not exist; create it first");

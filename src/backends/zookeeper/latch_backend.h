@@ -22,10 +22,9 @@ class LatchBackend final
 
   OwnerSnapshot acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,
                         std::chrono::milliseconds transition) override;
-  // acquire.cc: renewals of claimed nodes pipelined on the session; the rest as acquire().
+  // acquire.cc: renewals of claimed nodes and first joins pipelined on the session; the rest
+  // (a waiter's look: several dependent round trips) as acquire().
   std::vector<AcquireResult> acquire_batch(const std::vector<AcquireCall>& calls) override;
-  // An acquisition is several dependent round trips (create, list, maybe a wait): alone.
-  bool batches_acquisitions() const noexcept override { return false; }
   bool release(const std::string& mutex, const std::string& id) override;
   OwnerSnapshot read(const std::string& mutex) override;
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
@@ -49,13 +48,24 @@ class LatchBackend final
 
   // acquire.cc: one round of acquire() for a contender without a claimed node.
   struct Joined {
-    enum class Status { again, leading, queued };
+    enum class Status { again, leading, queued, no_folder };  // no_folder: finish_join only
     Status status = Status::again;
     Entry entry;
     Reply listing;  // the latch's children, read right after our create
   };
   Joined join(const std::string& key, const std::string& mutex, const std::string& id, const std::string& folder,
               std::uint64_t generation, std::chrono::milliseconds ttl, std::chrono::milliseconds transition);
+  // join() in two halves, so that a batch sends every create (and listing) at once: the
+  // requests sent, then what their answers say (no_folder: the latch's folder is missing,
+  // where join() creates it and says again).
+  struct Joining {
+    Entry entry;
+    std::int64_t emptied = -1;  // when our last release here emptied the folder (take_emptied_at), or -1
+    std::optional<Call> create, list;
+  };
+  Joining send_join(const std::string& key, const std::string& mutex, const std::string& id, const std::string& folder,
+                    std::uint64_t generation, std::chrono::milliseconds ttl, std::chrono::milliseconds transition);
+  Joined finish_join(const std::string& key, const std::string& mutex, const std::string& folder, Joining& joining);
   std::optional<OwnerSnapshot> take_place(const std::string& key, const std::string& mutex, const std::string& id,
                                           const std::string& folder, Entry& entry, const Reply& listing,
                                           bool created_now);
@@ -76,6 +86,11 @@ class LatchBackend final
   void forget_taken_over(const std::string& key, const std::string& mutex, const std::string& id);
   bool recover(const std::string& key, Entry& entry, const std::string& folder, const std::vector<LatchNode>& nodes);
   void create_folder(const std::string& mutex, const std::string& folder);
+  // create_folder() in parts, for a batch: /simba's create (once for many folders) and each
+  // latch folder's, sent; then their answers checked.
+  Call send_root();
+  Call send_latch_folder(const std::string& folder);
+  void check_folder(const std::string& mutex, const Reply& made_root, const Reply& made_latch);
 
   // records.cc: the names of the latch folders under /simba that start with `prefix`, sorted.
   std::vector<std::string> folders(const std::string& prefix);

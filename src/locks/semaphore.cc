@@ -182,12 +182,10 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
         }
       }
     }
-    // The grant first: the other slots' withdrawals (a remote contender stopped each) are not
-    // on the waiter's path.
-    if (done) done(failure, std::move(permit), why);
     for (const auto& [other, ticket] : withdraw) state_->slots[other].cancel(ticket);
     late.unlock();
     answered_changed_.notify_all();
+    if (done) done(failure, std::move(permit), why);
   }
 
   const std::shared_ptr<SemaphoreState> state_;

@@ -91,7 +91,8 @@ void ServiceCore::start(bool first_round_inline) {
   bool inline_round = first_round_inline && options_.initial_delay.count() == 0;
   std::shared_ptr<Subscription> subscription;
   bool after_watch = false;  // the first round waits for the watch, off this thread
-  {                          // a push channel, or a watch that only reports the server's loss, or none (nullptr)
+  // A push channel, or a watch that only reports the server's loss, or none (nullptr).
+  {
     try {
       std::weak_ptr<ServiceCore> weak = shared_from_this();
       subscription = backend_->watch(mutex(), contender_id(), [weak, generation](WatchEvent event) {

@@ -112,8 +112,43 @@ TEST(BatchesTest, ABatchTakesReleasedAndExpiredRowsAndOneOfTwoCallsOnAName) {
   backend->release(twice, a.owner_id == "one" ? "other" : "one");
 }
 
-// 50 leases of one Client over an engine that takes batches, renewed for 4 ttl: they stay
-// held, and their renewals went in batches that carried more than one each.
+// Three leases renewed in one batch, the middle one force-released meanwhile and taken by
+// another: that call alone answers with the new owner; the other two are renewed, their
+// tokens kept (an engine that renews many leases in one request must not lose or keep them
+// all for one).
+TEST(BatchesTest, ABatchReportsALeaseLostMeanwhileForThatLeaseOnly) {
+  auto backend = make_backend();
+  auto* batches = backend->batches();
+  auto* admin = backend->administration();
+  if (!batches || !admin) return;
+  const std::string first = unique_mutex("batch-kept-1"), lost = unique_mutex("batch-lost"),
+                    last = unique_mutex("batch-kept-2");
+  std::vector<MutexOwner> before;
+  for (const auto& mutex : {first, lost, last}) {
+    before.push_back(backend->acquire(mutex, "us", kTtl, 1s).owner);
+    ASSERT_EQ(before.back().owner_id, "us") << mutex;
+  }
+  ASSERT_TRUE(admin->evict(lost, "us"));
+  ASSERT_EQ(backend->acquire(lost, "them", kTtl, 1s).owner.owner_id, "them");
+  const auto results =
+      batches->acquire_batch({{first, "us", kTtl, 1s}, {lost, "us", kTtl, 1s}, {last, "us", kTtl, 1s}});
+  ASSERT_EQ(results.size(), 3u);
+  for (const auto& result : results) ASSERT_FALSE(result.error) << "a call of the batch failed";
+  EXPECT_EQ(results[0].snapshot.owner.owner_id, "us") << "a renewal beside a lost lease was lost too";
+  EXPECT_EQ(results[0].snapshot.owner.fencing_token, before[0].fencing_token);
+  EXPECT_EQ(results[1].snapshot.owner.owner_id, "them") << "the force-released lease was renewed";
+  EXPECT_EQ(results[2].snapshot.owner.owner_id, "us") << "a renewal beside a lost lease was lost too";
+  EXPECT_EQ(results[2].snapshot.owner.fencing_token, before[2].fencing_token);
+  EXPECT_EQ(backend->read(lost).owner.owner_id, "them");
+  EXPECT_TRUE(backend->release(first, "us"));
+  EXPECT_TRUE(backend->release(last, "us"));
+  EXPECT_TRUE(backend->release(lost, "them"));
+  backend->release(lost, "us");  // it may wait in the engine's line
+}
+
+// 50 leases of one Client over an engine that takes batches, renewed for 4 ttl while another
+// process waits for one of them: they stay held (the waiter never takes one over), and their
+// renewals went in batches that carried more than one each.
 TEST(BatchesTest, AClientRenewsManyLeasesInBatches) {
   auto backend = make_backend();
   Client client = make_client();
@@ -129,10 +164,15 @@ TEST(BatchesTest, AClientRenewsManyLeasesInBatches) {
     return n;
   };
   ASSERT_TRUE(wait_until([&] { return owners() == 50; }, 20s)) << owners() << " of 50 held";
+  Client other = other_process(client);
+  auto waiter = other.contend_service(std::make_shared<Recorder>(prefix + "0"));
+  waiter->start();
   const auto before = client.metrics();
   std::this_thread::sleep_for(4 * fast_options().ttl);
   const auto after = client.metrics();
   EXPECT_EQ(owners(), 50);
+  EXPECT_FALSE(waiter->is_owner()) << "a waiter took over a lease renewed in batches";
+  waiter->stop();
   if (backend->batches()) {
     EXPECT_GE(after.batched_rounds - before.batched_rounds, 100u) << "renewals that went in batches";
     EXPECT_GT(after.batched_rounds - before.batched_rounds, after.batches - before.batches)

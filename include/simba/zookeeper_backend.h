@@ -20,7 +20,9 @@
 //   A release records the last token in the parent node, so a free mutex reads as no owner
 //   with that token (after a session expiry, the last token recorded by a release).
 // * Leases with real times. Every ttl the owner renews: one read shows its node still leads,
-//   and while anyone waits it also rewrites the node (the version rises). The lease (ttl +
+//   and while anyone waits it also rewrites the node (the version rises). A process renewing
+//   many leases at once rewrites their nodes in one multi instead (a node that is written
+//   still leads: a leader leads until its node is deleted). The lease (ttl +
 //   transition, from the node's name) is capped at 9/10 of the negotiated session timeout, so
 //   an owner that stalls past its session has stopped believing it owns before the server
 //   can expire the session. A waiter that has seen the leader's node unchanged for a whole

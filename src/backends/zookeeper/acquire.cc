@@ -12,6 +12,21 @@ namespace {
 
 std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 bool maybe_sent(int rc) { return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT; }
+// Session trouble, rather than a refusal of one request.
+bool session_trouble(int rc) {
+  return maybe_sent(rc) || rc == ZSESSIONEXPIRED || rc == ZCLOSING || rc == ZINVALIDSTATE || rc == ZSESSIONMOVED;
+}
+
+std::vector<std::size_t> first(std::size_t n) {
+  std::vector<std::size_t> indexes(n);
+  for (std::size_t i = 0; i < indexes.size(); ++i) indexes[i] = i;
+  return indexes;
+}
+
+// A multi carries up to this many rewrites, and up to this many bytes of paths and data (the
+// server refuses requests over its jute.maxbuffer, 1 MiB by default).
+constexpr std::size_t kRewritesPerMulti = 256;
+constexpr std::size_t kBytesPerMulti = 256 * 1024;
 
 }  // namespace
 
@@ -203,7 +218,12 @@ std::optional<bool> LatchBackend::renew(const Entry& entry, const std::string& m
                                         const std::string& folder) {
   const auto leading = leads(entry, mutex, id, session_.children(folder).wait());
   if (!leading || !*leading) return leading;
-  return rewritten(session_.set(entry.path, node_data(id, entry.idle), -1).wait(), mutex, id);
+  std::optional<Call> rewrite;
+  {
+    internal::MutexLock lock(node_writes_);
+    rewrite = session_.set(entry.path, node_data(id, idle_mark(key_of(mutex, id), entry)), -1);
+  }
+  return rewritten(rewrite->wait(), mutex, id);
 }
 
 std::optional<bool> LatchBackend::leads(const Entry& entry, const std::string& mutex, const std::string& id,
@@ -221,70 +241,43 @@ std::optional<bool> LatchBackend::rewritten(const Reply& renewed, const std::str
   return true;  // a node waits behind ours
 }
 
-// The renewals and first joins of a batch share their round trips: every renewal's listing
-// and every join's create (and listing) is sent at once (the session sends them back to back
-// and ZooKeeper answers them in order), then the nodes someone waits behind are rewritten, at
-// once too. Each call is judged as acquire() judges it alone; a node gone, a join that found
-// no folder, and a waiter's look (a call whose node waits: several dependent round trips) go
-// on as acquire().
+// The renewals and first joins of a batch share their round trips. Every renewal rewrites its
+// node, in one multi for many leases (send_rewrites()); every join's create (and listing) is
+// sent at once (the session sends them back to back and ZooKeeper answers them in order). Each
+// call is judged as acquire() judges it alone; a node gone, a join that found no folder, and a
+// waiter's look (a call whose node waits: several dependent round trips) go on as acquire().
 std::vector<AcquireResult> LatchBackend::acquire_batch(const std::vector<AcquireCall>& calls) {
   std::vector<AcquireResult> results(calls.size());
   const auto generation = session_.ensure();
-  struct Renewal {
-    std::size_t call;
-    Entry entry;
-    Call asked;  // the listing, then the rewrite
-    bool rewriting = false;
-  };
   struct Join {
     std::size_t call;
     std::string key;
     Joining joining;
   };
   std::vector<Renewal> renewals;
+  std::vector<std::pair<std::size_t, std::string>> unclaimed;  // (call, key)
   std::vector<Join> joins;
   std::vector<std::size_t> alone;  // calls that go as acquire()
   for (std::size_t i = 0; i < calls.size(); ++i) {
-    const auto& call = calls[i];
-    std::string key = key_of(call.mutex, call.contender_id);
+    std::string key = key_of(calls[i].mutex, calls[i].contender_id);
     auto entry = book_.entry(key, generation);
     if (entry && entry->claimed) {
-      renewals.push_back({i, *entry, session_.children(latch_path(call.mutex))});
+      renewals.push_back({i, std::move(*entry)});
     } else if (!entry) {
-      try {
-        auto joining = send_join(key, call.mutex, call.contender_id, latch_path(call.mutex), generation, call.ttl,
-                                 call.transition);
-        joins.push_back({i, std::move(key), std::move(joining)});
-      } catch (...) {
-        results[i].error = std::current_exception();
-      }
+      unclaimed.emplace_back(i, std::move(key));
     } else {
       alone.push_back(i);
     }
   }
-  // What a renewal's answer says: still ours (with whether someone waits), or gone.
-  auto judged = [&](const Renewal& renewal, std::optional<bool> leading) {
-    const auto& call = calls[renewal.call];
-    if (!leading) {
-      forget_taken_over(key_of(call.mutex, call.contender_id), call.mutex, call.contender_id);
-      alone.push_back(renewal.call);
-      return;
-    }
-    results[renewal.call].snapshot = own_snapshot(renewal.entry, call.contender_id);
-    results[renewal.call].snapshot.demanded = *leading;
-  };
-  for (auto& renewal : renewals) {
-    const auto& call = calls[renewal.call];
+  auto rewrites = send_rewrites(calls, renewals, first(renewals.size()));
+  for (auto& [i, key] : unclaimed) {
+    const auto& call = calls[i];
     try {
-      const auto leading = leads(renewal.entry, call.mutex, call.contender_id, renewal.asked.wait());
-      if (leading && *leading) {
-        renewal.asked = session_.set(renewal.entry.path, node_data(call.contender_id, renewal.entry.idle), -1);
-        renewal.rewriting = true;
-      } else {
-        judged(renewal, leading);
-      }
+      auto joining =
+          send_join(key, call.mutex, call.contender_id, latch_path(call.mutex), generation, call.ttl, call.transition);
+      joins.push_back({i, std::move(key), std::move(joining)});
     } catch (...) {
-      results[renewal.call].error = std::current_exception();
+      results[i].error = std::current_exception();
     }
   }
   // A join's answer: the owner it found, or it goes on as acquire() (again), or its folder is
@@ -336,17 +329,96 @@ std::vector<AcquireResult> LatchBackend::acquire_batch(const std::vector<Acquire
     }
     for (auto& join : again) settle_join(join, true);
   }
-  for (auto& renewal : renewals) {
-    if (!renewal.rewriting) continue;
+  finish_rewrites(calls, renewals, std::move(rewrites), results, alone);
+  internal::acquire_alone(*this, calls, alone, results);
+  return results;
+}
+
+std::vector<LatchBackend::Rewrite> LatchBackend::send_rewrites(const std::vector<AcquireCall>& calls,
+                                                               const std::vector<Renewal>& renewals,
+                                                               const std::vector<std::size_t>& which) {
+  internal::MutexLock lock(node_writes_);
+  std::vector<Rewrite> rewrites;
+  std::vector<std::pair<std::string, std::string>> writes;
+  std::vector<std::size_t> carried;
+  std::size_t bytes = 0;
+  auto send = [&] {
+    if (writes.empty()) return;
+    rewrites.push_back({std::move(carried), session_.write_all(std::move(writes))});
+    writes.clear();
+    carried.clear();
+    bytes = 0;
+  };
+  for (const std::size_t r : which) {
+    const auto& renewal = renewals[r];
+    const auto& call = calls[renewal.call];
+    std::string data = node_data(call.contender_id, idle_mark(key_of(call.mutex, call.contender_id), renewal.entry));
+    const std::size_t size = renewal.entry.path.size() + data.size();
+    if (writes.size() == kRewritesPerMulti || (bytes + size > kBytesPerMulti && !writes.empty())) send();
+    bytes += size;
+    writes.emplace_back(renewal.entry.path, std::move(data));
+    carried.push_back(r);
+  }
+  send();
+  return rewrites;
+}
+
+bool LatchBackend::idle_mark(const std::string& key, const Entry& entry) {
+  const auto now = book_.entry(key);
+  return now && now->path == entry.path ? now->idle : entry.idle;
+}
+
+void LatchBackend::finish_rewrites(const std::vector<AcquireCall>& calls, const std::vector<Renewal>& renewals,
+                                   std::vector<Rewrite> rewrites, std::vector<AcquireResult>& results,
+                                   std::vector<std::size_t>& alone) {
+  auto failed = [&](const Renewal& renewal, int rc) {
     const auto& call = calls[renewal.call];
     try {
-      judged(renewal, rewritten(renewal.asked.wait(), call.mutex, call.contender_id));
+      session_.fail(rc, "renewing the lease of '" + call.contender_id + "' on mutex '" + call.mutex + "'");
     } catch (...) {
       results[renewal.call].error = std::current_exception();
     }
+  };
+  while (!rewrites.empty()) {
+    std::vector<std::size_t> again;  // in a multi that failed on another node: not applied
+    for (auto& rewrite : rewrites) {
+      const Reply reply = rewrite.call.wait();
+      for (std::size_t k = 0; k < rewrite.renewals.size(); ++k) {
+        const auto& renewal = renewals[rewrite.renewals[k]];
+        const auto& call = calls[renewal.call];
+        if (reply.rc == ZOK) {
+          // Still ours. Whether someone waits is not read here (the owner's demand watch
+          // says it at once; acquire() alone reads it).
+          results[renewal.call].snapshot = own_snapshot(renewal.entry, call.contender_id);
+          continue;
+        }
+        if (session_trouble(reply.rc)) {
+          failed(renewal, reply.rc);
+          continue;
+        }
+        const int rc = k < reply.results.size() ? reply.results[k] : ZOK;
+        if (rc == ZRUNTIMEINCONSISTENCY) {
+          again.push_back(rewrite.renewals[k]);
+        } else if (rc == ZOK) {
+          // Either before the failing write (not applied), or no write was named: if none is,
+          // each goes alone, where acquire() judges it.
+          const bool named = std::any_of(reply.results.begin(), reply.results.end(),
+                                         [](int code) { return code != ZOK && code != ZRUNTIMEINCONSISTENCY; });
+          if (named) {
+            again.push_back(rewrite.renewals[k]);
+          } else {
+            alone.push_back(renewal.call);
+          }
+        } else if (rc == ZNONODE) {
+          forget_taken_over(key_of(call.mutex, call.contender_id), call.mutex, call.contender_id);
+          alone.push_back(renewal.call);
+        } else {
+          failed(renewal, rc);
+        }
+      }
+    }
+    rewrites = send_rewrites(calls, renewals, again);
   }
-  internal::acquire_alone(*this, calls, alone, results);
-  return results;
 }
 
 void LatchBackend::forget_taken_over(const std::string& key, const std::string& mutex, const std::string& id) {

@@ -81,6 +81,25 @@ class LatchBackend final
   // not) and whether a node waits behind it (then it is rewritten); the rewrite's answer.
   std::optional<bool> leads(const Entry& entry, const std::string& mutex, const std::string& id, const Reply& listing);
   std::optional<bool> rewritten(const Reply& renewed, const std::string& mutex, const std::string& id);
+  // acquire.cc: a batch's renewals. Each rewrites its lease's node (version -1), many in one
+  // multi: the write restarts the clocks of waiters behind it and proves that the node still
+  // leads (a leader's node leads until it is deleted) and the session lives, for one request
+  // to the server, where a listing per lease would be one request each.
+  struct Renewal {
+    std::size_t call;
+    Entry entry;
+  };
+  struct Rewrite {
+    std::vector<std::size_t> renewals;  // indexes into the batch's renewals
+    Call call;
+  };
+  std::vector<Rewrite> send_rewrites(const std::vector<AcquireCall>& calls, const std::vector<Renewal>& renewals,
+                                     const std::vector<std::size_t>& which);
+  // Their answers: renewed, or taken over (then the call goes on as acquire(), in `alone`), or
+  // failed. A multi that failed on one node is sent again without it.
+  void finish_rewrites(const std::vector<AcquireCall>& calls, const std::vector<Renewal>& renewals,
+                       std::vector<Rewrite> rewrites, std::vector<AcquireResult>& results,
+                       std::vector<std::size_t>& alone);
   // Our node of `key` is gone (a waiter took the lease over): says so and forgets it, so that
   // the next round joins the latch again.
   void forget_taken_over(const std::string& key, const std::string& mutex, const std::string& id);
@@ -103,8 +122,15 @@ class LatchBackend final
   void on_state(int state, bool fresh);
   void on_node(int type, const std::string& path);
 
+  // The idle mark our node of `key` carries now (the book's; `entry`'s if it is gone). Read
+  // under node_writes_, which is held until the write carrying it is sent: the session sends
+  // in order, so the last write of a node's data carries the latest mark (a renewal's rewrite
+  // never undoes a mark_idle() sent just before it).
+  bool idle_mark(const std::string& key, const Entry& entry) REQUIRES(node_writes_);
+
   const ZookeeperOptions options_;
   const std::string where_;
+  internal::AnnotatedMutex node_writes_;  // orders the sending of writes of our nodes' data
   LatchBook book_;
   internal::SweepSchedule sweeps_;
   // Last: closed first when the backend goes, before anything its callbacks touch.

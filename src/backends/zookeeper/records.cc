@@ -58,11 +58,19 @@ bool LatchBackend::mark_idle(const std::string& mutex, const std::string& owner_
   const std::string key = key_of(mutex, owner_id);
   std::optional<Entry> entry = book_.entry(key, generation);
   if (!entry || !entry->claimed || entry->path.empty()) return false;
-  Reply marked = session_.set(entry->path, node_data(owner_id, idle), -1).wait();
+  std::optional<Call> marking;
+  {
+    // The book takes the mark first: a renewal's rewrite sent after this one carries it too.
+    internal::MutexLock lock(node_writes_);
+    if (auto now = book_.entry(key, generation); now && now->path == entry->path) {
+      now->idle = idle;
+      book_.remember(key, *now);
+    }
+    marking = session_.set(entry->path, node_data(owner_id, idle), -1);
+  }
+  Reply marked = marking->wait();
   if (marked.rc == ZNONODE) return false;
   if (marked.rc != ZOK) session_.fail(marked.rc, "marking the lease of '" + owner_id + "' on mutex '" + mutex + "'");
-  entry->idle = idle;
-  if (auto now = book_.entry(key, generation); now && now->path == entry->path) book_.remember(key, *entry);
   return true;
 }
 

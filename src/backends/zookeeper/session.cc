@@ -20,6 +20,11 @@ struct Call::State {
   zoo_op_t ops[2];
   zoo_op_result_t results[2];
   Stat set_stat{};
+  // write_all's multi.
+  std::vector<std::pair<std::string, std::string>> writes;
+  std::vector<zoo_op_t> many_ops;
+  std::vector<zoo_op_result_t> many_results;
+  std::vector<Stat> many_stats;
   std::function<void(const Reply&)> then;
 
   void finish(int rc) {
@@ -64,6 +69,13 @@ void on_stat(int rc, const Stat* stat, const void* data) {
 void on_multi(int rc, const void* data) {
   auto state = take(data);
   state->reply.stat = state->set_stat;
+  state->finish(rc);
+}
+
+void on_multi_all(int rc, const void* data) {
+  auto state = take(data);
+  state->reply.results.reserve(state->many_results.size());
+  for (const auto& result : state->many_results) state->reply.results.push_back(result.err);
   state->finish(rc);
 }
 
@@ -346,6 +358,24 @@ Call Session::set(const std::string& path, const std::string& data, int version)
   return submit(state, [&](zhandle_t* zh, const void* holder) {
     return zoo_aset(zh, state->path.c_str(), state->data.data(), static_cast<int>(state->data.size()), version, on_stat,
                     holder);
+  });
+}
+
+Call Session::write_all(std::vector<std::pair<std::string, std::string>> writes) {
+  auto state = call_about(writes.empty() ? std::string() : writes.front().first);
+  state->writes = std::move(writes);
+  const std::size_t n = state->writes.size();
+  state->many_ops.resize(n);
+  state->many_results.resize(n);
+  state->many_stats.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& [path, data] = state->writes[i];
+    zoo_set_op_init(&state->many_ops[i], path.c_str(), data.data(), static_cast<int>(data.size()), -1,
+                    &state->many_stats[i]);
+  }
+  return submit(state, [&](zhandle_t* zh, const void* holder) {
+    return zoo_amulti(zh, static_cast<int>(n), state->many_ops.data(), state->many_results.data(), on_multi_all,
+                      holder);
   });
 }
 

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/thread_annotations.h"
@@ -28,6 +29,9 @@ struct Reply {
   std::string value;  // get: the data; create: the path created
   Stat stat{};        // of the node (children: of the parent)
   std::vector<std::string> children;
+  // write_all: each write's code (a multi that failed: the failing write's own code, and
+  // ZOK or ZRUNTIMEINCONSISTENCY for the others, none of which was applied).
+  std::vector<int> results;
 };
 
 // A call in flight.
@@ -82,6 +86,8 @@ class Session {
   Call get(const std::string& path);
   Call watch_exists(const std::string& path, std::function<void(const Reply&)> then = {});
   Call set(const std::string& path, const std::string& data, int version);
+  // Writes every (path, data), at any version, in one multi: all of them or none.
+  Call write_all(std::vector<std::pair<std::string, std::string>> writes);
   Call remove(const std::string& path, int version);
   // Deletes `path` (at `version`; -1: any) and writes `data` into `parent`, atomically. The
   // reply's stat is the parent's afterwards.

@@ -30,7 +30,7 @@ ruok() { [ "$( (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf ruok >&3 && timeout 1 
 cat >"$dir/start" <<EOF
 #!/usr/bin/env bash
 cd "$dir"
-java -Xms64m -Xmx256m -XX:+UseSerialGC -Dzookeeper.log.dir="$dir" -Dzookeeper.root.logger=WARN,CONSOLE \\
+java -Xms64m -Xmx1g -XX:+UseSerialGC -Dzookeeper.log.dir="$dir" -Dzookeeper.root.logger=WARN,CONSOLE \\
      -Dlog4j.configuration=file:/etc/zookeeper/conf/log4j.properties \\
      -cp "/usr/share/java/*:/etc/zookeeper/conf" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" \\
      >>"$dir/server.log" 2>&1 &

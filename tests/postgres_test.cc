@@ -56,5 +56,38 @@ TEST_F(PostgresTest, RestartMidRunRevokesOwnersAtOnceAndResumes) {
       });
 }
 
+// A batch's "take"s run in one transaction; one that fails (a name that is not UTF-8) rolls it
+// back, and then each call goes in a transaction of its own: only that call fails, the others
+// are taken, and calls on one name are judged in turn.
+TEST_F(PostgresTest, ABatchInOneTransactionFailsOnlyTheCallThatFails) {
+  auto backend = open_backend(uri_);
+  auto* batches = backend->batches();
+  ASSERT_NE(batches, nullptr);
+  const std::string base = tck::unique_mutex("together");
+  const std::string held = base + "-held";
+  const auto renewed = backend->acquire(held, "one", 10s, 1s).owner;
+  ASSERT_EQ(renewed.owner_id, "one");
+  const std::vector<AcquireCall> calls = {
+      {held, "one", 10s, 1s},
+      {base + "-bad-\xff", "one", 10s, 1s},  // not UTF-8: the server refuses the parameter
+      {held, "two", 10s, 1s},
+  };
+  const auto results = batches->acquire_batch(calls);
+  ASSERT_EQ(results.size(), calls.size());
+  ASSERT_FALSE(results[0].error);
+  EXPECT_EQ(results[0].snapshot.owner.owner_id, "one") << "the renewal beside a failed call was lost";
+  EXPECT_EQ(results[0].snapshot.owner.fencing_token, renewed.fencing_token);
+  ASSERT_FALSE(results[2].error);
+  EXPECT_EQ(results[2].snapshot.owner.owner_id, "one") << "a second contender took a held lease";
+  ASSERT_TRUE(results[1].error) << "a name that is not UTF-8 was taken";
+  try {
+    std::rethrow_exception(results[1].error);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("UTF8"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(backend->read(held).owner.owner_id, "one");
+  EXPECT_TRUE(backend->release(held, "one"));
+}
+
 }  // namespace
 }  // namespace simba

@@ -105,29 +105,63 @@ void Connection::wait_ready(short events, std::chrono::steady_clock::time_point 
   }
 }
 
-std::vector<Connection::Answer> Connection::execute_each(const char* name,
-                                                         const std::vector<std::vector<std::string>>& each) {
+namespace {
+std::vector<std::vector<const char*>> values_of(const std::vector<std::vector<std::string>>& each,
+                                                std::vector<std::vector<int>>& lengths) {
+  std::vector<std::vector<const char*>> values(each.size());
+  lengths.assign(each.size(), {});
+  for (std::size_t i = 0; i < each.size(); ++i) {
+    for (const auto& p : each[i]) {
+      values[i].push_back(p.c_str());
+      lengths[i].push_back(static_cast<int>(p.size()));
+    }
+  }
+  return values;
+}
+}  // namespace
+
+std::chrono::steady_clock::time_point Connection::send_pipeline(const char* name,
+                                                                const std::vector<std::vector<std::string>>& each,
+                                                                bool sync_each) {
   PGconn* c = connection_.get();
   if (!PQenterPipelineMode(c)) fail(name, nullptr);
-  for (const auto& params : each) {
-    std::vector<const char*> values;
-    std::vector<int> lengths;
-    for (const auto& p : params) {
-      values.push_back(p.c_str());
-      lengths.push_back(static_cast<int>(p.size()));
-    }
-    if (!PQsendQueryPrepared(c, name, static_cast<int>(params.size()), values.data(), lengths.data(), nullptr, 0) ||
-        !PQpipelineSync(c)) {
+  std::vector<std::vector<int>> lengths;
+  const auto values = values_of(each, lengths);
+  for (std::size_t i = 0; i < each.size(); ++i) {
+    const bool last = i + 1 == each.size();
+    if (!PQsendQueryPrepared(c, name, static_cast<int>(values[i].size()), values[i].data(), lengths[i].data(), nullptr,
+                             0) ||
+        ((sync_each || last) && !PQpipelineSync(c))) {
       broken_ = true;  // half a pipeline on the wire: the connection is not reused
       fail(name, nullptr);
     }
   }
   const auto deadline = std::chrono::steady_clock::now() + answer_timeout_;
   flush(deadline, name);
+  return deadline;
+}
+
+// A run's result, the null that ends it; the run's result (null if none came).
+Result Connection::next_run(std::chrono::steady_clock::time_point deadline, const char* name) {
+  Result result(next_result(deadline, name));
+  for (PGresult* rest = next_result(deadline, name); rest; rest = next_result(deadline, name)) PQclear(rest);
+  return result;
+}
+
+void Connection::end_sync(std::chrono::steady_clock::time_point deadline, const char* name) {
+  Result sync(next_result(deadline, name));
+  if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) {
+    broken_ = true;
+    throw Error(errc::unavailable, where_ + ": " + name + ": the pipeline's answers came out of order");
+  }
+}
+
+std::vector<Connection::Answer> Connection::execute_each(const char* name,
+                                                         const std::vector<std::vector<std::string>>& each) {
+  const auto deadline = send_pipeline(name, each, /*sync_each=*/true);
   std::vector<Answer> answers(each.size());
   for (auto& answer : answers) {
-    // A run's result, the null that ends it, then its sync.
-    Result result(next_result(deadline, name));
+    Result result = next_run(deadline, name);
     const auto status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
     if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
       answer.result = std::move(result);
@@ -139,15 +173,38 @@ std::vector<Connection::Answer> Connection::execute_each(const char* name,
         answer.error = std::current_exception();
       }
     }
-    for (PGresult* rest = next_result(deadline, name); rest; rest = next_result(deadline, name)) PQclear(rest);
-    Result sync(next_result(deadline, name));
-    if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) {
-      broken_ = true;
-      throw Error(errc::unavailable, where_ + ": " + name + ": the pipeline's answers came out of order");
+    end_sync(deadline, name);
+  }
+  if (!PQexitPipelineMode(connection_.get())) fail(name, nullptr);
+  return answers;
+}
+
+std::optional<std::vector<Result>> Connection::execute_together(const char* name,
+                                                                const std::vector<std::vector<std::string>>& each) {
+  if (each.empty()) return std::vector<Result>{};
+  const auto deadline = send_pipeline(name, each, /*sync_each=*/false);
+  std::vector<Result> results;
+  results.reserve(each.size());
+  bool failed = false;
+  for (std::size_t i = 0; i < each.size(); ++i) {
+    Result result = next_run(deadline, name);
+    const auto status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
+    if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
+      results.push_back(std::move(result));
+    } else if (!failed && status != PGRES_PIPELINE_ABORTED) {
+      failed = true;
+      try {
+        fail(name, result.get());
+      } catch (const std::exception& e) {
+        if (broken()) throw;
+        internal::log_debug(std::string(name) + ": a run of a batch failed (the batch goes run by run): " + e.what());
+      }
     }
   }
-  if (!PQexitPipelineMode(c)) fail(name, nullptr);
-  return answers;
+  end_sync(deadline, name);
+  if (!PQexitPipelineMode(connection_.get())) fail(name, nullptr);
+  if (failed) return std::nullopt;
+  return results;
 }
 
 void Connection::flush(std::chrono::steady_clock::time_point deadline, const char* doing) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,11 @@ class Connection {
     std::exception_ptr error;
   };
   std::vector<Answer> execute_each(const char* name, const std::vector<std::vector<std::string>>& each);
+  // The same runs in one implicit transaction (one sync at the end): one commit for all. Each
+  // run's result; nothing if a run failed (then the transaction rolled back: none took effect;
+  // a deadlock is such a failure). A failure of the connection throws.
+  std::optional<std::vector<Result>> execute_together(const char* name,
+                                                      const std::vector<std::vector<std::string>>& each);
   // Runs plain SQL without parameters (schema, LISTEN); throws Error on failure.
   Result run(const char* sql);
 
@@ -57,6 +63,15 @@ class Connection {
   void flush(std::chrono::steady_clock::time_point deadline, const char* doing);
   // The next result of a pipeline (null between statements), before the deadline.
   PGresult* next_result(std::chrono::steady_clock::time_point deadline, const char* doing);
+  // A pipeline of runs of `name`: sent with a sync after each run or only after the last;
+  // the deadline of its answers.
+  std::chrono::steady_clock::time_point send_pipeline(const char* name,
+                                                      const std::vector<std::vector<std::string>>& each,
+                                                      bool sync_each);
+  // The next run's result (null if none came), and the null that ends it.
+  Result next_run(std::chrono::steady_clock::time_point deadline, const char* name);
+  // The sync that ends a transaction of the pipeline; out of order: the connection is broken.
+  void end_sync(std::chrono::steady_clock::time_point deadline, const char* name);
   // Waits for the socket to be ready for `events` until the deadline; throws on a timeout.
   void wait_ready(short events, std::chrono::steady_clock::time_point deadline, const char* doing);
 

@@ -200,18 +200,34 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
     });
   }
 
-  // Every call's "take" pipelined on one connection (one round trip; each its own implicit
-  // transaction); the calls that took nothing (a new row, or another owner) then go on as
-  // acquire() does, "take_or_wait" pipelined too: two round trips for a batch of new mutexes.
+  // Every call's "take" pipelined on one connection in one transaction, in name order (one
+  // round trip and one commit; two batches lock their rows in the same order, so they never
+  // deadlock; calls on one name run in turn, as acquire() one after the other). If a run
+  // fails (a name too long, a deadlock with another statement), the transaction rolls back and
+  // each call's "take" goes in its own transaction, so only that call fails. The calls that
+  // took nothing (a new row, or another owner) then go on as acquire() does, "take_or_wait"
+  // pipelined too: two round trips for a batch of new mutexes.
   std::vector<AcquireResult> acquire_batch(const std::vector<AcquireCall>& calls) override {
     return pool().with([&](Connection& connection) {
-      std::vector<std::vector<std::string>> each;
-      each.reserve(calls.size());
-      for (const auto& call : calls) {
-        each.push_back(
-            {call.mutex, call.contender_id, std::to_string(call.ttl.count()), std::to_string(call.transition.count())});
+      std::vector<std::size_t> order(calls.size());
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::size_t a, std::size_t b) { return calls[a].mutex < calls[b].mutex; });
+      std::vector<std::vector<std::string>> each(calls.size());
+      for (const std::size_t i : order) {
+        const auto& call = calls[i];
+        each[i] = {call.mutex, call.contender_id, std::to_string(call.ttl.count()),
+                   std::to_string(call.transition.count())};
       }
-      auto answers = connection.execute_each("take", each);
+      std::vector<std::vector<std::string>> sorted;
+      sorted.reserve(calls.size());
+      for (const std::size_t i : order) sorted.push_back(each[i]);
+      std::vector<Connection::Answer> answers(calls.size());
+      if (auto together = connection.execute_together("take", sorted)) {
+        for (std::size_t k = 0; k < order.size(); ++k) answers[order[k]].result = std::move((*together)[k]);
+      } else {
+        answers = connection.execute_each("take", each);
+      }
       std::vector<AcquireResult> results(calls.size());
       std::vector<std::size_t> rest;  // calls that took nothing
       std::vector<std::vector<std::string>> rest_params;

@@ -140,7 +140,7 @@ nlohmann::json scale(const Client& client, const std::string& engine, std::size_
   try {
     // At least 30 s, and 1 ms a mutex: ZooKeeper takes 100,000 in about a minute here.
     const auto timeout = std::max<std::chrono::milliseconds>(30s, std::chrono::milliseconds(n));
-    await_sleeping([&] { return acquired.load() == static_cast<long>(n); }, "every mutex to be held", timeout);
+    await([&] { return acquired.load() == static_cast<long>(n); }, "every mutex to be held", timeout, 1ms);
   } catch (const Error& e) {
     throw Error(errc::timeout, std::string(e.what()) + " (" + std::to_string(acquired.load()) + " of " +
                                    std::to_string(n) + " held, " + std::to_string(lost.load()) + " lost)");

@@ -32,20 +32,16 @@ nlohmann::json line(const std::string& backend, const std::string& workload, std
           {"p50_us", round2(s.p50)}, {"p99_us", round2(s.p99)}, {"mean_us", round2(s.mean)}};
 }
 
-// Blocks until `predicate` or 30 s; a benchmark that cannot make progress stops loudly.
-void await(const std::function<bool()>& predicate, const char* what) {
-  auto deadline = Clock::now() + 30s;
-  while (!predicate()) {
-    if (Clock::now() > deadline) throw Error(errc::timeout, std::string("benchmark stuck waiting for ") + what);
-    std::this_thread::yield();
-  }
-}
-
-void await_sleeping(const std::function<bool()>& predicate, const char* what, std::chrono::milliseconds timeout) {
+void await(const std::function<bool()>& predicate, const char* what, std::chrono::milliseconds timeout,
+           std::chrono::microseconds pause) {
   auto deadline = Clock::now() + timeout;
   while (!predicate()) {
     if (Clock::now() > deadline) throw Error(errc::timeout, std::string("benchmark stuck waiting for ") + what);
-    std::this_thread::sleep_for(1ms);
+    if (pause.count() > 0) {
+      std::this_thread::sleep_for(pause);
+    } else {
+      std::this_thread::yield();
+    }
   }
 }
 }  // namespace simba::bench

@@ -27,11 +27,12 @@ Stats stats_of(std::vector<double> samples);
 // {"backend", "workload", "n", "p50_us", "p99_us", "mean_us"}
 nlohmann::json line(const std::string& backend, const std::string& workload, std::size_t n, const Stats& s);
 
-// Blocks until `predicate` or 30 s; a benchmark that cannot make progress stops loudly.
-void await(const std::function<bool()>& predicate, const char* what);
-// await() for long waits: looks every millisecond (not spinning on a core the engine and the
-// library need), for up to `timeout`.
-void await_sleeping(const std::function<bool()>& predicate, const char* what, std::chrono::milliseconds timeout);
+// Blocks until `predicate` or `timeout`; a benchmark that cannot make progress stops loudly.
+// Between looks it yields (for latencies), or sleeps `pause` (for long waits: not spinning on
+// a core the engine and the library need).
+void await(const std::function<bool()>& predicate, const char* what,
+           std::chrono::milliseconds timeout = std::chrono::seconds(30),
+           std::chrono::microseconds pause = std::chrono::microseconds(0));
 
 // Records when a contender acquired, for latency measurements.
 class Stamp : public ContenderBase {

@@ -320,6 +320,25 @@ TEST(ServiceTest, AFirstRoundThatNeedsTheWatchWaitsForItOffTheCallersThread) {
   core->close();
 }
 
+// A first round that waited for the watch and lost needs no second look when the watch is
+// confirmed (it was, before the round): the next round goes on the waiter's schedule, at the
+// end of the other's 30 s lease.
+TEST(ServiceTest, AFirstRoundThatWaitedForTheWatchAndLostLooksAgainOnlyOnItsSchedule) {
+  auto runtime = std::make_shared<Runtime>(Runtime::Options{2, 1});
+  auto memory = make_memory_backend();
+  ASSERT_EQ(memory->acquire("slow-watch-held", "other", 30s, 1s).owner.owner_id, "other");
+  auto me = std::make_shared<Recorder>("slow-watch-held", "me");
+  auto slow = std::make_shared<SlowWatchBackend>(memory);
+  auto core = std::make_shared<internal::ServiceCore>(me, me, slow, runtime, fast());
+  core->start();
+  slow->open();
+  ASSERT_TRUE(wait_until([&] { return slow->acquires() >= 1; }, kSoon)) << "no first round";
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(slow->acquires(), 1) << "the first round looked again at once, though the watch was in place";
+  EXPECT_FALSE(core->is_owner());
+  core->close();
+}
+
 // Holds the answer of every acquire from the `hold_from`th on (after the engine gave it) until
 // the test lets it go, and lets the test report the loss of the push channel.
 class HeldAnswers : public ForwardingBackend {

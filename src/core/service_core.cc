@@ -115,7 +115,7 @@ void ServiceCore::start(bool first_round_inline) {
     watch_unconfirmed_ = contender_ && subscription_;
     awaiting_watch_ = after_watch;
     if (after_watch) {
-      // begin_first_round_when_ready, below
+      // round_when_watched, below
     } else if (inline_round && in_flight_) {
       // A round of the last generation still runs (its stop() was on a runtime thread, which
       // does not wait): ours follows when it ends (settle_stale_locked), not beside it.
@@ -131,20 +131,30 @@ void ServiceCore::start(bool first_round_inline) {
     status_.store(ServiceStatus::running);
   }
   if (after_watch) {
-    runtime_->post_io([self = shared_from_this(), generation, subscription = std::move(subscription)]() mutable {
-      self->begin_first_round_when_ready(generation, std::move(subscription));
-    });
+    round_when_watched(generation, std::move(subscription), /*first=*/true);
   } else if (inline_round) {
     run_round(generation);
   }
 }
 
-void ServiceCore::begin_first_round_when_ready(std::uint64_t generation, std::shared_ptr<Subscription> subscription) {
-  subscription->wait_ready();
-  internal::MutexLock lock(mutex_);
-  if (!current_locked(generation) || !awaiting_watch_) return;
-  awaiting_watch_ = false;
-  arm_timer_locked(generation, options_.initial_delay);
+void ServiceCore::round_when_watched(std::uint64_t generation, std::shared_ptr<Subscription> subscription, bool first) {
+  runtime_->post_io([self = shared_from_this(), generation, subscription = std::move(subscription), first] {
+    subscription->wait_ready();
+    {
+      internal::MutexLock lock(self->mutex_);
+      if (!self->current_locked(generation)) return;
+      self->watch_unconfirmed_ = false;  // in place now: a first round that loses need not wait again
+      if (first) {
+        if (!self->awaiting_watch_) return;
+        self->awaiting_watch_ = false;
+        if (self->options_.initial_delay.count() > 0) {
+          self->arm_timer_locked(generation, self->options_.initial_delay);
+          return;
+        }
+      }
+    }
+    self->trigger(generation, /*from_timer=*/first);
+  });
 }
 
 MutexState ServiceCore::mutex_state() const {
@@ -442,12 +452,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     // short) would arm it too late: arm it now.
     if (ours && now + delay >= lease_deadline_) arm_deadline_locked(generation);
   }
-  if (unconfirmed) {
-    runtime_->post_io([self = shared_from_this(), unconfirmed = std::move(unconfirmed), generation] {
-      unconfirmed->wait_ready();
-      self->trigger(generation, false);
-    });
-  }
+  if (unconfirmed) round_when_watched(generation, std::move(unconfirmed), /*first=*/false);
   if (demanded && hooks_.on_demand) hooks_.on_demand();
   if (hooks_.on_round) hooks_.on_round(times);
 }

@@ -124,9 +124,10 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   bool delivers_notifications() const { return !hooks_.one_shot; }
 
  private:
-  // Once `subscription` is in place (blocking an I/O thread for it), generation's first round
-  // goes after the initial delay.
-  void begin_first_round_when_ready(std::uint64_t generation, std::shared_ptr<Subscription> subscription);
+  // Once `subscription` is in place (waited for on an I/O thread, which it blocks), a round of
+  // `generation`: its first (after the initial delay), or another look after a first round
+  // that lost before the watch was confirmed.
+  void round_when_watched(std::uint64_t generation, std::shared_ptr<Subscription> subscription, bool first);
   void trigger(std::uint64_t generation, bool from_timer);
   void on_watch(std::uint64_t generation, WatchEvent event);
   void run_round(std::uint64_t generation);
@@ -201,7 +202,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // first round that does not win waits for it, then looks again.
   bool watch_unconfirmed_ GUARDED_BY(mutex_) = false;
   // The first round waits for the watch (Subscription::ready_before_first_round), off the
-  // caller's thread: until it is in place, nothing triggers a round (begin_first_round_when_ready).
+  // caller's thread: until it is in place, nothing triggers a round (round_when_watched).
   bool awaiting_watch_ GUARDED_BY(mutex_) = false;
   // Releases of rounds that ended after stop(), in flight: start() waits for them, or one
   // could give back the lease the next generation (the same contender id) just won.

@@ -50,6 +50,10 @@ TEST(BatchesTest, ABatchAnswersEachCallAsAcquireWouldAlone) {
   EXPECT_EQ(backend->read(theirs).owner.owner_id, "them");
   if (backend->demand_signal()) {
     EXPECT_TRUE(backend->acquire(theirs, "them", kTtl, 1s).demanded) << "the batched call left no demand";
+    const auto renewed = batches->acquire_batch({{theirs, "them", kTtl, 1s}});
+    ASSERT_FALSE(renewed[0].error);
+    EXPECT_EQ(renewed[0].snapshot.owner.owner_id, "them");
+    EXPECT_TRUE(renewed[0].snapshot.demanded) << "a batched renewal did not say that someone waits";
   }
   for (const auto& [mutex, id] : {std::pair{free, "us"}, {theirs, "them"}, {ours, "us"}}) {
     EXPECT_TRUE(backend->release(mutex, id)) << mutex;

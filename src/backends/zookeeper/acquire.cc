@@ -27,6 +27,8 @@ std::vector<std::size_t> first(std::size_t n) {
 // server refuses requests over its jute.maxbuffer, 1 MiB by default).
 constexpr std::size_t kRewritesPerMulti = 256;
 constexpr std::size_t kBytesPerMulti = 256 * 1024;
+// A batch of at most this many renewals reads each one's latch too (Renewal::listing).
+constexpr std::size_t kRenewalsThatReadDemand = 32;
 
 }  // namespace
 
@@ -262,7 +264,7 @@ std::vector<AcquireResult> LatchBackend::acquire_batch(const std::vector<Acquire
     std::string key = key_of(calls[i].mutex, calls[i].contender_id);
     auto entry = book_.entry(key, generation);
     if (entry && entry->claimed) {
-      renewals.push_back({i, std::move(*entry)});
+      renewals.push_back({i, std::move(*entry), std::nullopt});
     } else if (!entry) {
       unclaimed.emplace_back(i, std::move(key));
     } else {
@@ -270,6 +272,9 @@ std::vector<AcquireResult> LatchBackend::acquire_batch(const std::vector<Acquire
     }
   }
   auto rewrites = send_rewrites(calls, renewals, first(renewals.size()));
+  if (renewals.size() <= kRenewalsThatReadDemand) {
+    for (auto& renewal : renewals) renewal.listing = session_.children(latch_path(calls[renewal.call].mutex));
+  }
   for (auto& [i, key] : unclaimed) {
     const auto& call = calls[i];
     try {
@@ -386,10 +391,16 @@ void LatchBackend::finish_rewrites(const std::vector<AcquireCall>& calls, const 
       for (std::size_t k = 0; k < rewrite.renewals.size(); ++k) {
         const auto& renewal = renewals[rewrite.renewals[k]];
         const auto& call = calls[renewal.call];
-        if (reply.rc == ZOK) {
-          // Still ours. Whether someone waits is not read here (the owner's demand watch
-          // says it at once; acquire() alone reads it).
+        if (reply.rc == ZOK) {  // still ours
           results[renewal.call].snapshot = own_snapshot(renewal.entry, call.contender_id);
+          if (renewal.listing) {
+            Call listing = *renewal.listing;
+            const Reply seen = listing.wait();
+            if (seen.rc == ZOK) {
+              results[renewal.call].snapshot.demanded =
+                  leads(renewal.entry, call.mutex, call.contender_id, seen).value_or(false);
+            }
+          }
           continue;
         }
         if (session_trouble(reply.rc)) {

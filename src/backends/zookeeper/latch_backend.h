@@ -88,6 +88,9 @@ class LatchBackend final
   struct Renewal {
     std::size_t call;
     Entry entry;
+    // A batch of few renewals also reads each latch, after the rewrite: whether someone waits
+    // (a demand). A larger batch does not: those reads are what the multi saves the server.
+    std::optional<Call> listing;
   };
   struct Rewrite {
     std::vector<std::size_t> renewals;  // indexes into the batch's renewals

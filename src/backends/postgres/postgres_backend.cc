@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
+#include <numeric>
 #include <string_view>
 
 #include "backends/common/server.h"
@@ -210,14 +211,14 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
   std::vector<AcquireResult> acquire_batch(const std::vector<AcquireCall>& calls) override {
     return pool().with([&](Connection& connection) {
       std::vector<std::size_t> order(calls.size());
-      for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::iota(order.begin(), order.end(), std::size_t{0});
       std::stable_sort(order.begin(), order.end(),
                        [&](std::size_t a, std::size_t b) { return calls[a].mutex < calls[b].mutex; });
-      std::vector<std::vector<std::string>> each(calls.size());
-      for (const std::size_t i : order) {
-        const auto& call = calls[i];
-        each[i] = {call.mutex, call.contender_id, std::to_string(call.ttl.count()),
-                   std::to_string(call.transition.count())};
+      std::vector<std::vector<std::string>> each;
+      each.reserve(calls.size());
+      for (const auto& call : calls) {
+        each.push_back(
+            {call.mutex, call.contender_id, std::to_string(call.ttl.count()), std::to_string(call.transition.count())});
       }
       std::vector<std::vector<std::string>> sorted;
       sorted.reserve(calls.size());

@@ -1,6 +1,7 @@
 // The ZooKeeper latch's acquire path: join (create our node), claim the lead, or wait behind
 // the predecessor and take over a leader whose lease ran out unrenewed.
 #include <algorithm>
+#include <numeric>
 
 #include "backends/common/alone.h"
 #include "backends/zookeeper/latch_backend.h"
@@ -12,14 +13,9 @@ namespace {
 
 std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 bool maybe_sent(int rc) { return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT; }
-// Session trouble, rather than a refusal of one request.
-bool session_trouble(int rc) {
-  return maybe_sent(rc) || rc == ZSESSIONEXPIRED || rc == ZCLOSING || rc == ZINVALIDSTATE || rc == ZSESSIONMOVED;
-}
-
 std::vector<std::size_t> first(std::size_t n) {
   std::vector<std::size_t> indexes(n);
-  for (std::size_t i = 0; i < indexes.size(); ++i) indexes[i] = i;
+  std::iota(indexes.begin(), indexes.end(), std::size_t{0});
   return indexes;
 }
 
@@ -388,6 +384,9 @@ void LatchBackend::finish_rewrites(const std::vector<AcquireCall>& calls, const 
     std::vector<std::size_t> again;  // in a multi that failed on another node: not applied
     for (auto& rewrite : rewrites) {
       const Reply reply = rewrite.call.wait();
+      // A failed multi names the write that failed; the others were not applied.
+      const bool named = std::any_of(reply.results.begin(), reply.results.end(),
+                                     [](int code) { return code != ZOK && code != ZRUNTIMEINCONSISTENCY; });
       for (std::size_t k = 0; k < rewrite.renewals.size(); ++k) {
         const auto& renewal = renewals[rewrite.renewals[k]];
         const auto& call = calls[renewal.call];
@@ -403,7 +402,7 @@ void LatchBackend::finish_rewrites(const std::vector<AcquireCall>& calls, const 
           }
           continue;
         }
-        if (session_trouble(reply.rc)) {
+        if (Session::unavailable(reply.rc)) {
           failed(renewal, reply.rc);
           continue;
         }
@@ -411,10 +410,8 @@ void LatchBackend::finish_rewrites(const std::vector<AcquireCall>& calls, const 
         if (rc == ZRUNTIMEINCONSISTENCY) {
           again.push_back(rewrite.renewals[k]);
         } else if (rc == ZOK) {
-          // Either before the failing write (not applied), or no write was named: if none is,
-          // each goes alone, where acquire() judges it.
-          const bool named = std::any_of(reply.results.begin(), reply.results.end(),
-                                         [](int code) { return code != ZOK && code != ZRUNTIMEINCONSISTENCY; });
+          // Before the failing write (not applied); if none is named, each goes alone, where
+          // acquire() judges it.
           if (named) {
             again.push_back(rewrite.renewals[k]);
           } else {

@@ -401,11 +401,13 @@ Call Session::remove_and_set(const std::string& path, int version, const std::st
 void Session::fail(int rc, const std::string& what) const {
   const std::string message = "ZooKeeper at " + where_ + ": " + what + ": " + zerror(rc);
   if (rc == ZNOAUTH || rc == ZAUTHFAILED || rc == ZINVALIDACL) throw Error(errc::permission_denied, message);
-  if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED || rc == ZCLOSING ||
-      rc == ZINVALIDSTATE || rc == ZSESSIONMOVED || rc == ZNOTHING || rc == ZSYSTEMERROR || rc == ZNOTREADONLY) {
-    throw Error(errc::unavailable, message);
-  }
+  if (unavailable(rc)) throw Error(errc::unavailable, message);
   throw Error(errc::internal, message);
+}
+
+bool Session::unavailable(int rc) {
+  return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED || rc == ZCLOSING ||
+         rc == ZINVALIDSTATE || rc == ZSESSIONMOVED || rc == ZNOTHING || rc == ZSYSTEMERROR || rc == ZNOTREADONLY;
 }
 
 }  // namespace simba::zookeeper

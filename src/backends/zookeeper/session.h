@@ -96,6 +96,9 @@ class Session {
   // Throws the Error for ZooKeeper code `rc`: unavailable for connection trouble,
   // permission_denied for ACL and auth refusals, internal otherwise.
   [[noreturn]] void fail(int rc, const std::string& what) const;
+  // Whether `rc` is connection or session trouble (fail() says unavailable), rather than a
+  // refusal of one request.
+  static bool unavailable(int rc);
 
  private:
   static void on_session_event(zhandle_t* zh, int type, int state, const char* path, void* context);

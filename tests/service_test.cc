@@ -31,7 +31,8 @@ struct Quiet {
   Quiet() {
     ContendOptions options = fast();
     options.initial_delay = 1h;
-    core = std::make_shared<internal::ServiceCore>(recorder, recorder, make_memory_backend(), runtime, options);
+    core = std::make_shared<internal::ServiceCore>(
+        recorder, recorder, std::make_shared<const internal::CoreContext>(make_memory_backend(), runtime, options));
   }
   MutexOwner owner(std::string id, EpochMillis at = 1000) {
     return MutexOwner{std::move(id), at, at + 100, at + 150, 7};
@@ -125,7 +126,8 @@ TEST(ServiceTest, ARoundEndingAfterStopNeverReleasesTheNextGenerationsLease) {
   auto store = make_memory_backend();
   auto runtime = std::make_shared<Runtime>();
   auto me = std::make_shared<Recorder>("stale-release", "me");
-  auto core = std::make_shared<internal::ServiceCore>(me, me, std::make_shared<SlowBackend>(store), runtime, fast());
+  auto core = std::make_shared<internal::ServiceCore>(
+      me, me, std::make_shared<const internal::CoreContext>(std::make_shared<SlowBackend>(store), runtime, fast()));
   core->start();  // round 1 sleeps 50 ms, then wins
   std::this_thread::sleep_for(10ms);
   core->stop();                              // its release lands at ~110 ms; round 1 ends at ~50 ms, stale
@@ -179,7 +181,8 @@ TEST(ServiceTest, ARestartOnARuntimeThreadWhileARoundRunsContendsAfterIt) {
     auto me = std::make_shared<Recorder>("restart-on-runtime", "me");
     auto gated = std::make_shared<GatedBackend>(make_memory_backend());
     auto entered = gated->entered();
-    auto core = std::make_shared<internal::ServiceCore>(me, me, gated, runtime, fast());
+    auto core = std::make_shared<internal::ServiceCore>(
+        me, me, std::make_shared<const internal::CoreContext>(gated, runtime, fast()));
     core->start();  // its first round waits at the gate, on one of the two I/O threads
     ASSERT_EQ(entered.wait_for(kSoon), std::future_status::ready);
     std::promise<void> restarted;
@@ -239,7 +242,8 @@ TEST(ServiceTest, ARoundThatFailsAfterStopStillGivesBackWhatItTook) {
   auto ran = lossy->ran();
   ContendOptions options = fast();
   options.ttl = 30s;
-  auto core = std::make_shared<internal::ServiceCore>(me, me, lossy, runtime, options);
+  auto core = std::make_shared<internal::ServiceCore>(
+      me, me, std::make_shared<const internal::CoreContext>(lossy, runtime, options));
   core->start();  // its first round waits at the gate, on an I/O thread
   ASSERT_EQ(entered.wait_for(kSoon), std::future_status::ready);
   std::promise<void> stopped;
@@ -303,7 +307,8 @@ TEST(ServiceTest, AFirstRoundThatNeedsTheWatchWaitsForItOffTheCallersThread) {
   auto runtime = std::make_shared<Runtime>(Runtime::Options{2, 1});
   auto me = std::make_shared<Recorder>("slow-watch", "me");
   auto slow = std::make_shared<SlowWatchBackend>(make_memory_backend());
-  auto core = std::make_shared<internal::ServiceCore>(me, me, slow, runtime, fast());
+  auto core = std::make_shared<internal::ServiceCore>(
+      me, me, std::make_shared<const internal::CoreContext>(slow, runtime, fast()));
   // start() returns while the watch is not in place: a caller starting many contenders is not
   // held for one subscription after another.
   auto started = std::async(std::launch::async, [&] { core->start(); });
@@ -329,7 +334,8 @@ TEST(ServiceTest, AFirstRoundThatWaitedForTheWatchAndLostLooksAgainOnlyOnItsSche
   ASSERT_EQ(memory->acquire("slow-watch-held", "other", 30s, 1s).owner.owner_id, "other");
   auto me = std::make_shared<Recorder>("slow-watch-held", "me");
   auto slow = std::make_shared<SlowWatchBackend>(memory);
-  auto core = std::make_shared<internal::ServiceCore>(me, me, slow, runtime, fast());
+  auto core = std::make_shared<internal::ServiceCore>(
+      me, me, std::make_shared<const internal::CoreContext>(slow, runtime, fast()));
   core->start();
   slow->open();
   ASSERT_TRUE(wait_until([&] { return slow->acquires() >= 1; }, kSoon)) << "no first round";
@@ -403,7 +409,8 @@ TEST(ServiceTest, ARenewalSentBeforeThePushChannelWasLostRestoresNoOwnership) {
   auto me = std::make_shared<Recorder>("renewal-across-loss", "me");
   auto held = std::make_shared<HeldAnswers>(make_memory_backend(), 2);  // the first renewal on
   ASSERT_NE(held->push(), nullptr) << "the memory engine pushes";
-  auto core = std::make_shared<internal::ServiceCore>(me, me, held, runtime, fast());
+  auto core = std::make_shared<internal::ServiceCore>(
+      me, me, std::make_shared<const internal::CoreContext>(held, runtime, fast()));
   core->start();
   ASSERT_TRUE(wait_until([&] { return core->is_owner(); }, kSoon));
   ASSERT_TRUE(held->answered(2)) << "no renewal";  // renewed by the engine, not yet told
@@ -444,7 +451,8 @@ TEST(ServiceTest, NotificationsArriveInOrderOneAtATime) {
   });
   ContendOptions options = fast();
   options.initial_delay = 1h;
-  auto core = std::make_shared<internal::ServiceCore>(retriever, nullptr, make_memory_backend(), runtime, options);
+  auto core = std::make_shared<internal::ServiceCore>(
+      retriever, nullptr, std::make_shared<const internal::CoreContext>(make_memory_backend(), runtime, options));
   core->start();
   std::vector<std::string> sent;
   for (int i = 0; i < 300; ++i) {

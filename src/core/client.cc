@@ -66,29 +66,27 @@ Client::Client(std::shared_ptr<Backend> backend, ContendOptions options, std::sh
   options_.validate();
   telemetry_ = std::make_shared<internal::Telemetry>(backend_->capabilities().engine);
   if (backend_->batches()) batcher_ = std::make_shared<internal::RoundBatcher>(backend_, runtime_, telemetry_);
-  locks_ =
-      std::make_shared<internal::LockTable>(internal::LockContext{backend_, runtime_, options_, telemetry_, batcher_});
+  locks_ = std::make_shared<internal::LockTable>(
+      std::make_shared<const internal::CoreContext>(backend_, runtime_, options_, telemetry_, batcher_));
 }
 
 std::unique_ptr<MutexContendService> Client::contend_service(std::shared_ptr<MutexContender> contender) const {
-  return contend_service(std::move(contender), options_);
+  require(contender, "contender");
+  // The Client's own options: the context its lock table shares with its other services.
+  return std::make_unique<ContendServiceImpl>(std::make_shared<ServiceCore>(contender, contender, locks_->context()));
 }
 
 std::unique_ptr<MutexContendService> Client::contend_service(std::shared_ptr<MutexContender> contender,
                                                              const ContendOptions& options) const {
   require(contender, "contender");
-  internal::CoreHooks hooks;
-  hooks.telemetry = telemetry_;
-  hooks.batcher = batcher_;
-  auto core = std::make_shared<ServiceCore>(contender, contender, backend_, runtime_, options, std::move(hooks));
-  return std::make_unique<ContendServiceImpl>(std::move(core));
+  auto context = std::make_shared<const internal::CoreContext>(backend_, runtime_, options, telemetry_, batcher_);
+  return std::make_unique<ContendServiceImpl>(std::make_shared<ServiceCore>(contender, contender, std::move(context)));
 }
 
 std::unique_ptr<MutexRetrievalService> Client::retrieval_service(std::shared_ptr<MutexRetriever> retriever) const {
   require(retriever, "retriever");
-  internal::CoreHooks hooks;
-  hooks.telemetry = telemetry_;
-  auto core = std::make_shared<ServiceCore>(retriever, nullptr, backend_, runtime_, options_, std::move(hooks));
+  // An observer sends no renewals: the batcher in the context is never asked.
+  auto core = std::make_shared<ServiceCore>(retriever, nullptr, locks_->context());
   return std::make_unique<RetrievalServiceImpl>(std::move(core));
 }
 

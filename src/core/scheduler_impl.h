@@ -33,10 +33,10 @@ class SchedulerImpl {
     }
     auto contender = make_contender(
         std::move(mutex), [this](const MutexState&) { on_acquired(); }, [this](const MutexState&) { on_released(); });
-    CoreHooks hooks;
-    hooks.telemetry = telemetry_of(client);
-    core_ = std::make_shared<ServiceCore>(contender, contender, client.backend(), client.runtime(), client.options(),
-                                          std::move(hooks));
+    // Its renewals go alone, not batched: a context of its own, without the Client's batcher.
+    core_ = std::make_shared<ServiceCore>(contender, contender,
+                                          std::make_shared<const CoreContext>(client.backend(), client.runtime(),
+                                                                              client.options(), telemetry_of(client)));
   }
 
   ~SchedulerImpl() {

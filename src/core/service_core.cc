@@ -31,31 +31,49 @@ std::chrono::milliseconds poll_of(const Backend& backend, const ContendOptions& 
   return backend.capabilities().poll_interval;
 }
 
+const ContendOptions& validated(const ContendOptions& options) {
+  options.validate();
+  return options;
+}
+
+}  // namespace
+
+CoreContext::CoreContext(std::shared_ptr<Backend> backend_, std::shared_ptr<Runtime> runtime_, ContendOptions options_,
+                         std::shared_ptr<Telemetry> telemetry_, std::shared_ptr<RoundBatcher> batcher_)
+    : backend(std::move(backend_)),
+      runtime(std::move(runtime_)),
+      options(validated(options_)),
+      telemetry(std::move(telemetry_)),
+      batcher(std::move(batcher_)),
+      push(backend->push() != nullptr),
+      push_acquisitions(push && backend->push()->pushes_acquisitions()),
+      waiters_hear_acquisitions(push && backend->push()->waiters_hear_acquisitions()),
+      poll(poll_of(*backend, options)) {}
+
+namespace {
+// The hooks worth a box of their own: none for a core without functions.
+std::unique_ptr<const CoreHooks> boxed(CoreHooks hooks) {
+  if (!hooks.on_round && !hooks.on_lost && !hooks.on_demand) return nullptr;
+  return std::make_unique<const CoreHooks>(std::move(hooks));
+}
 }  // namespace
 
 ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever, std::shared_ptr<MutexContender> contender,
-                         std::shared_ptr<Backend> backend, std::shared_ptr<Runtime> runtime, ContendOptions options,
-                         CoreHooks hooks)
+                         std::shared_ptr<const CoreContext> context, CoreHooks hooks)
     : retriever_(std::move(retriever)),
       contender_(std::move(contender)),
-      backend_(std::move(backend)),
-      runtime_(std::move(runtime)),
-      options_(options),
-      hooks_(std::move(hooks)),
-      push_(backend_->push() != nullptr),
-      push_acquisitions_(push_ && backend_->push()->pushes_acquisitions()),
-      waiters_hear_acquisitions_(push_ && backend_->push()->waiters_hear_acquisitions()),
-      poll_(poll_of(*backend_, options_)),
-      strand_(runtime_->make_strand()),
-      slot_(hooks_.telemetry ? &hooks_.telemetry->slot(retriever_->mutex()) : nullptr) {
-  options_.validate();
+      context_(std::move(context)),
+      one_shot_(hooks.one_shot),
+      hooks_(boxed(std::move(hooks))),
+      strand_(context_->runtime->make_strand()),
+      slot_(context_->telemetry ? &context_->telemetry->slot(retriever_->mutex()) : nullptr) {
   validate_mutex_name(retriever_->mutex());
   if (contender_) validate_contender_id(contender_->contender_id());
-  auto max_bytes = backend_->capabilities().max_mutex_bytes;
+  auto max_bytes = context_->backend->capabilities().max_mutex_bytes;
   if (max_bytes != 0 && retriever_->mutex().size() > max_bytes) {
     throw Error(errc::invalid_argument, "mutex name of " + std::to_string(retriever_->mutex().size()) +
-                                            " bytes is longer than " + backend_->capabilities().engine + " accepts (" +
-                                            std::to_string(max_bytes) + ")");
+                                            " bytes is longer than " + context_->backend->capabilities().engine +
+                                            " accepts (" + std::to_string(max_bytes) + ")");
   }
 }
 
@@ -82,20 +100,20 @@ void ServiceCore::start(bool first_round_inline) {
     dormant_ = owned_ = again_ = false;
     standing_by_locked(true);
   }
-  if (!hooks_.one_shot) {
+  if (!one_shot_) {
     strand_.post([self = shared_from_this()] {
       internal::MutexLock lock(self->state_mutex_);
       self->state_ = MutexState{};
     });
   }
-  bool inline_round = first_round_inline && options_.initial_delay.count() == 0;
+  bool inline_round = first_round_inline && context_->options.initial_delay.count() == 0;
   std::shared_ptr<Subscription> subscription;
   bool after_watch = false;  // the first round waits for the watch, off this thread
   // A push channel, or a watch that only reports the server's loss, or none (nullptr).
   {
     try {
       std::weak_ptr<ServiceCore> weak = shared_from_this();
-      subscription = backend_->watch(mutex(), contender_id(), [weak, generation](WatchEvent event) {
+      subscription = context_->backend->watch(mutex(), contender_id(), [weak, generation](WatchEvent event) {
         if (auto self = weak.lock()) self->on_watch(generation, event);
       });
       // An observer reports every change from its first round on: its watch is in place
@@ -124,7 +142,7 @@ void ServiceCore::start(bool first_round_inline) {
     } else if (inline_round) {
       in_flight_ = true;
     } else {
-      arm_timer_locked(generation, options_.initial_delay);
+      arm_timer_locked(generation, context_->options.initial_delay);
     }
     // Running before the lock is let go: a stale round ending now must see this generation
     // as current to start its round.
@@ -138,7 +156,7 @@ void ServiceCore::start(bool first_round_inline) {
 }
 
 void ServiceCore::round_when_watched(std::uint64_t generation, std::shared_ptr<Subscription> subscription, bool first) {
-  runtime_->post_io([self = shared_from_this(), generation, subscription = std::move(subscription), first] {
+  context_->runtime->post_io([self = shared_from_this(), generation, subscription = std::move(subscription), first] {
     subscription->wait_ready();
     {
       internal::MutexLock lock(self->mutex_);
@@ -147,8 +165,8 @@ void ServiceCore::round_when_watched(std::uint64_t generation, std::shared_ptr<S
       if (first) {
         if (!self->awaiting_watch_) return;
         self->awaiting_watch_ = false;
-        if (self->options_.initial_delay.count() > 0) {
-          self->arm_timer_locked(generation, self->options_.initial_delay);
+        if (self->context_->options.initial_delay.count() > 0) {
+          self->arm_timer_locked(generation, self->context_->options.initial_delay);
           return;
         }
       }
@@ -178,18 +196,18 @@ std::uint64_t ServiceCore::fencing_token() const {
 }
 
 std::chrono::milliseconds ServiceCore::handback_bound() const {
-  if (backend_->demand_signal() == nullptr) return std::chrono::milliseconds(0);
-  const bool pushed = backend_->demand_push() != nullptr && push_;
-  return std::chrono::milliseconds(250) + (pushed ? std::chrono::milliseconds(0) : 2 * poll_);
+  if (context_->backend->demand_signal() == nullptr) return std::chrono::milliseconds(0);
+  const bool pushed = context_->backend->demand_push() != nullptr && context_->push;
+  return std::chrono::milliseconds(250) + (pushed ? std::chrono::milliseconds(0) : 2 * context_->poll);
 }
 
 std::chrono::milliseconds ServiceCore::attempt_bound() const {
-  return options_.ttl + options_.transition + handback_bound();
+  return context_->options.ttl + context_->options.transition + handback_bound();
 }
 
 bool ServiceCore::met_caching_owner() const {
   internal::MutexLock lock(mutex_);
-  return last_owner_id_.ends_with(MutexOwner::kCachingSuffix) && backend_->demand_signal() != nullptr;
+  return last_owner_id_.ends_with(MutexOwner::kCachingSuffix) && context_->backend->demand_signal() != nullptr;
 }
 
 ServiceCore::Clock::time_point ServiceCore::lease_deadline() const {
@@ -253,7 +271,7 @@ void ServiceCore::on_watch(std::uint64_t generation, WatchEvent event) {
   }
   // A contender cares that the mutex may be free (and, where the backend asks for it, about a
   // new owner); an observer cares about every change.
-  if (contender_ && event == WatchEvent::acquired && !waiters_hear_acquisitions_) return;
+  if (contender_ && event == WatchEvent::acquired && !context_->waiters_hear_acquisitions) return;
   trigger(generation, false);
 }
 
@@ -267,7 +285,7 @@ void ServiceCore::trigger(std::uint64_t generation, bool from_timer) {
       again_ = true;
       return;
     }
-    if (timer_) runtime_->cancel(*timer_);
+    if (timer_) context_->runtime->cancel(*timer_);
     timer_.reset();
     in_flight_ = true;
     renewal = owned_;
@@ -276,12 +294,12 @@ void ServiceCore::trigger(std::uint64_t generation, bool from_timer) {
     // sets this timer.
     if (renewal && !deadline_timer_) arm_deadline_locked(generation);
   }
-  if (hooks_.batcher && contender_ && hooks_.batcher->takes(renewal)) {
-    hooks_.batcher->submit(shared_from_this(), generation, renewal);
+  if (context_->batcher && contender_ && context_->batcher->takes(renewal)) {
+    context_->batcher->submit(shared_from_this(), generation, renewal);
     return;
   }
-  runtime_->post_io([self = shared_from_this(), generation] { self->run_round(generation); },
-                    renewal ? Runtime::Priority::urgent : Runtime::Priority::normal);
+  context_->runtime->post_io([self = shared_from_this(), generation] { self->run_round(generation); },
+                             renewal ? Runtime::Priority::urgent : Runtime::Priority::normal);
 }
 
 std::optional<BackendOp> ServiceCore::begin_round(std::uint64_t generation) {
@@ -300,7 +318,7 @@ std::optional<BackendOp> ServiceCore::begin_round(std::uint64_t generation) {
 }
 
 AcquireCall ServiceCore::call() const {
-  return AcquireCall{mutex(), contender_->contender_id(), options_.ttl, options_.transition};
+  return AcquireCall{mutex(), contender_->contender_id(), context_->options.ttl, context_->options.transition};
 }
 
 void ServiceCore::run_round(std::uint64_t generation) {
@@ -309,12 +327,13 @@ void ServiceCore::run_round(std::uint64_t generation) {
   auto sent = Clock::now();
   OwnerSnapshot snapshot;
   try {
-    snapshot = contender_ ? backend_->acquire(mutex(), contender_->contender_id(), options_.ttl, options_.transition)
-                          : backend_->read(mutex());
+    snapshot = contender_ ? context_->backend->acquire(mutex(), contender_->contender_id(), context_->options.ttl,
+                                                       context_->options.transition)
+                          : context_->backend->read(mutex());
   } catch (const std::exception& e) {
-    if (hooks_.telemetry) {
-      hooks_.telemetry->round_trip(*op, Clock::now() - sent);
-      hooks_.telemetry->backend_error(*op, mutex(), e.what());
+    if (context_->telemetry) {
+      context_->telemetry->round_trip(*op, Clock::now() - sent);
+      context_->telemetry->backend_error(*op, mutex(), e.what());
     }
     fail_round(generation, sent, e.what());
     return;
@@ -336,9 +355,9 @@ void ServiceCore::answer_round(std::uint64_t generation, Clock::time_point sent,
   } catch (...) {
     what = "a batched round failed with a non-standard exception";
   }
-  if (hooks_.telemetry) {
-    hooks_.telemetry->round_trip(op, Clock::now() - sent);
-    hooks_.telemetry->backend_error(op, mutex(), what);
+  if (context_->telemetry) {
+    context_->telemetry->round_trip(op, Clock::now() - sent);
+    context_->telemetry->backend_error(op, mutex(), what);
   }
   fail_round(generation, sent, what);
 }
@@ -376,7 +395,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     // the backend granted, whichever is shorter (ZooKeeper caps it by the session timeout).
     const auto granted_ttl = std::chrono::milliseconds(snapshot.owner.ttl_at - snapshot.now);
     const auto granted = std::chrono::milliseconds(snapshot.owner.transition_at - snapshot.now);
-    auto lease_deadline = sent + std::min(options_.ttl + options_.transition, granted);
+    auto lease_deadline = sent + std::min(context_->options.ttl + context_->options.transition, granted);
     // A dormant core (a lock entry's that lost its lease) never claims again until stop().
     // A round sent before the push channel was lost may have been answered by a server that
     // then forgot the lease (a restart): only a round sent after the loss proves ownership.
@@ -385,7 +404,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     times.answered = now;
     // The answer's time, read once for both (a clock read costs ~30 ns here): the round trip
     // counts the wait for this lock too, which is short.
-    if (hooks_.telemetry) hooks_.telemetry->round_trip(op, now - sent);
+    if (context_->telemetry) context_->telemetry->round_trip(op, now - sent);
     bool ours = claims && !dormant_ && !before_loss && now < lease_deadline;
     if (ours && owned_ && snapshot.owner.fencing_token != token_) {
       // A new token: our lease ended between renewals (released by force, or expired by the
@@ -399,11 +418,11 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       const bool won = !owned_;
       owned_ = true;
       lease_deadline_ = lease_deadline;
-      ttl_deadline_ = sent + std::min(options_.ttl, granted_ttl);
+      ttl_deadline_ = sent + std::min(context_->options.ttl, granted_ttl);
       token_ = snapshot.owner.fencing_token;
       if (won) won_locked(now);
       // Renewed: the next renewal arms the deadline again (trigger()).
-      if (deadline_timer_) runtime_->cancel(*deadline_timer_);
+      if (deadline_timer_) context_->runtime->cancel(*deadline_timer_);
       deadline_timer_.reset();
       post_apply(generation, snapshot.owner);
       demanded = snapshot.demanded;
@@ -423,7 +442,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
                  (snapshot.owner.empty() ? std::string("free") : "owned by '" + snapshot.owner.owner_id + "'") +
                  " at a renewal; no longer owner");
         owned_ = false;
-        if (deadline_timer_) runtime_->cancel(*deadline_timer_);
+        if (deadline_timer_) context_->runtime->cancel(*deadline_timer_);
         deadline_timer_.reset();
         lost_locked(generation, LostReason::evicted);
       }
@@ -438,23 +457,24 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     policy.observer = !contender_;
     policy.ours = ours;
     policy.again = again_;
-    policy.push = push_;
-    policy.push_acquisitions = push_acquisitions_;
-    policy.ttl = options_.ttl;
-    policy.poll = poll_;
+    policy.push = context_->push;
+    policy.push_acquisitions = context_->push_acquisitions;
+    policy.ttl = context_->options.ttl;
+    policy.poll = context_->poll;
     const auto delay = next_round_delay(snapshot.owner, snapshot.now,
                                         contender_ ? contender_->contender_id() : std::string_view(), policy, rng());
     again_ = false;
     // Batched, renewals of many leases go together (renewal_tick).
     if (!dormant_)
-      arm_timer_locked(generation, ours && hooks_.batcher ? renewal_tick(now + delay, now, options_.ttl) : now + delay);
+      arm_timer_locked(generation,
+                       ours && context_->batcher ? renewal_tick(now + delay, now, context_->options.ttl) : now + delay);
     // A renewal due no sooner than the deadline (no transition, a lease the backend cut
     // short) would arm it too late: arm it now.
     if (ours && now + delay >= lease_deadline_) arm_deadline_locked(generation);
   }
   if (unconfirmed) round_when_watched(generation, std::move(unconfirmed), /*first=*/false);
-  if (demanded && hooks_.on_demand) hooks_.on_demand();
-  if (hooks_.on_round) hooks_.on_round(times);
+  if (demanded && hooks_ && hooks_->on_demand) hooks_->on_demand();
+  if (hooks_ && hooks_->on_round) hooks_->on_round(times);
 }
 
 void ServiceCore::fail_round(std::uint64_t generation, Clock::time_point sent, const std::string& what) {
@@ -474,7 +494,7 @@ void ServiceCore::fail_round(std::uint64_t generation, Clock::time_point sent, c
     last_owner_id_.clear();
     last_error_ = what;
     if (owned_) revoke_locked(generation, LostReason::error);
-    auto delay = backoff_delay(failures_, options_.backoff_initial, options_.ttl, rng());
+    auto delay = backoff_delay(failures_, context_->options.backoff_initial, context_->options.ttl, rng());
     if ((failures_ & (failures_ - 1)) == 0) {  // 1st, 2nd, 4th, 8th... failure in a row
       log_warn("mutex '" + mutex() + "': backend error (" + std::to_string(failures_) + " in a row): " + what +
                "; retrying in " + format_duration(delay));
@@ -482,7 +502,7 @@ void ServiceCore::fail_round(std::uint64_t generation, Clock::time_point sent, c
     again_ = false;
     if (!dormant_) arm_timer_locked(generation, delay);
   }
-  if (hooks_.on_round) hooks_.on_round(RoundTimes{sent, Clock::now()});
+  if (hooks_ && hooks_->on_round) hooks_->on_round(RoundTimes{sent, Clock::now()});
 }
 
 bool ServiceCore::stale_round_releases_locked() {
@@ -513,7 +533,7 @@ std::optional<std::uint64_t> ServiceCore::settle_stale_locked() {
 
 void ServiceCore::arm_deadline_locked(std::uint64_t generation) {
   std::weak_ptr<ServiceCore> weak = shared_from_this();
-  deadline_timer_ = runtime_->schedule_after(lease_deadline_ - Clock::now(), [weak, generation] {
+  deadline_timer_ = context_->runtime->schedule_after(lease_deadline_ - Clock::now(), [weak, generation] {
     if (auto self = weak.lock()) self->on_lease_deadline(generation);
   });
 }
@@ -528,7 +548,7 @@ void ServiceCore::on_lease_deadline(std::uint64_t generation) {
 
 void ServiceCore::revoke_locked(std::uint64_t generation, LostReason reason) {
   owned_ = false;
-  if (deadline_timer_) runtime_->cancel(*deadline_timer_);
+  if (deadline_timer_) context_->runtime->cancel(*deadline_timer_);
   deadline_timer_.reset();
   lost_locked(generation, reason);
   post_apply(generation, MutexOwner::none());
@@ -536,35 +556,35 @@ void ServiceCore::revoke_locked(std::uint64_t generation, LostReason reason) {
 
 void ServiceCore::won_locked(Clock::time_point now) {
   owned_since_ = now;
-  if (!hooks_.telemetry || hooks_.one_shot) return;  // a lock entry counts its holds instead
+  if (!context_->telemetry || one_shot_) return;  // a lock entry counts its holds instead
   standing_by_locked(false);
-  hooks_.telemetry->acquired(*slot_, mutex(), contender_id(), token_, std::nullopt);
+  context_->telemetry->acquired(*slot_, mutex(), contender_id(), token_, std::nullopt);
 }
 
 void ServiceCore::standing_by_locked(bool waiting) {
   // A service's contender that does not own the mutex waits for it (a standby leader); a lock
   // entry's requests are counted by the entry, an observer waits for nothing.
-  if (!hooks_.telemetry || hooks_.one_shot || !contender_ || waiting == standing_by_) return;
+  if (!context_->telemetry || one_shot_ || !contender_ || waiting == standing_by_) return;
   standing_by_ = waiting;
-  hooks_.telemetry->waiting(*slot_, waiting ? 1 : -1);
+  context_->telemetry->waiting(*slot_, waiting ? 1 : -1);
 }
 
 void ServiceCore::lost_locked(std::uint64_t generation, LostReason reason) {
-  if (hooks_.telemetry) {
+  if (context_->telemetry) {
     const auto held = Clock::now() - owned_since_;
-    hooks_.telemetry->lost(*slot_, reason, mutex(), contender_id(), token_, held);
-    if (!hooks_.one_shot) hooks_.telemetry->ended(*slot_, held);
+    context_->telemetry->lost(*slot_, reason, mutex(), contender_id(), token_, held);
+    if (!one_shot_) context_->telemetry->ended(*slot_, held);
     standing_by_locked(true);  // a service contends on
   }
-  if (hooks_.one_shot) dormant_ = true;
-  if (hooks_.on_lost) {
+  if (one_shot_) dormant_ = true;
+  if (hooks_ && hooks_->on_lost) {
     // Not under our lock: the hook may call back into this core (an entry stopping it).
-    runtime_->post_io([on_lost = hooks_.on_lost, generation] { on_lost(generation); });
+    context_->runtime->post_io([on_lost = hooks_->on_lost, generation] { on_lost(generation); });
   }
 }
 
 void ServiceCore::post_apply(std::uint64_t generation, const MutexOwner& owner) {
-  if (hooks_.one_shot) return;
+  if (one_shot_) return;
   strand_.post([self = shared_from_this(), generation, owner] { self->apply(generation, owner); });
 }
 
@@ -573,9 +593,9 @@ void ServiceCore::arm_timer_locked(std::uint64_t generation, std::chrono::millis
 }
 
 void ServiceCore::arm_timer_locked(std::uint64_t generation, Clock::time_point at) {
-  if (timer_) runtime_->cancel(*timer_);
+  if (timer_) context_->runtime->cancel(*timer_);
   std::weak_ptr<ServiceCore> weak = shared_from_this();
-  timer_ = runtime_->schedule_at(at, [weak, generation] {
+  timer_ = context_->runtime->schedule_at(at, [weak, generation] {
     if (auto self = weak.lock()) self->trigger(generation, true);
   });
 }

@@ -33,6 +33,30 @@ struct RoundTimes {
   std::chrono::steady_clock::time_point answered;
 };
 
+// What the contenders of one Client share (one per Client and options, not one per contender:
+// at 100,000 mutexes a copy each would cost 200 bytes each): the backend, the runtime, the
+// options and what follows from them, where rounds are counted and where they are batched.
+struct CoreContext {
+  // Throws Error(errc::invalid_argument) for bad options.
+  CoreContext(std::shared_ptr<Backend> backend, std::shared_ptr<Runtime> runtime, ContendOptions options,
+              std::shared_ptr<Telemetry> telemetry = nullptr, std::shared_ptr<RoundBatcher> batcher = nullptr);
+
+  const std::shared_ptr<Backend> backend;
+  const std::shared_ptr<Runtime> runtime;
+  const ContendOptions options;
+  // Where its rounds, releases and losses are counted (the Client's); null: nowhere. A
+  // service's contender (not one_shot) also counts its lease as an acquisition and a holder.
+  const std::shared_ptr<Telemetry> telemetry;
+  // Where a contender's rounds that wait for an I/O thread go, batched with others (the
+  // Client's, when its backend offers Batches); null: each round alone on an I/O thread.
+  const std::shared_ptr<RoundBatcher> batcher;
+  const bool push;                       // the backend pushes changes (Backend::push())
+  const bool push_acquisitions;          // ... acquisitions too
+  const bool waiters_hear_acquisitions;  // ... and waiters hear them
+  const std::chrono::milliseconds poll;  // the options' poll interval, else the backend's
+};
+
+// What one contender adds to its core: the lock manager's hooks.
 struct CoreHooks {
   // Called on an I/O thread after every contention round, successful or not. Must be quick.
   std::function<void(const RoundTimes&)> on_round;
@@ -50,12 +74,6 @@ struct CoreHooks {
   // renewed this contender's lease says another contender wants the mutex (the backend's
   // OwnerSnapshot::demanded).
   std::function<void()> on_demand;
-  // Where its rounds, releases and losses are counted (the Client's); null: nowhere. A
-  // service's contender (not one_shot) also counts its lease as an acquisition and a holder.
-  std::shared_ptr<Telemetry> telemetry;
-  // Where a contender's rounds that wait for an I/O thread go, batched with others (the
-  // Client's, when its backend offers Batches); null: each round alone on an I/O thread.
-  std::shared_ptr<RoundBatcher> batcher;
 };
 
 class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
@@ -64,8 +82,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
 
   // `contender` null: observe only. `retriever` receives the notifications.
   ServiceCore(std::shared_ptr<MutexRetriever> retriever, std::shared_ptr<MutexContender> contender,
-              std::shared_ptr<Backend> backend, std::shared_ptr<Runtime> runtime, ContendOptions options,
-              CoreHooks hooks = {});
+              std::shared_ptr<const CoreContext> context, CoreHooks hooks = {});
   ~ServiceCore();
 
   // With `first_round_inline` and no initial delay, the first round runs on the calling
@@ -121,7 +138,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void deliver(std::uint64_t generation, const MutexOwner& owner);
   // Waits until every notification posted before the call has been delivered.
   void flush();
-  bool delivers_notifications() const { return !hooks_.one_shot; }
+  bool delivers_notifications() const { return !one_shot_; }
 
  private:
   // Once `subscription` is in place (waited for on an I/O thread, which it blocks), a round of
@@ -161,16 +178,12 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
 
   const std::shared_ptr<MutexRetriever> retriever_;
   const std::shared_ptr<MutexContender> contender_;  // null: observer
-  const std::shared_ptr<Backend> backend_;
-  const std::shared_ptr<Runtime> runtime_;
-  const ContendOptions options_;
-  const CoreHooks hooks_;
-  const bool push_;
-  const bool push_acquisitions_;
-  const bool waiters_hear_acquisitions_;
-  const std::chrono::milliseconds poll_;
+  const std::shared_ptr<const CoreContext> context_;
+  const bool one_shot_;  // CoreHooks::one_shot
+  // The hooks' functions; null when it has none (a service's contender or observer).
+  const std::unique_ptr<const CoreHooks> hooks_;
   const Strand strand_;
-  MutexSlot* const slot_;  // in hooks_.telemetry, if any
+  MutexSlot* const slot_;  // in context_->telemetry, if any
 
   std::atomic<ServiceStatus> status_{ServiceStatus::initial};
 

@@ -35,10 +35,10 @@ void ServiceCore::stop() {
     if (owned_) {
       gave_back = true;
       token = token_;
-      if (hooks_.telemetry && !hooks_.one_shot) held = Clock::now() - owned_since_;  // a lock entry times its holds
+      if (context_->telemetry && !one_shot_) held = Clock::now() - owned_since_;  // a lock entry times its holds
     }
-    if (timer_) runtime_->cancel(*timer_);
-    if (deadline_timer_) runtime_->cancel(*deadline_timer_);
+    if (timer_) context_->runtime->cancel(*timer_);
+    if (deadline_timer_) context_->runtime->cancel(*deadline_timer_);
     timer_.reset();
     deadline_timer_.reset();
     subscription = std::move(subscription_);
@@ -54,14 +54,14 @@ void ServiceCore::stop() {
   }
   subscription.reset();
   if (contender_) release_remote("stop()");
-  if (gave_back && hooks_.telemetry && !hooks_.one_shot) {
-    hooks_.telemetry->ended(*slot_, held);
-    hooks_.telemetry->released(*slot_, mutex(), contender_id(), token, held);
+  if (gave_back && context_->telemetry && !one_shot_) {
+    context_->telemetry->ended(*slot_, held);
+    context_->telemetry->released(*slot_, mutex(), contender_id(), token, held);
   }
   // Deliver on_released (if we owned) before returning: a release is applied even though
   // this generation is no longer running.
   post_apply(generation, MutexOwner::none());
-  if (!hooks_.one_shot) flush();
+  if (!one_shot_) flush();
   status_.store(ServiceStatus::initial);
 }
 
@@ -79,17 +79,17 @@ void ServiceCore::release_remote(const char* why) noexcept {
   for (int attempt = 1;; ++attempt) {
     const auto sent = Clock::now();
     try {
-      backend_->release(mutex(), contender_->contender_id());
-      if (hooks_.telemetry) hooks_.telemetry->round_trip(BackendOp::release, Clock::now() - sent);
+      context_->backend->release(mutex(), contender_->contender_id());
+      if (context_->telemetry) context_->telemetry->round_trip(BackendOp::release, Clock::now() - sent);
       return;
     } catch (const std::system_error& e) {
-      if (hooks_.telemetry) hooks_.telemetry->backend_error(BackendOp::release, mutex(), e.what());
+      if (context_->telemetry) context_->telemetry->backend_error(BackendOp::release, mutex(), e.what());
       if (attempt < 3 && e.code() == make_error_code(errc::unavailable)) continue;
       log_warn("mutex '" + mutex() + "': could not release the lease of " + contender_id() + " on " + why + " (" +
                e.what() + "); it expires by itself after ttl + transition");
       return;
     } catch (const std::exception& e) {
-      if (hooks_.telemetry) hooks_.telemetry->backend_error(BackendOp::release, mutex(), e.what());
+      if (context_->telemetry) context_->telemetry->backend_error(BackendOp::release, mutex(), e.what());
       log_warn("mutex '" + mutex() + "': releasing the lease of " + contender_id() + ": " + e.what());
       return;
     }

@@ -11,10 +11,10 @@
 
 namespace simba::internal {
 
-LeaseCache::LeaseCache(std::string name, const LockContext& context)
+LeaseCache::LeaseCache(std::string name, const std::shared_ptr<const CoreContext>& context)
     : RemoteContender(std::move(name), context),
-      runtime_(context.runtime),
-      backend_(context.backend),
+      runtime_(context->runtime),
+      backend_(context->backend),
       demand_(backend_->demand_signal() != nullptr),
       idle_marks_(backend_->idle_marks()),
       poll_failures_("mutex '" + this->name() + "'"),

@@ -38,7 +38,7 @@ class LeaseCache : protected RemoteContender {
   bool release_cached() noexcept;
 
  protected:
-  LeaseCache(std::string name, const LockContext& context);
+  LeaseCache(std::string name, const std::shared_ptr<const CoreContext>& context);
   ~LeaseCache() = default;
 
   // The entry's side: the fast hold settle_cache_locked() found becomes its ordinary holder.

@@ -60,7 +60,8 @@ class LocalLine : protected LeaseCache {
   };
   using Outcomes = std::optional<Outcome>;
 
-  LocalLine(std::string name, const LockContext& context) : LeaseCache(std::move(name), context) {}
+  LocalLine(std::string name, const std::shared_ptr<const CoreContext>& context)
+      : LeaseCache(std::move(name), context) {}
   ~LocalLine() = default;
 
   // This line, held as the entry is (a max_hold timer holds it weakly).

@@ -21,7 +21,7 @@ std::shared_ptr<LockEntry> LockEntry::create(std::shared_ptr<LockTable> table, s
   // single attempt then waits for the hand-back its demand brings (give_up()).
   std::string id = given_id.empty() ? contender_id::host() : std::move(given_id);
   if (entry->may_ever_cache() && caches) id += MutexOwner::kCachingSuffix;
-  entry->contend_as(std::move(id), entry->table_->context(), std::weak_ptr<LockEntry>(entry));
+  entry->contend_as(std::move(id), std::weak_ptr<LockEntry>(entry));
   // Made: from now on its end takes it out of the table. An entry that failed here (a name the
   // backend cannot hold) ends under the table's lock, which takes its slot out itself.
   entry->in_table_ = true;

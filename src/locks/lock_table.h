@@ -14,34 +14,19 @@
 #include <vector>
 
 #include "base/thread_annotations.h"
-#include "metrics/telemetry.h"
-#include "simba/backend.h"
-#include "simba/options.h"
-
-namespace simba::internal {
-class RoundBatcher;
-}
-#include "simba/runtime.h"
+#include "core/service_core.h"
 
 namespace simba::internal {
 
 class LockEntry;
 
-// What every entry of a table contends with: the Client's backend, runtime and timing options,
-// and where it counts (never null).
-struct LockContext {
-  std::shared_ptr<Backend> backend;
-  std::shared_ptr<Runtime> runtime;
-  ContendOptions options;
-  std::shared_ptr<Telemetry> telemetry;
-  std::shared_ptr<RoundBatcher> batcher;  // null: rounds go one by one
-};
-
 class LockTable : public std::enable_shared_from_this<LockTable> {
  public:
-  explicit LockTable(LockContext context) : context_(std::move(context)) {}
+  // `context`: what every entry contends with, shared with the Client's services (its
+  // telemetry never null).
+  explicit LockTable(std::shared_ptr<const CoreContext> context) : context_(std::move(context)) {}
 
-  const LockContext& context() const { return context_; }
+  const std::shared_ptr<const CoreContext>& context() const { return context_; }
   // The entry of `name`, made if there is none. `caches`: whether the handle asking for it
   // caches leases (LockOptions::linger > 0); a new entry's contender id says so
   // (MutexOwner::caching()). `contender_id`: empty for the table's one entry of the name (its
@@ -61,7 +46,7 @@ class LockTable : public std::enable_shared_from_this<LockTable> {
  private:
   std::vector<std::shared_ptr<LockEntry>> alive() const;
 
-  const LockContext context_;
+  const std::shared_ptr<const CoreContext> context_;
   mutable internal::AnnotatedMutex mutex_;
   std::unordered_map<std::string, std::weak_ptr<LockEntry>> entries_ GUARDED_BY(mutex_);
 };

@@ -6,22 +6,14 @@
 
 namespace simba::internal {
 
-RemoteContender::RemoteContender(std::string name, const LockContext& context)
-    : name_(std::move(name)),
-      push_(context.backend->push() != nullptr),
-      poll_(context.options.poll_interval.count() > 0 ? context.options.poll_interval
-                                                      : context.backend->capabilities().poll_interval),
-      telemetry_(context.telemetry),
-      slot_(telemetry_->slot(name_)) {}
+RemoteContender::RemoteContender(std::string name, std::shared_ptr<const CoreContext> context)
+    : name_(std::move(name)), context_(std::move(context)), slot_(context_->telemetry->slot(name_)) {}
 
 RemoteContender::~RemoteContender() { stop_contending(); }
 
-void RemoteContender::make_core(std::string id, const LockContext& context, CoreHooks hooks) {
+void RemoteContender::make_core(std::string id, CoreHooks hooks) {
   auto contender = make_contender(name_, {}, {}, std::move(id));
-  hooks.telemetry = telemetry_;
-  hooks.batcher = context.batcher;
-  core_ = std::make_shared<ServiceCore>(contender, contender, context.backend, context.runtime, context.options,
-                                        std::move(hooks));
+  core_ = std::make_shared<ServiceCore>(contender, contender, context_, std::move(hooks));
 }
 
 // Nothing waits or holds (they would keep the entry alive), so the core is stopped.

@@ -21,8 +21,6 @@
 
 namespace simba::internal {
 
-struct LockContext;
-
 // A LockEntry is its RemoteContender (privately: it is how the entry is implemented): the
 // entry's lock lives here, so that the contender's facts and the entry's are read under one
 // lock, and each side checks it (GUARDED_BY this mutex_).
@@ -34,14 +32,14 @@ class RemoteContender {
   RemoteContender& operator=(const RemoteContender&) = delete;
 
  protected:
-  RemoteContender(std::string name, const LockContext& context);
+  RemoteContender(std::string name, std::shared_ptr<const CoreContext> context);
   ~RemoteContender();
 
   // Makes the core, contending as `id`. It delivers no notifications: `entry` learns of each
   // round, loss and demand through its on_round, on_lost and on_demand, held weakly (an idle
   // entry is freed).
   template <class Entry>
-  void contend_as(std::string id, const LockContext& context, std::weak_ptr<Entry> entry) {
+  void contend_as(std::string id, std::weak_ptr<Entry> entry) {
     CoreHooks hooks;
     hooks.one_shot = true;
     hooks.on_round = [entry](const RoundTimes& times) {
@@ -53,7 +51,7 @@ class RemoteContender {
     hooks.on_demand = [entry] {
       if (auto self = entry.lock()) self->on_demand();
     };
-    make_core(std::move(id), context, std::move(hooks));
+    make_core(std::move(id), std::move(hooks));
   }
   // Stops the core; waits for runtime tasks that still hold it. Before the entry's slot goes.
   void stop_contending() noexcept;
@@ -65,10 +63,10 @@ class RemoteContender {
 
   ServiceCore& core() const noexcept { return *core_; }
   const std::string& name() const noexcept { return name_; }
-  bool push() const noexcept { return push_; }
-  std::chrono::milliseconds poll() const noexcept { return poll_; }
+  bool push() const noexcept { return context_->push; }
+  std::chrono::milliseconds poll() const noexcept { return context_->poll; }
   // Where the entry counts (the Client's telemetry, never null), and its name's slot there.
-  Telemetry& telemetry() const noexcept { return *telemetry_; }
+  Telemetry& telemetry() const noexcept { return *context_->telemetry; }
   MutexSlot& slot() const noexcept { return slot_; }
 
   bool running() const REQUIRES(mutex_) { return running_; }
@@ -86,7 +84,7 @@ class RemoteContender {
   YieldWindow& window() REQUIRES(mutex_) { return window_; }
   const YieldWindow& window() const REQUIRES(mutex_) { return window_; }
   // A busy lease went back while requests wait here: stay away for a while.
-  void yield() REQUIRES(mutex_) { window_.yield(Clock::now(), push_, poll_); }
+  void yield() REQUIRES(mutex_) { window_.yield(Clock::now(), context_->push, context_->poll); }
 
   // Starts or stops the core until it matches the entry's state. `inline_round`: the first
   // round of a start may run on this thread (a thread that waits anyway).
@@ -101,13 +99,11 @@ class RemoteContender {
   mutable AnnotatedMutex mutex_;
 
  private:
-  void make_core(std::string id, const LockContext& context, CoreHooks hooks);
+  void make_core(std::string id, CoreHooks hooks);
 
   const std::string name_;
-  const bool push_;
-  const std::chrono::milliseconds poll_;
-  const std::shared_ptr<Telemetry> telemetry_;
-  MutexSlot& slot_;  // in telemetry_
+  const std::shared_ptr<const CoreContext> context_;  // the table's, shared
+  MutexSlot& slot_;                                   // in context_->telemetry
   std::shared_ptr<ServiceCore> core_;
 
   bool running_ GUARDED_BY(mutex_) = false;

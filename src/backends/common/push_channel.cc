@@ -15,6 +15,27 @@
 
 namespace simba::internal {
 
+// One object per watch, no closures: a process may watch 100,000 mutexes.
+class PushChannel::Handle final : public Subscription {
+ public:
+  Handle(PushChannel& channel, std::shared_ptr<Watcher> watcher, bool ready_before_first_round)
+      : channel_(channel), watcher_(std::move(watcher)), ready_before_first_round_(ready_before_first_round) {}
+  ~Handle() override {
+    watcher_->end();
+    channel_.remove(watcher_);
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+
+  void wait_ready() override { channel_.wait_ready(watcher_); }
+  bool ready_before_first_round() const noexcept override { return ready_before_first_round_; }
+
+ private:
+  PushChannel& channel_;
+  const std::shared_ptr<Watcher> watcher_;
+  const bool ready_before_first_round_;
+};
+
 PushChannel::PushChannel(PushChannelOptions options, Connect connect)
     : options_(std::move(options)), connect_(std::move(connect)), wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   if (wake_fd_ < 0) throw Error(errc::internal, options_.where + ": eventfd failed");
@@ -57,15 +78,13 @@ std::unique_ptr<Subscription> PushChannel::watch(std::vector<std::string> keys,
     ready_changed_.wait_for(lock.native(), options_.ready_timeout,
                             [&]() REQUIRES(mutex_) { return connect_failed_ || stopping_ || connected_; });
   }
-  return std::make_unique<WatchHandle>(
-      watcher, [this, watcher] { remove(watcher); }, [this, watcher] { wait_ready(watcher); },
-      when == Subscribe::before_first_round);
+  return std::make_unique<Handle>(*this, std::move(watcher), when == Subscribe::before_first_round);
 }
 
 bool PushChannel::listen_locked(const std::shared_ptr<Watcher>& watcher) {
   bool requested = false;
   for (const auto& key : watcher->keys) {
-    auto& list = by_key_[key];
+    auto& list = keys_[key].watchers;
     // Still subscribed if it only lingers idle; else ask the thread to subscribe.
     if (list.empty() && idle_.erase(key) == 0) {
       requests_.emplace_back(true, key);
@@ -93,8 +112,10 @@ void PushChannel::wait_ready(const std::shared_ptr<Watcher>& watcher) {
   ready_changed_.wait_for(lock.native(), options_.ready_timeout, [&]() REQUIRES(mutex_) {
     return connect_failed_ || stopping_ ||
            (connected_ &&
-            std::all_of(watcher->keys.begin(), watcher->keys.end(),
-                        [&](const std::string& key) REQUIRES(mutex_) { return confirmed_.count(key) > 0; }));
+            std::all_of(watcher->keys.begin(), watcher->keys.end(), [&](const std::string& key) REQUIRES(mutex_) {
+              const auto it = keys_.find(key);
+              return it != keys_.end() && it->second.confirmed;
+            }));
   });
 }
 
@@ -104,13 +125,10 @@ void PushChannel::remove(const std::shared_ptr<Watcher>& watcher) {
   if (lazy_.erase(watcher) > 0) return;  // never listened
   const auto now = std::chrono::steady_clock::now();
   for (const auto& key : watcher->keys) {
-    auto it = by_key_.find(key);
-    if (it == by_key_.end()) continue;
-    std::erase(it->second, watcher);
-    if (it->second.empty()) {
-      by_key_.erase(it);
-      idle_[key] = now;  // unsubscribed by the thread once it has lingered
-    }
+    auto it = keys_.find(key);
+    if (it == keys_.end()) continue;
+    std::erase(it->second.watchers, watcher);
+    if (it->second.watchers.empty()) idle_[key] = now;  // unsubscribed by the thread once it has lingered
   }
 }
 
@@ -127,7 +145,7 @@ void PushChannel::deliver(const std::string& key, WatchEvent event) {
   std::vector<std::shared_ptr<Watcher>> targets;
   {
     internal::MutexLock lock(mutex_);
-    if (auto it = by_key_.find(key); it != by_key_.end()) targets = it->second;
+    if (auto it = keys_.find(key); it != keys_.end()) targets = it->second.watchers;
   }
   for (auto& watcher : targets) watcher->call(event);
 }
@@ -135,7 +153,8 @@ void PushChannel::deliver(const std::string& key, WatchEvent event) {
 void PushChannel::confirmed(const std::string& key) {
   {
     internal::MutexLock lock(mutex_);
-    confirmed_.insert(key);
+    // A key no longer listened to (unsubscribed meanwhile) has nobody to tell.
+    if (auto it = keys_.find(key); it != keys_.end()) it->second.confirmed = true;
   }
   ready_changed_.notify_all();
 }
@@ -166,10 +185,14 @@ bool PushChannel::connect_and_resubscribe() {
     internal::MutexLock lock(mutex_);
     connect_failed_ = false;
     connected_ = true;
-    confirmed_.clear();
-    idle_.clear();      // a new connection subscribes only what is watched
-    requests_.clear();  // everything current is subscribed here
-    for (auto& [key, _] : by_key_) requests_.emplace_back(true, key);
+    // A new connection subscribes only what is watched; everything current is asked here.
+    for (const auto& [key, _] : idle_) keys_.erase(key);
+    idle_.clear();
+    requests_.clear();
+    for (auto& [key, state] : keys_) {
+      state.confirmed = false;
+      requests_.emplace_back(true, key);
+    }
   }
   ready_changed_.notify_all();
   return true;
@@ -181,6 +204,7 @@ void PushChannel::unsubscribe_idle() {
   for (auto it = idle_.begin(); it != idle_.end();) {
     if (now - it->second >= options_.linger) {
       requests_.emplace_back(false, it->first);
+      keys_.erase(it->first);
       it = idle_.erase(it);
     } else {
       ++it;
@@ -198,7 +222,8 @@ void PushChannel::drain_requests() {
     if (!subscribe) {
       {
         internal::MutexLock lock(mutex_);
-        confirmed_.erase(key);
+        // Watched again since it was let go: subscribed again by a request after this one.
+        if (auto it = keys_.find(key); it != keys_.end()) it->second.confirmed = false;
       }
       link_->unsubscribe(key);
     } else if (link_->subscribe(key)) {
@@ -244,7 +269,7 @@ void PushChannel::run() {
       {
         internal::MutexLock lock(mutex_);
         connected_ = false;
-        confirmed_.clear();
+        for (auto& [key, state] : keys_) state.confirmed = false;
       }
       notify_all(WatchEvent::lost);
     }

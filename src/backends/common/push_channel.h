@@ -99,6 +99,9 @@ class PushChannel final : private PushSink {
                                       Subscribe when = Subscribe::before_return);
 
  private:
+  // What watch() returns: ends the watch when it goes; wait_ready() is the channel's.
+  class Handle;
+
   void run();
   bool connect_and_resubscribe();
   void unsubscribe_idle();
@@ -125,11 +128,17 @@ class PushChannel final : private PushSink {
   std::thread thread_ GUARDED_BY(mutex_);
   std::set<std::shared_ptr<Watcher>> watchers_ GUARDED_BY(mutex_);
   std::set<std::shared_ptr<Watcher>> lazy_ GUARDED_BY(mutex_);  // lazy watches whose keys are not listened to yet
-  std::map<std::string, std::vector<std::shared_ptr<Watcher>>> by_key_ GUARDED_BY(mutex_);
-  // Keys with no watcher left, and since when: unsubscribed once they have lingered.
+  // A key listened to (subscribed, or asked to be): its watchers (none while it idles), and
+  // whether the server confirmed it on the current connection. One entry per key: at 100,000
+  // contenders a second copy of each key would cost more than its watchers.
+  struct Key {
+    std::vector<std::shared_ptr<Watcher>> watchers;
+    bool confirmed = false;
+  };
+  std::map<std::string, Key> keys_ GUARDED_BY(mutex_);
+  // The keys of keys_ with no watcher left, and since when: unsubscribed once they have lingered.
   std::map<std::string, std::chrono::steady_clock::time_point> idle_ GUARDED_BY(mutex_);
   std::vector<std::pair<bool, std::string>> requests_ GUARDED_BY(mutex_);  // {subscribe (else unsubscribe), key}
-  std::set<std::string> confirmed_ GUARDED_BY(mutex_);                     // keys subscribed on the current connection
 };
 
 }  // namespace simba::internal

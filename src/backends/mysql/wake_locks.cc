@@ -112,7 +112,7 @@ std::unique_ptr<Subscription> WakeLocks::watch(const std::string& mutex, std::fu
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   }
   if (tell_thread) signal();
-  return std::make_unique<internal::WatchHandle>(watcher, [this, name, watcher, since] {
+  return internal::watch_handle(watcher, [this, name, watcher, since] {
     {
       internal::MutexLock lock(mutex_);
       auto it = watchers_.find(name);

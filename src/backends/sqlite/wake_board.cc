@@ -127,7 +127,7 @@ std::unique_ptr<Subscription> WakeBoard::watch(const std::string& key, std::func
     }
   }
   std::weak_ptr<WakeBoard> weak = shared_from_this();
-  return std::make_unique<WatchHandle>(watcher, [weak, slot, id] {
+  return watch_handle(watcher, [weak, slot, id] {
     if (auto board = weak.lock()) board->forget(slot, id);
   });
 }

@@ -117,7 +117,7 @@ std::unique_ptr<Subscription> LatchBackend::watch(const std::string& mutex, cons
     // A waiter is woken when its predecessor goes; acquire() arms that watch.
     const std::string key = key_of(mutex, contender_id);
     book_.add_contender(key, watcher);
-    return std::make_unique<WatchHandle>(watcher, [this, key, watcher] { book_.drop_contender(key, watcher); });
+    return watch_handle(watcher, [this, key, watcher] { book_.drop_contender(key, watcher); });
   }
   // An observer hears every change of the latch's children.
   const std::string folder = latch_path(mutex);

@@ -65,7 +65,7 @@ ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever, std::shared_
       context_(std::move(context)),
       one_shot_(hooks.one_shot),
       hooks_(boxed(std::move(hooks))),
-      strand_(context_->runtime->make_strand()),
+      strand_(one_shot_ ? Strand(nullptr) : context_->runtime->make_strand()),
       slot_(context_->telemetry ? &context_->telemetry->slot(retriever_->mutex()) : nullptr) {
   validate_mutex_name(retriever_->mutex());
   if (contender_) validate_contender_id(contender_->contender_id());
@@ -242,11 +242,10 @@ std::uint64_t ServiceCore::generation() const {
   return generation_;
 }
 
-void ServiceCore::deliver(std::uint64_t generation, const MutexOwner& owner) {
-  strand_.post([self = shared_from_this(), generation, owner] { self->apply(generation, owner); });
-}
+void ServiceCore::deliver(std::uint64_t generation, const MutexOwner& owner) { post_apply(generation, owner); }
 
 void ServiceCore::flush() {
+  if (one_shot_) return;  // it posts nothing
   auto delivered = std::make_shared<std::promise<void>>();
   auto done = delivered->get_future();
   strand_.post([delivered] { delivered->set_value(); });

@@ -182,7 +182,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   const bool one_shot_;  // CoreHooks::one_shot
   // The hooks' functions; null when it has none (a service's contender or observer).
   const std::unique_ptr<const CoreHooks> hooks_;
-  const Strand strand_;
+  const Strand strand_;    // where notifications go; none for a one_shot core, which posts none
   MutexSlot* const slot_;  // in context_->telemetry, if any
 
   std::atomic<ServiceStatus> status_{ServiceStatus::initial};

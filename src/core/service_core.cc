@@ -102,7 +102,7 @@ void ServiceCore::start(bool first_round_inline) {
   }
   if (!one_shot_) {
     strand_.post([self = shared_from_this()] {
-      internal::MutexLock lock(self->state_mutex_);
+      internal::MutexLock lock(self->mutex_);
       self->state_ = MutexState{};
     });
   }
@@ -176,7 +176,7 @@ void ServiceCore::round_when_watched(std::uint64_t generation, std::shared_ptr<S
 }
 
 MutexState ServiceCore::mutex_state() const {
-  internal::MutexLock lock(state_mutex_);
+  internal::MutexLock lock(mutex_);
   return state_;
 }
 
@@ -600,15 +600,10 @@ void ServiceCore::arm_timer_locked(std::uint64_t generation, Clock::time_point a
 }
 
 void ServiceCore::apply(std::uint64_t generation, const MutexOwner& owner) {
-  bool current;
-  {
-    internal::MutexLock lock(mutex_);
-    current = current_locked(generation);
-  }
   MutexState next;
   {
-    internal::MutexLock lock(state_mutex_);
-    if (!current) {
+    internal::MutexLock lock(mutex_);
+    if (!current_locked(generation)) {
       // Stale: drop it, unless it tells an owner that it is no longer owner.
       bool claims = contender_ && owner.is_owner(contender_->contender_id());
       bool we_own = contender_ && state_.after.is_owner(contender_->contender_id());

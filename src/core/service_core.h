@@ -2,8 +2,8 @@
 //
 // One ServiceCore drives one mutex for one contender (or, with no contender, observes it).
 // Backend calls run on the runtime's I/O pool, never more than one at a time per core;
-// notifications run on the core's strand. `mutex_` guards the loop state; `state_mutex_`
-// guards the state last delivered to the retriever.
+// notifications run on the core's strand. `mutex_` guards the loop state and the state last
+// delivered to the retriever.
 #pragma once
 
 #include <atomic>
@@ -223,8 +223,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // Told when a round ends (in_flight_ false) and when the last stale release is done.
   std::condition_variable round_settled_;
 
-  mutable internal::AnnotatedMutex state_mutex_;
-  MutexState state_ GUARDED_BY(state_mutex_);
+  MutexState state_ GUARDED_BY(mutex_);  // the last delivered to the retriever (not one_shot)
 };
 
 // Closes `core` and lets go of it such that the last reference is not dropped by a runtime

@@ -207,7 +207,7 @@ std::chrono::milliseconds ServiceCore::attempt_bound() const {
 
 bool ServiceCore::met_caching_owner() const {
   internal::MutexLock lock(mutex_);
-  return last_owner_id_.ends_with(MutexOwner::kCachingSuffix) && context_->backend->demand_signal() != nullptr;
+  return last_owner_locked().ends_with(MutexOwner::kCachingSuffix) && context_->backend->demand_signal() != nullptr;
 }
 
 ServiceCore::Clock::time_point ServiceCore::lease_deadline() const {
@@ -222,15 +222,17 @@ ServiceCore::Lease ServiceCore::lease(Clock::time_point now) const {
   lease.token = lease.owner ? token_ : 0;
   lease.generation = generation_;
   lease.deadline = owned_ ? lease_deadline_ : Clock::time_point{};
-  lease.rival_seen = !last_owner_id_.empty() && last_owner_id_ != contender_id();
+  lease.rival_seen = !last_owner_id_.empty();  // another's (our own is not kept there)
   lease.now = now;
   return lease;
 }
 
 std::string ServiceCore::last_owner_id() const {
   internal::MutexLock lock(mutex_);
-  return last_owner_id_;
+  return last_owner_locked();
 }
+
+const std::string& ServiceCore::last_owner_locked() const { return last_owner_ours_ ? contender_id() : last_owner_id_; }
 
 std::string ServiceCore::last_error() const {
   internal::MutexLock lock(mutex_);
@@ -381,7 +383,12 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     round_settled_.notify_all();
     failures_ = 0;
     last_error_.clear();
-    last_owner_id_ = snapshot.owner.owner_id;
+    last_owner_ours_ = contender_ && snapshot.owner.owner_id == contender_->contender_id();
+    if (last_owner_ours_) {
+      std::string().swap(last_owner_id_);  // its storage too: every held lease would keep a copy
+    } else {
+      last_owner_id_ = snapshot.owner.owner_id;
+    }
     if (owned_ && sent >= lease_deadline_) {
       // The renewal left after our lease had run out by our own clock (the process stalled,
       // its timers fired late): whatever this answer says, the old lease lapsed and someone
@@ -491,6 +498,7 @@ void ServiceCore::fail_round(std::uint64_t generation, Clock::time_point sent, c
     round_settled_.notify_all();
     ++failures_;
     last_owner_id_.clear();
+    last_owner_ours_ = false;
     last_error_ = what;
     if (owned_) revoke_locked(generation, LostReason::error);
     auto delay = backoff_delay(failures_, context_->options.backoff_initial, context_->options.ttl, rng());

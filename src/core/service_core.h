@@ -165,6 +165,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void apply(std::uint64_t generation, const MutexOwner& owner);
   void release_remote(const char* why) noexcept;
   bool current_locked(std::uint64_t generation) const REQUIRES(mutex_);
+  const std::string& last_owner_locked() const REQUIRES(mutex_);
   // A round of an earlier generation ended: the generation due a round meanwhile (again_), to
   // trigger once unlocked, if any.
   std::optional<std::uint64_t> settle_stale_locked() REQUIRES(mutex_);
@@ -208,7 +209,10 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   Clock::time_point owned_since_ GUARDED_BY(mutex_){};  // telemetry: when owned_ became true
   bool standing_by_ GUARDED_BY(mutex_) = false;         // telemetry: counted among the waiters
   std::uint64_t token_ GUARDED_BY(mutex_) = 0;
+  // The owner the last round saw: this contender (last_owner_ours_), else the id of another
+  // (empty: none, or the round failed). last_owner_locked() says which.
   std::string last_owner_id_ GUARDED_BY(mutex_);
+  bool last_owner_ours_ GUARDED_BY(mutex_) = false;
   std::string last_error_ GUARDED_BY(mutex_);
   std::shared_ptr<Subscription> subscription_ GUARDED_BY(mutex_);
   // A contender's watch may not be in place on the server yet (Subscription::wait_ready): the

@@ -108,17 +108,22 @@ class TopView {
     std::vector<Row> out;
     for (auto& record : listing_.records) {
       Row row{record.mutex, record.owner, "free", "-", std::nullopt};
-      const bool owned = !record.owner.empty() && record.owner.has_owner(listing_.now);
-      if (owned) {
-        row.state = record.owner.caching() ? (record.owner.idle ? "cached+idle" : "cached") : "held";
+      if (!record.owner.empty()) {
+        // The same grant (owner and token) as before: held since it was first seen, also
+        // through a look that found its lease run out (a renewal that waited for the database
+        // landed after that look, with the same token).
         auto it = seen_.find(record.mutex);
-        if (it != seen_.end() && it->second.owner == record.owner.owner_id &&
-            it->second.token == record.owner.fencing_token) {
-          row.held = now - it->second.since;
-          seen[record.mutex] = it->second;
-        } else {
-          seen[record.mutex] = Seen{record.owner.owner_id, record.owner.fencing_token, now};
-          if (looked_) row.held = Clock::duration::zero();  // taken since the last look
+        const bool same = it != seen_.end() && it->second.owner == record.owner.owner_id &&
+                          it->second.token == record.owner.fencing_token;
+        const Seen grant = same ? it->second : Seen{record.owner.owner_id, record.owner.fencing_token, now};
+        seen[record.mutex] = grant;
+        if (record.owner.has_owner(listing_.now)) {
+          row.state = record.owner.caching() ? (record.owner.idle ? "cached+idle" : "cached") : "held";
+          if (same) {
+            row.held = now - grant.since;
+          } else if (looked_) {
+            row.held = Clock::duration::zero();  // taken since the last look
+          }
         }
       }
       out.push_back(std::move(row));

@@ -135,9 +135,13 @@ class MemoryBackend final
     return true;
   }
 
-  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& /*contender_id*/,
+  // An observer's watch starts at once; a contender's at its first wait_ready() (LazyWatch).
+  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override {
-    return add_watcher(mutex, std::move(on_change));
+    if (contender_id.empty()) return add_watcher(mutex, std::move(on_change));
+    // The handle goes before the backend (Backend::watch): `this` outlives it.
+    return internal::lazy_watch(
+        [this, mutex, on_change = std::move(on_change)]() mutable { return add_watcher(mutex, std::move(on_change)); });
   }
 
   // Demand watchers are kept beside the others, under a name no mutex has.

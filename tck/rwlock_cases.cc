@@ -149,6 +149,47 @@ TEST(RwLockTest, AWaitingWriterBlocksNewReaders) {
   }
 }
 
+// An engine whose observer watches are counted, by record.
+class WatchCounting : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
+                                      std::function<void(WatchEvent)> on_change) override {
+    if (contender_id.empty()) {
+      std::lock_guard lock(mutex_);
+      observed_.push_back(mutex);
+    }
+    return ForwardingBackend::watch(mutex, contender_id, std::move(on_change));
+  }
+  // Whether a record of `name` other than its gate (a reader's record) was watched.
+  bool watched_a_record_of(const std::string& name) const {
+    std::lock_guard lock(mutex_);
+    return std::any_of(observed_.begin(), observed_.end(),
+                       [&](const std::string& record) { return record.starts_with(name) && record != name; });
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> observed_;
+};
+
+// A writer waiting at the gate watches the records of the readers inside, so that where the
+// engine reports changes a reader's release ends its pause rather than its next look; it gets
+// in once they leave.
+TEST(RwLockTest, AWaitingWriterWatchesTheReadersInside) {
+  auto client = make_client();
+  const auto name = unique_mutex("rw-watch");
+  auto counting = std::make_shared<WatchCounting>(make_backend());
+  Client w(counting, client.options(), client.runtime());
+  SharedHold read = other_process(client).shared_mutex(name).acquire_shared(10s);
+  auto writer = std::async(std::launch::async, [&] { return w.shared_mutex(name).acquire(30s); });
+  EXPECT_TRUE(wait_until([&] { return counting->watched_a_record_of(name); }, 10s))
+      << "the waiting writer watched no reader's record";
+  read.unlock();
+  ASSERT_EQ(writer.wait_for(20s), std::future_status::ready) << "the writer never got in";
+  EXPECT_EQ(writer.get().mode(), LockMode::exclusive);
+}
+
 // Writes of two processes in turn: their tokens rise.
 TEST(RwLockTest, WriteTokensRise) {
   auto client = make_client();

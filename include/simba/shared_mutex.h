@@ -33,7 +33,9 @@
 //     Thread-independent holds (acquire, acquire_shared) are not reentrant: a thread that
 //     holds a read hold and asks for the write lock waits for itself until its timeout.
 //   - Costs: a read that starts while the process reads already costs two round trips (the
-//     gate's pass), a first read four, a write three and one listing per look at the readers.
+//     gate's pass), a first read four, a write three and one listing per look at the readers
+//     (a waiting writer watches the readers' records: where the engine reports changes, a
+//     reader's release ends its pause between two looks).
 //
 // Thread-safety: SharedMutex is a cheap copyable handle; any thread may use it. A SharedHold
 // is not bound to a thread; it is move-only.

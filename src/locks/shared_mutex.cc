@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "base/thread_annotations.h"
 #include "locks/derived_records.h"
+#include "locks/record_watch.h"
 #include "locks/shared_mutex_state.h"
 #include "simba/backend.h"
 #include "simba/contender.h"
@@ -104,8 +105,9 @@ struct SharedMutexState {
   // and owners). The listing judges leases as read() does; where a lease that ran out ends only
   // when a waiter removes it (ZooKeeper: !lease_lapses_by_time), the writer waits on each such
   // record as `prober` too (acquire() judges and removes a dead reader's node; a live one's
-  // answer leaves the prober queued, which `probed` remembers for give_back_probes()).
-  std::vector<std::string> live_readers(std::set<std::string>& probed) {
+  // answer leaves the prober queued, which `probed` remembers for give_back_probes()). Each
+  // live reader's record is watched from then on (`watch`): its release ends the writer's pause.
+  std::vector<std::string> live_readers(std::set<std::string>& probed, RecordWatch& watch) {
     std::vector<std::string> live;
     const auto listing = admin->list(reader_prefix(name), 100000);
     for (const auto& record : listing.records) {
@@ -119,6 +121,7 @@ struct SharedMutexState {
           continue;
         }
       }
+      watch.watch(record.mutex);
       live.push_back(record.mutex + " (" + owner.owner_id + ")");
     }
     return live;
@@ -128,14 +131,15 @@ struct SharedMutexState {
   // `interrupt` was stopped first, with `why` naming the readers still in.
   bool await_no_readers(std::chrono::steady_clock::time_point deadline, const std::stop_token& interrupt,
                         std::set<std::string>& probed, std::string* why) {
+    RecordWatch watch(*backend);  // where the engine pushes, a reader's release ends the pause
     for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, poll)) {
-      const auto live = live_readers(probed);
+      const auto live = live_readers(probed, watch);
       if (live.empty()) return true;
       if (std::chrono::steady_clock::now() + pause >= deadline || interrupt.stop_requested()) {
         if (why) *why = std::to_string(live.size()) + " reading process(es) still in, e.g. " + live.front();
         return false;
       }
-      std::this_thread::sleep_for(pause);
+      watch.wait_for(pause);
     }
   }
 
@@ -241,7 +245,9 @@ SharedHold SharedMutex::hold_until(bool shared, std::chrono::steady_clock::time_
   }
   SharedHold out;
   if (shared) {
-    // A writer whose gate lease was lost may still hold the write lock: wait for it to end.
+    // A writer whose gate lease was lost may still hold the write lock: wait for it to end
+    // (its release ends a pause where the engine pushes).
+    internal::RecordWatch watch(*s.backend);
     for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, s.poll)) {
       const auto write = s.backend->read(s.write.name());
       if (write.owner.owner_id.empty()) {
@@ -252,7 +258,8 @@ SharedHold SharedMutex::hold_until(bool shared, std::chrono::steady_clock::time_
         if (why) *why = what + ": '" + write.owner.owner_id + "' holds the write lock";
         return SharedHold();
       }
-      std::this_thread::sleep_for(pause);
+      watch.watch(s.write.name());
+      watch.wait_for(pause);
     }
     auto lost = s.join_readers(deadline);
     if (!lost) {

@@ -35,8 +35,8 @@ class RecordWatch {
   Backend& backend_;
   AnnotatedMutex mutex_;
   std::condition_variable changed_;
-  std::uint64_t changes_ GUARDED_BY(mutex_) = 0;  // calls of the watches so far
-  std::uint64_t seen_ = 0;                         // changes_ when the last wait returned (the waiter's)
+  std::uint64_t changes_ GUARDED_BY(mutex_) = 0;                  // calls of the watches so far
+  std::uint64_t seen_ = 0;                                        // changes_ when the last wait returned (the waiter's)
   std::map<std::string, std::unique_ptr<Subscription>> watches_;  // the waiter's; null: none (no push)
 };
 

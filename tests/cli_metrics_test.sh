@@ -216,10 +216,14 @@ rc=$?
 top_prefix="$mutex-top/"
 "$simba" lock "${lease[@]}" "${top_prefix}z-early" -- sleep "86$$" 2>/dev/null &
 "$simba" lock "${lease[@]}" "${top_prefix}free" -- true || fail "simba lock ${top_prefix}free failed"
-for ((i = 0; i < 200; i++)); do
-  "$simba" status --backend "$uri" "${top_prefix}z-early" 2>/dev/null | grep -q "owner" && break
+# Until z-early is held: its owner line names an owner ("owner: (none)" before it is).
+held=""
+since=$(now_ms)
+while (($(now_ms) - since < 20000)); do
+  "$simba" status --backend "$uri" "${top_prefix}z-early" 2>/dev/null | grep -q '^owner: *[^( ]' && { held=yes; break; }
   sleep 0.05
 done
+[ -n "$held" ] || fail "simba lock ${top_prefix}z-early never held it within 20 s"
 "$simba" top --backend "$uri" "$top_prefix" > top.txt 2>&1 || fail "simba top without a terminal: $(cat top.txt)"
 grep -q "^${top_prefix}z-early  *held  .*  [0-9]*:[0-9]*@" top.txt || fail "simba top lacks the held mutex: $(cat top.txt)"
 grep -q "^${top_prefix}free  *free " top.txt || fail "simba top lacks the free mutex: $(cat top.txt)"

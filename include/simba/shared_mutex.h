@@ -10,32 +10,36 @@
 //   - Many readers, or one writer. Each hold is a lease, renewed while held and lost
 //     (SharedHold::lost() requested) as a mutex lease is; a holder that dies lets go when its
 //     lease runs out.
-//   - Writers are preferred: a writer waits at a gate that every new reader passes, and holds
-//     it while the readers inside finish; so once a writer waits, no new reader gets in, and
-//     overlapping readers never starve it. Writers and the readers' passes are served by the
-//     gate as mutex waiters are (no process is starved).
-//   - Fencing: a write hold's token rises with every write grant; a read hold carries the token
-//     of the last write granted before it (0 if none yet), so a reader can tell which write it
-//     sees.
-//   - Records: "<name>" (the gate: the mutex of that name), "<name>#write" (the write lock) and
-//     one "<name>#r<8 hex digits>" per reading process (all of its readers share one lease).
-//     So whoever holds the mutex `name` (client.mutex(name), a Locker, a plain `simba lock
-//     name`) keeps new readers out too, and with await_no_readers() may write: `simba lock`
-//     does that, so `simba lock --shared name` readers and plain `simba lock name` writers
-//     exclude each other. A
-//     writer lists the readers' records while it waits: the backend must offer Administration
-//     (every engine of simba does); simba status/list/release --force see the records. On
-//     engines with a name limit (SQL: 66 bytes) the name leaves room for the 10 bytes of a
-//     reader's suffix (client.shared_mutex() refuses a longer one).
+//   - Writers are preferred: a writer holds the gate, the mutex `name` itself, while the
+//     readers inside finish and while it writes, and a new reader comes in only while the gate
+//     is free; so once a writer waits, no new reader gets in, and overlapping readers never
+//     starve it. Writers are served by the gate as mutex waiters are (no process is starved);
+//     readers that wait for a writer come in when the gate is free, after the writers queued
+//     there.
+//   - Fencing: a write hold's token is the gate's, which rises with every grant of the mutex
+//     `name` (every write); a read hold carries the token of the last write granted before it
+//     (0 if none yet), so a reader can tell which write it sees.
+//   - Records: "<name>" (the gate: the mutex of that name) and one "<name>#r<8 hex digits>" per
+//     reading process (all of its readers share one lease). A reader takes its process's
+//     lease and then reads the gate; a writer takes the gate and then lists the readers'
+//     records: of two that come at once, one sees the other. So whoever holds the mutex `name`
+//     (client.mutex(name), a Locker, a plain `simba lock name`) keeps new readers out too, and
+//     with await_no_readers() may write: `simba lock` does that, so `simba lock --shared name`
+//     readers and plain `simba lock name` writers exclude each other. The backend must offer
+//     Administration (every engine of simba does); simba status/list/release --force see the
+//     records. On engines with a name limit (SQL: 66 bytes) the name leaves room for the 10
+//     bytes of a reader's suffix (client.shared_mutex() refuses a longer one).
 //   - The Lockable and SharedLockable interfaces are reentrant per thread for the same mode. A
 //     thread holding a read lock may not upgrade: lock() throws Error(errc::failed_precondition).
 //     A thread holding the write lock may also lock_shared() (counted within its write).
 //     Thread-independent holds (acquire, acquire_shared) are not reentrant: a thread that
 //     holds a read hold and asks for the write lock waits for itself until its timeout.
-//   - Costs: a read that starts while the process reads already costs two round trips (the
-//     gate's pass), a first read four, a write three and one listing per look at the readers
-//     (a waiting writer watches the readers' records: where the engine reports changes, a
-//     reader's release ends its pause between two looks).
+//   - Costs: a process's first read costs three round trips (its reader lease, a read of the
+//     gate, the lease back at its last read's end), a read while the process already reads
+//     one; a write three (the gate, a listing of the readers, the gate back) and one listing
+//     per further look at the readers (a waiting writer watches the readers' records, and a
+//     waiting reader the gate: where the engine reports changes, a release ends the pause
+//     between two looks).
 //
 // Thread-safety: SharedMutex is a cheap copyable handle; any thread may use it. A SharedHold
 // is not bound to a thread; it is move-only.
@@ -86,12 +90,12 @@ class SharedHold {
 
  private:
   friend class SharedMutex;
+  friend struct internal::SharedMutexState;
   std::shared_ptr<internal::SharedMutexState> state_;
   LockMode mode_ = LockMode::shared;
   std::uint64_t token_ = 0;
   std::stop_token lost_;
-  Hold gate_, write_;             // a write hold's
-  std::shared_ptr<void> either_;  // a write hold's: requests lost_ when the gate's or the write's lease is lost
+  Hold gate_;  // a write hold's: the lease of the mutex `name`
 };
 
 class SharedMutex {

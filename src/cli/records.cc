@@ -34,9 +34,8 @@ namespace {
 // simba/shared_mutex.h), as one listing finds them.
 struct Derived {
   std::map<unsigned, std::map<unsigned, MutexRecord>> slots;  // permits -> slot -> record
-  std::optional<MutexRecord> writer;
-  std::vector<MutexRecord> readers;  // held ones only
-  bool any() const { return !slots.empty() || writer || !readers.empty(); }
+  std::vector<MutexRecord> readers;  // held ones only (a shared mutex's writer holds `name` itself)
+  bool any() const { return !slots.empty() || !readers.empty(); }
 };
 
 Derived derived_records(Client& client, const std::string& name) {
@@ -49,7 +48,6 @@ Derived derived_records(Client& client, const std::string& name) {
     if (!derived) continue;
     switch (derived->kind) {
       case internal::DerivedRecord::Kind::slot: found.slots[derived->permits][derived->slot] = record; break;
-      case internal::DerivedRecord::Kind::write: found.writer = record; break;
       case internal::DerivedRecord::Kind::reader:
         if (!record.owner.empty()) found.readers.push_back(record);
         break;
@@ -111,14 +109,12 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
       }
       out["semaphores"] = semaphores;
     }
-    if (derived.writer || !derived.readers.empty()) {
+    if (!derived.readers.empty()) {
       auto readers = nlohmann::json::array();
       for (const auto& record : derived.readers)
         readers.push_back(nlohmann::json::parse(record_json(record.mutex, record.owner, snapshot.now)));
-      out["shared"] = {{"writer", derived.writer && !derived.writer->owner.empty()
-                                      ? nlohmann::json::parse(
-                                            record_json(derived.writer->mutex, derived.writer->owner, snapshot.now))
-                                      : nlohmann::json(nullptr)},
+      out["shared"] = {{"writer", owner.empty() ? nlohmann::json(nullptr)
+                                                : nlohmann::json::parse(record_json(mutex, owner, snapshot.now))},
                        {"readers", readers}};
     }
     std::cout << out.dump() << "\n";
@@ -153,9 +149,9 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
                 << "\n";
     }
   }
-  if (derived.writer || !derived.readers.empty()) {
-    std::cout << "writer:         "
-              << (derived.writer ? holder_line(derived.writer->owner, snapshot.now) : std::string("(free)")) << "\n"
+  if (!derived.readers.empty()) {
+    // The writer holds the mutex itself (writing, or waiting for these readers to leave).
+    std::cout << "writer:         " << holder_line(owner, snapshot.now) << "\n"
               << "readers:        " << derived.readers.size() << " reading processes\n";
     for (const auto& record : derived.readers)
       std::cout << "reader:         " << record.mutex << "  " << holder_line(record.owner, snapshot.now) << "\n";
@@ -166,8 +162,8 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
 
 // One line per change of owner, as the observer hears it (push engines within their handover
 // bound, others within the poll interval), until a signal: then exit 0. A semaphore's name
-// (slots found by one listing at the start) watches every slot; a shared mutex's, its gate and
-// its write lock.
+// (slots found by one listing at the start) watches every slot; a shared mutex's, the mutex
+// (held by its writer).
 int run_watch(const BackendChoice& backend, const std::string& mutex, bool json) {
   Client client = backend.connect();
   struct Shared {
@@ -205,7 +201,6 @@ int run_watch(const BackendChoice& backend, const std::string& mutex, bool json)
   }
   const bool semaphore = !watched.empty() && client.snapshot(mutex).owner.fencing_token == 0;
   if (!semaphore) watched.assign(1, mutex);
-  if (derived.writer) watched.push_back(derived.writer->mutex);
   std::vector<std::unique_ptr<MutexRetrievalService>> observers;
   for (const auto& record : watched) {
     const auto first = client.snapshot(record);

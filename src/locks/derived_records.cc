@@ -9,7 +9,6 @@ namespace simba::internal {
 
 namespace {
 constexpr std::string_view kInfix = "#";
-constexpr std::string_view kWrite = "write";
 constexpr char kReader = 'r';
 constexpr std::size_t kReaderDigits = 8;
 
@@ -21,7 +20,6 @@ bool whole_number(std::string_view text, unsigned& out) {
 }  // namespace
 
 std::string derived_prefix(const std::string& name) { return name + std::string(kInfix); }
-std::string write_record(const std::string& name) { return derived_prefix(name) + std::string(kWrite); }
 std::string reader_prefix(const std::string& name) { return derived_prefix(name) + kReader; }
 
 std::optional<DerivedRecord> derived_record(std::string_view name, std::string_view record) {
@@ -30,7 +28,6 @@ std::optional<DerivedRecord> derived_record(std::string_view name, std::string_v
     return std::nullopt;
   }
   const auto tail = record.substr(name.size() + kInfix.size());
-  if (tail == kWrite) return DerivedRecord{DerivedRecord::Kind::write};
   if (tail.size() == 1 + kReaderDigits && tail.front() == kReader &&
       tail.find_first_not_of("0123456789abcdef", 1) == std::string_view::npos) {
     return DerivedRecord{DerivedRecord::Kind::reader};

@@ -16,16 +16,15 @@ namespace simba::internal {
 void require_record_fits(const Backend& backend, const std::string& what, const std::string& record);
 
 // The records' names: a semaphore's slots are Semaphore::slot_name(name, k, N), "<name>#<k>of<N>";
-// a shared mutex keeps "<name>" (its gate), write_record(name) and one reader record per
-// reading process, reader_prefix(name) + 8 hex digits.
-std::string write_record(const std::string& name);
+// a shared mutex keeps "<name>" (its gate, a writer's) and one reader record per reading
+// process, reader_prefix(name) + 8 hex digits.
 std::string reader_prefix(const std::string& name);
 // The prefix every derived record of `name` starts with ("<name>#").
 std::string derived_prefix(const std::string& name);
 
 // What a record is to the primitive `name`, read from its name.
 struct DerivedRecord {
-  enum class Kind { slot, write, reader };
+  enum class Kind { slot, reader };
   Kind kind = Kind::slot;
   unsigned slot = 0;     // a slot's: k
   unsigned permits = 0;  // a slot's: N

@@ -1,5 +1,8 @@
-// SharedMutex and SharedHold: a gate every new reader passes and writers hold, the write lock,
-// and one reader lease per process, all mutexes of the lock manager.
+// SharedMutex and SharedHold: a gate a writer holds (the mutex of the name, so whoever holds
+// that mutex keeps readers out), and one reader lease per reading process, both mutexes of the
+// lock manager. A reader announces itself (its process's lease) and then looks at the gate; a
+// writer takes the gate and then looks at the readers: of two that come at once, one sees the
+// other.
 #include "simba/shared_mutex.h"
 
 #include <algorithm>
@@ -30,12 +33,11 @@ std::string reader_id() { return contender_id::uuid().substr(0, 8); }
 }  // namespace
 
 struct SharedMutexState {
-  SharedMutexState(std::string name_, Mutex gate_, Mutex write_, Mutex reader_, std::shared_ptr<Backend> backend_,
+  SharedMutexState(std::string name_, Mutex gate_, Mutex reader_, std::shared_ptr<Backend> backend_,
                    Administration* admin_, std::chrono::milliseconds poll_, std::chrono::milliseconds ttl_,
                    std::chrono::milliseconds transition_)
       : name(std::move(name_)),
         gate(std::move(gate_)),
-        write(std::move(write_)),
         reader(std::move(reader_)),
         backend(std::move(backend_)),
         admin(admin_),
@@ -45,16 +47,16 @@ struct SharedMutexState {
         transition(transition_) {}
 
   std::string name;
-  Mutex gate;    // "<name>": the mutex of that name
-  Mutex write;   // "<name>#write"
+  Mutex gate;    // "<name>": the mutex of that name; a writer's
   Mutex reader;  // "<name>#r<8 hex digits>": this process's reader lease
   std::shared_ptr<Backend> backend;
   Administration* admin = nullptr;
   bool lapses_by_time = true;                       // the backend's Capabilities::lease_lapses_by_time
   std::chrono::milliseconds poll{25};               // the longest pause between two looks at the readers
   std::chrono::milliseconds ttl, transition;        // a prober's lease, if it ever wins one
-  const std::string prober = contender_id::host();  // a waiting writer, as a waiter on readers' records
+  const std::string prober = contender_id::host();  // a waiter on readers' records or the gate
 
+  AnnotatedMutex join_mutex ACQUIRED_BEFORE(mutex);  // held by the thread taking the reader lease
   mutable AnnotatedMutex mutex;
   unsigned readers GUARDED_BY(mutex) = 0;  // read holds of this process
   Hold reader_hold GUARDED_BY(mutex);      // while readers > 0
@@ -67,9 +69,10 @@ struct SharedMutexState {
   };
   std::unordered_map<std::thread::id, ThreadHold> threads GUARDED_BY(mutex);
 
-  // One more read hold of this process; the first takes the reader lease. Under the gate.
-  // Returns its lost() token, or nullopt if the lease could not be taken by `deadline`.
+  // One more read hold of this process; the first takes the reader lease. Returns its lost() token, or nullopt if the
+  // lease could not be taken by `deadline`.
   std::optional<std::stop_token> join_readers(std::chrono::steady_clock::time_point deadline) {
+    MutexLock joining(join_mutex);  // one thread takes the lease, the others join it
     {
       MutexLock lock(mutex);
       if (readers > 0 && reader_hold) {
@@ -77,7 +80,6 @@ struct SharedMutexState {
         return reader_hold.lost();
       }
     }
-    // Only one thread of this process is here at a time (it holds the gate).
     Hold hold = reader.hold_until(deadline);
     if (!hold) return std::nullopt;
     MutexLock lock(mutex);
@@ -143,12 +145,110 @@ struct SharedMutexState {
     }
   }
 
+  // A read hold: this process's reader lease (its first reader takes it), then a look at the
+  // gate; while a writer holds the gate (writing, or waiting for the readers inside), out again
+  // and wait until the gate is free (watched: its release ends the pause where the engine
+  // pushes), then once more.
+  SharedHold read_until(const std::shared_ptr<SharedMutexState>& self, std::chrono::steady_clock::time_point deadline,
+                        std::string* why, const std::stop_token& interrupt) {
+    const auto what = [this] { return "a read lock of shared mutex '" + name + "'"; };
+    RecordWatch watch(*backend);
+    for (;;) {
+      const auto lost = join_readers(deadline);
+      if (interrupt.stop_requested()) {
+        if (lost) leave_readers();
+        return SharedHold();
+      }
+      if (!lost) {
+        if (why) *why = what() + ": this process's reader lease was not granted in time";
+        return SharedHold();
+      }
+      auto gate_now = backend->read(gate.name());
+      if (gate_now.owner.owner_id.empty()) {
+        SharedHold out;
+        out.mode_ = LockMode::shared;
+        out.token_ = gate_now.owner.fencing_token;  // the last write's
+        out.lost_ = *lost;
+        out.state_ = self;
+        return out;
+      }
+      leave_readers();  // a writer holds the gate: it waits for this process's readers, not this one
+      for (auto pause = std::chrono::milliseconds(1); !gate_now.owner.owner_id.empty();
+           pause = std::min(pause * 2, poll)) {
+        if (std::chrono::steady_clock::now() + pause >= deadline || interrupt.stop_requested()) {
+          if (why) {
+            *why = what() + ": '" + gate_now.owner.owner_id + "' holds '" + gate.name() +
+                   "' (a writer, writing or waiting for the readers inside)";
+          }
+          return SharedHold();
+        }
+        if (lapsed_on_its_own_record(gate_now)) probe(gate.name());  // ZooKeeper: a waiter removes it
+        watch.watch(gate.name());
+        watch.wait_for(pause);
+        gate_now = backend->read(gate.name());
+      }
+    }
+  }
+
+  // A write hold: the gate, then no reader inside. The gate's lease is the write's.
+  SharedHold write_until(const std::shared_ptr<SharedMutexState>& self, std::chrono::steady_clock::time_point deadline,
+                         std::string* why, const std::stop_token& interrupt) {
+    const std::string what = "the write lock of shared mutex '" + name + "'";
+    for (;;) {
+      Hold held = gate.hold_until(deadline, interrupt);
+      if (interrupt.stop_requested()) return SharedHold();
+      if (!held) {
+        if (why) *why = what + ": another writer held '" + gate.name() + "'";
+        return SharedHold();
+      }
+      std::set<std::string> probed;
+      std::string readers_in;
+      const bool empty = await_no_readers(deadline, interrupt, probed, why ? &readers_in : nullptr);
+      give_back_probes(probed);
+      if (!empty) {
+        if (why && !interrupt.stop_requested()) *why = what + ": " + readers_in;
+        return SharedHold();
+      }
+      if (!held.is_owner()) {
+        // The gate's lease ran out while this writer waited: a reader may have come in
+        // meanwhile. Once more from the gate.
+        held.unlock();
+        continue;
+      }
+      SharedHold out;
+      out.mode_ = LockMode::exclusive;
+      out.token_ = held.fencing_token();
+      out.lost_ = held.lost();
+      out.gate_ = std::move(held);
+      out.state_ = self;
+      return out;
+    }
+  }
+
+  // Whether `snapshot`'s lease ran out by its own record where such a lease ends only when a
+  // waiter removes it (!lease_lapses_by_time).
+  bool lapsed_on_its_own_record(const OwnerSnapshot& snapshot) const {
+    return !lapses_by_time && !snapshot.owner.owner_id.empty() && snapshot.owner.transition_at > 0 &&
+           snapshot.owner.transition_at <= snapshot.now;
+  }
+
+  // Asks for `record` as `prober` and leaves its queue again: a lease that ran out is removed
+  // by the asking (ZooKeeper), a live one is left as it was.
+  void probe(const std::string& record) {
+    try {
+      backend->acquire(record, prober, ttl, transition);
+    } catch (const std::exception& e) {
+      log_warn("shared mutex '" + name + "': asking for '" + record + "' whose lease ran out: " + e.what());
+    }
+    give_back_probes({record});
+  }
+
   void give_back_probes(const std::set<std::string>& probed) noexcept {
     for (const auto& record : probed) {
       try {
         backend->release(record, prober);
       } catch (const std::exception& e) {
-        log_warn("shared mutex '" + name + "': leaving the queue of reader '" + record + "': " + e.what());
+        log_warn("shared mutex '" + name + "': leaving the queue of '" + record + "': " + e.what());
       }
     }
   }
@@ -166,7 +266,7 @@ std::shared_ptr<SharedMutexState> make_shared_mutex_state(std::string name, std:
   const auto reader = reader_prefix(name) + reader_id();
   require_record_fits(*backend, "shared mutex '" + name + "'", reader);
   return std::make_shared<SharedMutexState>(
-      name, record(name), record(write_record(name)), record(reader), std::move(backend), admin,
+      name, record(name), record(reader), std::move(backend), admin,
       std::clamp(poll, std::chrono::milliseconds(5), std::chrono::milliseconds(100)), options.ttl, options.transition);
 }
 
@@ -179,9 +279,7 @@ SharedHold::SharedHold(SharedHold&& other) noexcept
       mode_(other.mode_),
       token_(other.token_),
       lost_(std::move(other.lost_)),
-      gate_(std::move(other.gate_)),
-      write_(std::move(other.write_)),
-      either_(std::move(other.either_)) {}
+      gate_(std::move(other.gate_)) {}
 
 SharedHold& SharedHold::operator=(SharedHold&& other) noexcept {
   if (this != &other) {
@@ -191,15 +289,13 @@ SharedHold& SharedHold::operator=(SharedHold&& other) noexcept {
     token_ = other.token_;
     lost_ = std::move(other.lost_);
     gate_ = std::move(other.gate_);
-    write_ = std::move(other.write_);
-    either_ = std::move(other.either_);
   }
   return *this;
 }
 
 bool SharedHold::is_owner() const noexcept {
   if (!state_ || lost_.stop_requested()) return false;
-  if (mode_ == LockMode::exclusive) return gate_.is_owner() && write_.is_owner();
+  if (mode_ == LockMode::exclusive) return gate_.is_owner();
   return state_->reader_is_owner();
 }
 
@@ -212,8 +308,6 @@ void SharedHold::downgrade() {
   if (!lost) throw Error(errc::unavailable, "shared mutex '" + state_->name + "': downgrade(): the read lease failed");
   mode_ = LockMode::shared;
   lost_ = *lost;
-  either_.reset();
-  write_.unlock();
   gate_.unlock();
 }
 
@@ -221,8 +315,6 @@ void SharedHold::unlock() noexcept {
   if (!state_) return;
   auto state = std::move(state_);
   if (mode_ == LockMode::exclusive) {
-    either_.reset();
-    write_.unlock();
     gate_.unlock();
   } else {
     state->leave_readers();
@@ -235,90 +327,8 @@ const std::string& SharedMutex::name() const noexcept { return state_->name; }
 
 SharedHold SharedMutex::hold_until(bool shared, std::chrono::steady_clock::time_point deadline, std::string* why,
                                    std::stop_token interrupt) const {
-  auto& s = *state_;
-  const std::string what = std::string(shared ? "a read" : "the write") + " lock of shared mutex '" + s.name + "'";
-  Hold gate = s.gate.hold_until(deadline, interrupt);
-  if (interrupt.stop_requested()) return SharedHold();
-  if (!gate) {
-    if (why) *why = what + ": a writer or another reader's pass held the gate '" + s.gate.name() + "'";
-    return SharedHold();
-  }
-  SharedHold out;
-  if (shared) {
-    // A writer whose gate lease was lost may still hold the write lock: wait for it to end
-    // (its release ends a pause where the engine pushes).
-    internal::RecordWatch watch(*s.backend);
-    for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, s.poll)) {
-      const auto write = s.backend->read(s.write.name());
-      if (write.owner.owner_id.empty()) {
-        out.token_ = write.owner.fencing_token;
-        break;
-      }
-      if (std::chrono::steady_clock::now() + pause >= deadline || interrupt.stop_requested()) {
-        if (why) *why = what + ": '" + write.owner.owner_id + "' holds the write lock";
-        return SharedHold();
-      }
-      watch.watch(s.write.name());
-      watch.wait_for(pause);
-    }
-    auto lost = s.join_readers(deadline);
-    if (!lost) {
-      if (why) *why = what + ": this process's reader lease was not granted in time";
-      return SharedHold();
-    }
-    if (!gate.is_owner()) {
-      // The gate's lease ran out before this reader was in: a writer may have passed it and
-      // missed this reader. Out again, and once more from the gate.
-      s.leave_readers();
-      gate.unlock();
-      return hold_until(shared, deadline, why, interrupt);
-    }
-    out.mode_ = LockMode::shared;
-    out.lost_ = *lost;
-    out.state_ = state_;
-    return out;  // the gate goes back as `gate` goes
-  }
-  // A writer: holding the gate, wait for the readers inside to finish.
-  std::string readers;
-  std::set<std::string> probed;
-  struct GiveBack {
-    internal::SharedMutexState& s;
-    std::set<std::string>& probed;
-    ~GiveBack() { s.give_back_probes(probed); }
-  } give_back{s, probed};
-  if (!s.await_no_readers(deadline, interrupt, probed, why ? &readers : nullptr)) {
-    if (why) *why = what + ": " + readers;
-    return SharedHold();
-  }
-  Hold write = s.write.hold_until(deadline, interrupt);
-  if (!write) {
-    if (why) *why = what + ": the write lock '" + s.write.name() + "' was not granted in time";
-    return SharedHold();
-  }
-  if (!gate.is_owner()) {
-    // The gate's lease ran out while this writer waited: a reader may have come in meanwhile.
-    // Once more from the gate.
-    write.unlock();
-    gate.unlock();
-    s.give_back_probes(probed);
-    probed.clear();
-    return hold_until(shared, deadline, why, interrupt);
-  }
-  struct Either {
-    std::stop_source lost;
-    std::stop_callback<std::function<void()>> gate, write;
-    Either(std::stop_token g, std::stop_token w)
-        : gate(std::move(g), [this] { lost.request_stop(); }), write(std::move(w), [this] { lost.request_stop(); }) {}
-  };
-  auto either = std::make_shared<Either>(gate.lost(), write.lost());
-  out.mode_ = LockMode::exclusive;
-  out.token_ = write.fencing_token();
-  out.lost_ = either->lost.get_token();
-  out.either_ = either;
-  out.gate_ = std::move(gate);
-  out.write_ = std::move(write);
-  out.state_ = state_;
-  return out;
+  return shared ? state_->read_until(state_, deadline, why, interrupt)
+                : state_->write_until(state_, deadline, why, interrupt);
 }
 
 namespace {

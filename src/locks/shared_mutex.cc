@@ -98,6 +98,11 @@ struct SharedMutexState {
     last.unlock();  // the lease goes back, outside the lock
   }
 
+  bool reading() const noexcept {
+    MutexLock lock(mutex);
+    return readers > 0;
+  }
+
   bool reader_is_owner() const noexcept {
     MutexLock lock(mutex);
     return readers > 0 && reader_hold.is_owner();
@@ -115,6 +120,10 @@ struct SharedMutexState {
     for (const auto& record : listing.records) {
       const auto& owner = record.owner;
       if (owner.owner_id.empty()) continue;
+      // This process's own lease with no reader of it inside is on its way back (a release
+      // goes out after unlock() returns): not a reader to wait for. A reader of it that joins
+      // now reads the gate after joining and finds this writer there.
+      if (record.mutex == reader.name() && !reading()) continue;
       if (!lapses_by_time) {
         probed.insert(record.mutex);
         if (backend->acquire(record.mutex, prober, ttl, transition).owner.owner_id == prober) {

@@ -86,9 +86,12 @@ OwnerSnapshot EtcdBackend::read(const std::string& mutex) {
   ops::add(txn.mutable_success(), ops::first_created(keys.contended, keys.end));
   ops::add(txn.mutable_success(), ops::get(keys.record));
   const auto response = channel_.txn(txn, "reading the owner of mutex '" + mutex + "'");
-  const auto& line = response.responses(0).response_range();
+  return snapshot_of(mutex, response.responses(0).response_range(), response.responses(1).response_range());
+}
+
+OwnerSnapshot EtcdBackend::snapshot_of(const std::string& mutex, const pb::RangeResponse& line,
+                                       const pb::RangeResponse& record) {
   if (line.kvs_size() == 0) {
-    const auto& record = response.responses(1).response_range();
     MutexOwner none;
     if (record.kvs_size() > 0) none.fencing_token = parse_record(record.kvs(0).value()).token;
     return {none, epoch_millis_now()};

@@ -55,6 +55,9 @@ class EtcdBackend final : public BackendOffering<Push, DemandSignal, DemandPush,
   // The owner `kv` stands for (times from this backend's book if it is one of ours, else from
   // its etcd lease), with `count` keys in the line; nothing if it is one of ours that lapsed.
   std::optional<OwnerSnapshot> owner_view(const std::string& mutex, const pb::KeyValue& kv, std::int64_t count);
+  // What read() says of `mutex`, from the first created key of its line (with the line's
+  // count) and its record (list() finds both in its range).
+  OwnerSnapshot snapshot_of(const std::string& mutex, const pb::RangeResponse& line, const pb::RangeResponse& record);
   std::optional<OwnerSnapshot> renew_from_watch(Entry& entry, Steady::time_point sent, EpochMillis sent_wall,
                                                 const Leases::Coverage& coverage, std::chrono::milliseconds ttl,
                                                 std::chrono::milliseconds lease_length);

@@ -1,5 +1,6 @@
 // The etcd backend's administration (list, sweep, evict), idle marks and raw probe.
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "backends/etcd/etcd_backend_impl.h"
@@ -30,17 +31,46 @@ void scan(Channel& channel, std::string key, const std::string& end, bool keys_o
 
 }  // namespace
 
+// One range over the prefix, with values, a page at a time: each name's record and the keys
+// of its line come together, so the owners need no read of their own (an owner of another
+// process still costs a look at its etcd lease, as read() does).
 MutexListing EtcdBackend::list(const std::string& prefix, std::size_t limit) {
   const std::string root = options_.prefix + "/";
   const std::string start = root + encode_name(prefix);
-  std::set<std::string> names;
-  scan(channel_, start, prefix_end(start), /*keys_only=*/true, [&](const pb::KeyValue& kv) {
+  struct Found {
+    pb::RangeResponse line;  // its first created contender key, and `count` of them
+    pb::RangeResponse record;
+  };
+  std::map<std::string, Found> names;
+  scan(channel_, start, prefix_end(start), /*keys_only=*/false, [&](const pb::KeyValue& kv) {
     const std::string rest = kv.key().substr(root.size());
-    if (auto name = decode_name(rest.substr(0, rest.find('/')))) names.insert(*name);
+    const auto slash = rest.find('/');
+    const auto name = decode_name(rest.substr(0, slash));
+    if (!name) return;
+    auto& found = names[*name];
+    if (slash == std::string::npos) {
+      *found.record.add_kvs() = kv;
+      return;
+    }
+    found.line.set_count(found.line.count() + 1);
+    if (found.line.kvs_size() == 0) {
+      *found.line.add_kvs() = kv;
+    } else if (kv.create_revision() < found.line.kvs(0).create_revision()) {
+      *found.line.mutable_kvs(0) = kv;
+    }
   });
-  return internal::listing_of(names, limit, [&](const std::string& name) {
-    return name.empty() ? OwnerSnapshot{MutexOwner::none(), epoch_millis_now()} : read(name);
-  });
+  MutexListing out;
+  for (const auto& [name, found] : names) {
+    if (out.records.size() == limit) {
+      out.truncated = true;
+      break;
+    }
+    const auto seen = name.empty() ? OwnerSnapshot{MutexOwner::none(), epoch_millis_now()}
+                                   : snapshot_of(name, found.line, found.record);
+    out.records.push_back({name, seen.owner});
+  }
+  out.now = epoch_millis_now();
+  return out;
 }
 
 // A record (a key "<prefix>/<name>") goes when its mutex has been free for `idle_for`: its

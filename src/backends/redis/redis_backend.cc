@@ -3,6 +3,7 @@
 #include "simba/redis_backend.h"
 #include "base/thread_annotations.h"
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 #include <string_view>
@@ -254,11 +255,61 @@ class RedisBackend final
     return reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
   }
 
-  // Every name with a lock key, fencing hash or wait queue under our prefix, found by SCAN.
+  // Every name with a lock key, fencing hash or wait queue under our prefix, found by SCAN
+  // (the server's clock read beside its first call), then read, pipelined: a listing of a few
+  // names costs two round trips, one if none matched.
   MutexListing list(const std::string& prefix, std::size_t limit) override {
     std::set<std::string> names;
-    scan(prefix, [&](const std::string& name, const std::string&) { names.insert(name); });
-    return internal::listing_of(names, limit, [&](const std::string& name) { return read(name); });
+    MutexListing out;
+    scan(
+        prefix, [&](const std::string& name, const std::string&) { names.insert(name); }, &out.now);
+    std::vector<std::string> wanted;
+    for (const auto& name : names) {
+      if (wanted.size() == limit) {
+        out.truncated = true;
+        break;
+      }
+      wanted.push_back(name);
+    }
+    auto snapshots = read_many(wanted);
+    for (std::size_t i = 0; i < wanted.size(); ++i) {
+      out.now = std::max(out.now, snapshots[i].now);
+      out.records.push_back({std::move(wanted[i]), std::move(snapshots[i].owner)});
+    }
+    return out;
+  }
+
+  // read() of each name, pipelined on one connection, up to 256 to a round trip.
+  std::vector<OwnerSnapshot> read_many(const std::vector<std::string>& names) {
+    std::vector<OwnerSnapshot> out;
+    out.reserve(names.size());
+    constexpr std::size_t kChunk = 256;
+    for (std::size_t start = 0; start < names.size(); start += kChunk) {
+      const std::size_t end = std::min(names.size(), start + kChunk);
+      auto command_of = [&](const std::string& name, const std::string& sha) {
+        return evalsha(sha, {lock_key(name), fencing_key(name), queue_key(name)}, {});
+      };
+      pool_.with([&](Connection& connection) {
+        std::vector<std::vector<std::string>> commands;
+        commands.reserve(end - start);
+        const std::string sha = sha_of(read_);
+        for (std::size_t i = start; i < end; ++i) commands.push_back(command_of(names[i], sha));
+        auto replies = connection.pipeline(commands);
+        bool loaded = false;
+        for (std::size_t i = 0; i < replies.size(); ++i) {
+          if (replies[i]->type == REDIS_REPLY_ERROR &&
+              std::string_view(replies[i]->str, replies[i]->len).starts_with("NOSCRIPT")) {
+            if (!loaded) load(connection, read_);
+            loaded = true;
+            replies[i] = connection.command(command_of(names[start + i], sha_of(read_)));
+          }
+          if (replies[i]->type == REDIS_REPLY_ERROR) Connection::fail_reply(where_, *replies[i], "script");
+          out.push_back(
+              redis::owner_from_reply(*replies[i], std::chrono::milliseconds(0), std::chrono::milliseconds(0), where_));
+        }
+      });
+    }
+    return out;
   }
 
   // Expiry sweeps by itself (see kAcquire); this deletes idle fencing hashes now.
@@ -338,12 +389,21 @@ class RedisBackend final
   // Calls found(name, kind) for every key of a mutex whose name starts with `prefix`; kind is
   // "lock", "fencing" or "contender". SCAN, so the server never blocks on the whole keyspace.
   template <class Found>
-  void scan(const std::string& prefix, Found&& found) {
+  // With `now`: the server's clock too, read in the first call's round trip (TIME).
+  void scan(const std::string& prefix, Found&& found, EpochMillis* now = nullptr) {
     const std::string pattern = glob_escaped(options_.prefix + ":{" + prefix) + "*";
     std::string cursor = "0";
     do {
       auto reply = pool_.with([&](Connection& connection) {
-        return connection.checked({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+        std::vector<std::string> call{"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"};
+        if (!now) return connection.checked(call);
+        auto replies = connection.pipeline({call, {"TIME"}});
+        for (auto& one : replies) {
+          if (one->type == REDIS_REPLY_ERROR) Connection::fail_reply(where_, *one, "SCAN");
+        }
+        *now = time_of(*replies[1]);
+        now = nullptr;
+        return std::move(replies[0]);
       });
       if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_STRING ||
           reply->element[1]->type != REDIS_REPLY_ARRAY) {
@@ -358,6 +418,17 @@ class RedisBackend final
         }
       }
     } while (cursor != "0");
+  }
+
+  // TIME's reply in epoch milliseconds.
+  EpochMillis time_of(const redisReply& reply) const {
+    if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2 || reply.element[0]->type != REDIS_REPLY_STRING ||
+        reply.element[1]->type != REDIS_REPLY_STRING) {
+      throw Error(errc::internal, where_ + ": unexpected TIME reply");
+    }
+    const auto seconds = std::stoll(std::string(reply.element[0]->str, reply.element[0]->len));
+    const auto micros = std::stoll(std::string(reply.element[1]->str, reply.element[1]->len));
+    return seconds * 1000 + micros / 1000;
   }
 
   static std::string glob_escaped(const std::string& text) {

@@ -167,6 +167,62 @@ TEST(SemaphoreTest, TheNextContenderWaitsForARelease) {
   EXPECT_LT(slot, 2u);
 }
 
+// An engine whose acquire() calls are counted, by record.
+class AcquireCounting : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
+    {
+      std::lock_guard lock(mutex_);
+      ++asked_[mutex];
+    }
+    return ForwardingBackend::acquire(mutex, contender_id, ttl, transition);
+  }
+  int asked(const std::string& record) const {
+    std::lock_guard lock(mutex_);
+    auto it = asked_.find(record);
+    return it == asked_.end() ? 0 : it->second;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, int> asked_;
+};
+
+// A waiting process has one remote contender: while another process's request is at the head
+// of the semaphore's line ("<name>#wait") and waits on the slots, a later process waits in the
+// line and asks no slot. Permits then go first come, first served: the head first.
+TEST(SemaphoreTest, AWaitingProcessWaitsInTheLineAndTheFirstIsServedFirst) {
+  auto client = make_client(steady_options());
+  const auto name = unique_mutex("sem-line");
+  const std::string line = name + "#wait";
+  Client holder = other_process(client);
+  Semaphore held = holder.semaphore(name, 2);
+  Permit a = held.acquire(10s), b = held.acquire(10s);
+  auto lost = [&] { return a.lost().stop_requested() || b.lost().stop_requested(); };
+  Client first = other_process(client);
+  auto head = first.semaphore(name, 2).acquire_async(30s);
+  ASSERT_TRUE(wait_until([&] { return !client.owner(line).empty(); }, 10s)) << "the first waiter never led the line";
+  auto counting = std::make_shared<AcquireCounting>(make_backend());
+  Client second(counting, client.options(), client.runtime());
+  auto next = second.semaphore(name, 2).acquire_async(30s);
+  ASSERT_TRUE(wait_until([&] { return counting->asked(line) > 0; }, 10s)) << "the second waiter never joined the line";
+  for (unsigned slot = 0; slot < 2; ++slot) {
+    EXPECT_EQ(counting->asked(Semaphore::slot_name(name, slot, 2)), 0)
+        << "the second waiter asked slot " << slot << " while the first led the line";
+  }
+  a.release();
+  ASSERT_EQ(head.wait_for(20s), std::future_status::ready) << "the first waiter never got the freed permit";
+  Permit got = head.get();
+  EXPECT_TRUE(got);
+  EXPECT_TRUE(next.wait_for(100ms) == std::future_status::timeout || lost() || got.lost().stop_requested())
+      << "the second waiter got a permit of two beside two holders";
+  b.release();
+  ASSERT_EQ(next.wait_for(20s), std::future_status::ready) << "the second waiter never got the next permit";
+  EXPECT_TRUE(next.get());
+}
+
 // A holder whose backend stops answering (a dead or cut-off process) keeps its slot only until
 // its lease runs out (judged by the server's clock); then a waiter gets it, with a larger token.
 TEST(SemaphoreTest, ADeadHoldersPermitComesBackAfterItsLease) {

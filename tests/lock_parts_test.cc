@@ -521,8 +521,9 @@ TEST(DerivedRecordsTest, NamesAreReadBackAndOthersAreNone) {
   EXPECT_EQ(slot->slot, 2u);
   EXPECT_EQ(slot->permits, 3u);
   EXPECT_EQ(derived_record("cfg", simba::internal::reader_prefix("cfg") + "0a1b2c3d")->kind, Kind::reader);
+  EXPECT_EQ(derived_record("pay", simba::internal::line_name("pay"))->kind, Kind::line);
   for (const char* other : {"pay", "pay#", "pay#3of3", "pay#0of", "pay#of3", "pay#-1of3", "pay#1of3x", "payx#0of1",
-                            "pa#0of1", "pay#rabc", "pay#r0a1b2c3g", "pay#write"}) {
+                            "pa#0of1", "pay#rabc", "pay#r0a1b2c3g", "pay#write", "pay#waits"}) {
     EXPECT_FALSE(derived_record("pay", other)) << other;
   }
 }

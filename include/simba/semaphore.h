@@ -26,12 +26,16 @@
 //     that start while none of the others holds are not seen: keep N in one place.
 //   - A blocking acquire() first asks the slots one by one, from the slot the handle was last
 //     granted (a random one at first), until one is granted (a free permit costs one round
-//     trip); if none is, and for acquire_async(), the request waits on every slot at once and
-//     takes the first it is granted; the others are withdrawn (a slot granted
-//     meanwhile goes back at once). Local requests queue FIFO per
-//     slot, and a released permit passes to the next local request on that slot without a
-//     round trip (up to LockOptions::max_local_handovers in a row). Slots are never cached.
-//   - Waiting processes are served per slot as mutex waiters are (no process is starved).
+//     trip); if none is, and for acquire_async(), the request joins the semaphore's line, a
+//     mutex record "<name>#wait". The request at the head of the line waits on every slot at
+//     once and takes the first it is granted; the others are withdrawn (a slot granted
+//     meanwhile goes back at once), and the line passes to the next request. So a waiting
+//     process has one remote contender, and waiting processes are served first come, first
+//     served, as a mutex's waiters are (no process is starved). Local requests queue FIFO in
+//     the line, and a released permit passes to the next local request on its slot without a
+//     round trip (up to LockOptions::max_local_handovers in a row). Slots and the line are
+//     never cached. A request's first asking may take a slot that is free while the head
+//     waits: the line orders the waiters, not the first try.
 //
 // Thread-safety: Semaphore is a cheap copyable handle; any thread may use it. A Permit is not
 // bound to a thread; it is move-only.

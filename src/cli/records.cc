@@ -35,6 +35,7 @@ namespace {
 struct Derived {
   std::map<unsigned, std::map<unsigned, MutexRecord>> slots;  // permits -> slot -> record
   std::vector<MutexRecord> readers;  // held ones only (a shared mutex's writer holds `name` itself)
+  std::optional<MutexRecord> line;   // a semaphore's line of waiting requests (its holder: the first)
   bool any() const { return !slots.empty() || !readers.empty(); }
 };
 
@@ -48,6 +49,7 @@ Derived derived_records(Client& client, const std::string& name) {
     if (!derived) continue;
     switch (derived->kind) {
       case internal::DerivedRecord::Kind::slot: found.slots[derived->permits][derived->slot] = record; break;
+      case internal::DerivedRecord::Kind::line: found.line = record; break;
       case internal::DerivedRecord::Kind::reader:
         if (!record.owner.empty()) found.readers.push_back(record);
         break;
@@ -108,6 +110,8 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
         semaphores.push_back({{"permits", permits}, {"held", held(slots)}, {"slots", listed}});
       }
       out["semaphores"] = semaphores;
+      const bool waits = derived.line && !derived.line->owner.empty();
+      out["first_waiter"] = waits ? nlohmann::json(derived.line->owner.owner_id) : nlohmann::json(nullptr);
     }
     if (!derived.readers.empty()) {
       auto readers = nlohmann::json::array();
@@ -148,6 +152,10 @@ int run_status(const BackendChoice& backend, const std::string& mutex, bool json
                               : std::string("none asked since the holders got their permits"))
                 << "\n";
     }
+  }
+  if (!derived.slots.empty() && derived.line && !derived.line->owner.empty()) {
+    std::cout << "first waiter:   " << derived.line->owner.owner_id << " (leads the line '" << derived.line->mutex
+              << "'; the others wait behind it)\n";
   }
   if (!derived.readers.empty()) {
     // The writer holds the mutex itself (writing, or waiting for these readers to leave).

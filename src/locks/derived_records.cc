@@ -10,6 +10,7 @@ namespace simba::internal {
 namespace {
 constexpr std::string_view kInfix = "#";
 constexpr char kReader = 'r';
+constexpr std::string_view kLine = "wait";
 constexpr std::size_t kReaderDigits = 8;
 
 bool whole_number(std::string_view text, unsigned& out) {
@@ -21,6 +22,7 @@ bool whole_number(std::string_view text, unsigned& out) {
 
 std::string derived_prefix(const std::string& name) { return name + std::string(kInfix); }
 std::string reader_prefix(const std::string& name) { return derived_prefix(name) + kReader; }
+std::string line_name(const std::string& name) { return derived_prefix(name) + std::string(kLine); }
 
 std::optional<DerivedRecord> derived_record(std::string_view name, std::string_view record) {
   if (record.size() <= name.size() + kInfix.size() || !record.starts_with(name) ||
@@ -28,6 +30,7 @@ std::optional<DerivedRecord> derived_record(std::string_view name, std::string_v
     return std::nullopt;
   }
   const auto tail = record.substr(name.size() + kInfix.size());
+  if (tail == kLine) return DerivedRecord{DerivedRecord::Kind::line};
   if (tail.size() == 1 + kReaderDigits && tail.front() == kReader &&
       tail.find_first_not_of("0123456789abcdef", 1) == std::string_view::npos) {
     return DerivedRecord{DerivedRecord::Kind::reader};

@@ -1,4 +1,5 @@
-// Records a primitive keeps beside its name (a semaphore's slots, a shared mutex's readers).
+// Records a primitive keeps beside its name (a semaphore's slots and line, a shared mutex's
+// readers).
 // Internal.
 #pragma once
 
@@ -19,12 +20,14 @@ void require_record_fits(const Backend& backend, const std::string& what, const 
 // a shared mutex keeps "<name>" (its gate, a writer's) and one reader record per reading
 // process, reader_prefix(name) + 8 hex digits.
 std::string reader_prefix(const std::string& name);
+// A semaphore's line of waiting processes, "<name>#wait" (a mutex: its holder waits on the slots).
+std::string line_name(const std::string& name);
 // The prefix every derived record of `name` starts with ("<name>#").
 std::string derived_prefix(const std::string& name);
 
 // What a record is to the primitive `name`, read from its name.
 struct DerivedRecord {
-  enum class Kind { slot, reader };
+  enum class Kind { slot, reader, line };
   Kind kind = Kind::slot;
   unsigned slot = 0;     // a slot's: k
   unsigned permits = 0;  // a slot's: N

@@ -22,9 +22,15 @@ namespace simba {
 namespace internal {
 
 struct SemaphoreState {
+  explicit SemaphoreState(Mutex line_) : line(std::move(line_)) {}
+
   std::string name;
   unsigned permits = 0;
   std::vector<Mutex> slots;  // slot k: slot_name(name, k, permits)
+  // "<name>#wait": the line of waiting processes; its holder (the longest waiting process's
+  // first request) waits on the slots, the others wait in the line, so a waiting process has
+  // one remote contender and processes are served first come, first served.
+  Mutex line;
   std::shared_ptr<Backend> backend;
   std::atomic<bool> checked{false};  // the permits were checked against the live holders
   // The slot the next try asks first: the one this handle was last granted (its entry is warm;
@@ -59,8 +65,9 @@ void check_permits(SemaphoreState& state) {
 
 }  // namespace
 
-// One request: waits on every slot at once; the first grant settles it, the other requests
-// are withdrawn (a slot granted meanwhile is given back at once); if every slot fails (its
+// One request: waits in the semaphore's line, then, at its head, on every slot at once; the
+// first grant settles it, the other requests are withdrawn (a slot granted meanwhile is given
+// back at once) and the line goes to the next request; if the line or every slot fails (its
 // timeout), it fails with what each slot knew.
 class PermitRace : public std::enable_shared_from_this<PermitRace> {
  public:
@@ -69,6 +76,8 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
   PermitRace(std::shared_ptr<SemaphoreState> state, std::chrono::milliseconds timeout, Done done)
       : state_(std::move(state)),
         timeout_(timeout),
+        deadline_(timeout == LockEntry::kNoTimeout ? std::chrono::steady_clock::time_point::max()
+                                                   : std::chrono::steady_clock::now() + timeout),
         done_(std::move(done)),
         pending_(state_->permits),
         tickets_(state_->permits),
@@ -79,6 +88,8 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
   // unless it was settled already. A grant that comes after is given back as it arrives.
   void withdraw() {
     std::vector<std::pair<unsigned, std::uint64_t>> withdrawn;
+    std::optional<std::uint64_t> line_ticket;
+    Hold head;
     Done done;
     {
       MutexLock lock(mutex_);
@@ -89,8 +100,12 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
       for (unsigned slot = 0; slot < tickets_.size(); ++slot) {
         if (tickets_[slot]) withdrawn.emplace_back(slot, *tickets_[slot]);
       }
+      line_ticket = std::exchange(line_ticket_, std::nullopt);
+      head = std::move(head_);
     }
+    if (line_ticket) state_->line.cancel(*line_ticket);
     for (const auto& [slot, ticket] : withdrawn) state_->slots[slot].cancel(ticket);
+    head.unlock();
     if (done) {
       done(std::make_error_code(std::errc::operation_canceled), Permit(),
            "semaphore '" + state_->name + "': the request was withdrawn");
@@ -103,18 +118,74 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
     answered_changed_.wait(lock.native(), [&]() REQUIRES(mutex_) { return started_ && answered_ == asked_; });
   }
 
+  // Joins the line; at its head, start_slots() asks every slot.
   void start() {
-    start_slots();
     {
       MutexLock lock(mutex_);
+      ++asked_;
+    }
+    const auto ticket = state_->line.enqueue(timeout_, [self = shared_from_this()](std::error_code error, Hold hold) {
+      self->at_head(error, std::move(hold));
+    });
+    bool withdraw = false;
+    {
+      MutexLock lock(mutex_);
+      if (!line_answered_) {
+        if (settled_) {
+          withdraw = true;
+        } else {
+          line_ticket_ = ticket;
+        }
+      }
       started_ = true;
     }
+    if (withdraw) state_->line.cancel(ticket);
     answered_changed_.notify_all();
   }
 
  private:
+  // The line answered: at its head (`hold`), or failed (its timeout).
+  void at_head(std::error_code error, Hold hold) {
+    Done done;
+    std::string why;
+    Hold late;
+    {
+      MutexLock lock(mutex_);
+      ++answered_;
+      line_answered_ = true;
+      line_ticket_.reset();
+      if (settled_) {
+        late = std::move(hold);
+      } else if (error) {
+        settled_ = true;
+        done = std::move(done_);
+        why = "semaphore '" + state_->name + "' (" + permits_text(state_->permits) + "): no permit";
+        if (timeout_ != LockEntry::kNoTimeout) why += " within " + format_duration(timeout_);
+        why += ": ";
+        why += error == errc::timeout
+                   ? "it waited in the semaphore's line behind earlier requests, which wait for the permits (" +
+                         state_->line.entry_->timeout_message(timeout_) + ")"
+                   : "its line '" + state_->line.name() + "': " + error.message();
+      } else {
+        head_ = std::move(hold);
+      }
+    }
+    late.unlock();
+    answered_changed_.notify_all();
+    if (done) {
+      done(error, Permit(), why);
+      return;
+    }
+    if (!late && !error) start_slots();
+  }
+
   void start_slots() {
     const unsigned n = state_->permits;
+    const auto left =
+        deadline_ == std::chrono::steady_clock::time_point::max()
+            ? LockEntry::kNoTimeout
+            : std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                         deadline_ - std::chrono::steady_clock::now()));
     const unsigned first = state_->next.fetch_add(1, std::memory_order_relaxed) % n;
     for (unsigned i = 0; i < n; ++i) {
       const unsigned slot = (first + i) % n;
@@ -124,7 +195,7 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
         ++asked_;
       }
       const auto ticket =
-          state_->slots[slot].enqueue(timeout_, [self = shared_from_this(), slot](std::error_code error, Hold hold) {
+          state_->slots[slot].enqueue(left, [self = shared_from_this(), slot](std::error_code error, Hold hold) {
             self->answer(slot, error, std::move(hold));
           });
       bool withdraw = false;
@@ -152,6 +223,7 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
     std::error_code failure;
     std::string why;
     Hold late;  // a grant after the request settled: given back below, outside the lock
+    Hold head;  // the line, once settled: to the next request
     {
       MutexLock lock(mutex_);
       ++answered_;
@@ -182,7 +254,12 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
         }
       }
     }
+    {
+      MutexLock lock(mutex_);
+      if (settled_) head = std::move(head_);
+    }
     for (const auto& [other, ticket] : withdraw) state_->slots[other].cancel(ticket);
+    head.unlock();
     late.unlock();
     answered_changed_.notify_all();
     if (done) done(failure, std::move(permit), why);
@@ -190,17 +267,21 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
 
   const std::shared_ptr<SemaphoreState> state_;
   const std::chrono::milliseconds timeout_;
+  const std::chrono::steady_clock::time_point deadline_;  // of the whole request (max: none)
   AnnotatedMutex mutex_;
   Done done_ GUARDED_BY(mutex_);
   bool settled_ GUARDED_BY(mutex_) = false;
   unsigned pending_ GUARDED_BY(mutex_);                                   // slots not answered yet
   std::vector<std::optional<std::uint64_t>> tickets_ GUARDED_BY(mutex_);  // of slots still waiting
   std::vector<bool> answered_slots_ GUARDED_BY(mutex_);
-  std::vector<std::string> failures_ GUARDED_BY(mutex_);  // per slot, once it failed
-  std::error_code failure_ GUARDED_BY(mutex_);            // the first failure not a timeout, else timeout
-  unsigned asked_ GUARDED_BY(mutex_) = 0;                 // slots enqueued on
-  unsigned answered_ GUARDED_BY(mutex_) = 0;              // ... that answered
-  bool started_ GUARDED_BY(mutex_) = false;               // start() enqueued on every slot it would
+  std::vector<std::string> failures_ GUARDED_BY(mutex_);         // per slot, once it failed
+  std::error_code failure_ GUARDED_BY(mutex_);                   // the first failure not a timeout, else timeout
+  unsigned asked_ GUARDED_BY(mutex_) = 0;                        // slots enqueued on
+  unsigned answered_ GUARDED_BY(mutex_) = 0;                     // ... that answered
+  bool started_ GUARDED_BY(mutex_) = false;                      // start() joined the line
+  std::optional<std::uint64_t> line_ticket_ GUARDED_BY(mutex_);  // while waiting in the line
+  bool line_answered_ GUARDED_BY(mutex_) = false;
+  Hold head_ GUARDED_BY(mutex_);  // the line, while this request is at its head and unsettled
   std::condition_variable answered_changed_;
 };
 
@@ -208,7 +289,8 @@ std::shared_ptr<SemaphoreState> make_semaphore_state(std::string name, unsigned 
                                                      std::shared_ptr<Backend> backend,
                                                      const std::function<Mutex(const std::string&)>& slot) {
   require_record_fits(*backend, "semaphore '" + name + "'", Semaphore::slot_name(name, permits - 1, permits));
-  auto state = std::make_shared<SemaphoreState>();
+  require_record_fits(*backend, "semaphore '" + name + "'", line_name(name));
+  auto state = std::make_shared<SemaphoreState>(slot(line_name(name)));
   state->name = std::move(name);
   state->permits = permits;
   state->next.store(std::random_device{}() % permits, std::memory_order_relaxed);

@@ -51,7 +51,9 @@ void RemoteContender::drive_locked(bool inline_round) {
     redrive_ = false;
     auto move = contender_move(state());
     if (move == ContenderMove::stop) {
-      release_wanted_ = false;
+      // While the lease goes back (outside the lock, below), a round that lands meanwhile must
+      // not grant a request that came meanwhile from it: it would hold a lease already gone.
+      release_wanted_ = true;
     } else if (move == ContenderMove::start) {
       if (!window_.away([] { return Clock::now(); })) {
         running_ = true;
@@ -87,7 +89,10 @@ void RemoteContender::drive_locked(bool inline_round) {
       running_ = false;
       break;
     }
-    if (move == ContenderMove::stop) running_ = false;
+    if (move == ContenderMove::stop) {
+      running_ = false;
+      release_wanted_ = false;  // gone back: requests that came meanwhile start a new round
+    }
   }
   driving_ = false;
 }

@@ -148,7 +148,8 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
   void at_head(std::error_code error, Hold hold) {
     Done done;
     std::string why;
-    Hold late;
+    Hold late;  // the line, granted after the request settled: passed on below
+    bool lead = false;
     {
       MutexLock lock(mutex_);
       ++answered_;
@@ -168,6 +169,7 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
                    : "its line '" + state_->line.name() + "': " + error.message();
       } else {
         head_ = std::move(hold);
+        lead = true;
       }
     }
     late.unlock();
@@ -176,7 +178,7 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
       done(error, Permit(), why);
       return;
     }
-    if (!late && !error) start_slots();
+    if (lead) start_slots();
   }
 
   void start_slots() {
@@ -253,9 +255,6 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
           done = std::move(done_);
         }
       }
-    }
-    {
-      MutexLock lock(mutex_);
       if (settled_) head = std::move(head_);
     }
     for (const auto& [other, ticket] : withdraw) state_->slots[other].cancel(ticket);

@@ -212,6 +212,18 @@ TEST(SemaphoreTest, AWaitingProcessWaitsInTheLineAndTheFirstIsServedFirst) {
     EXPECT_EQ(counting->asked(Semaphore::slot_name(name, slot, 2)), 0)
         << "the second waiter asked slot " << slot << " while the first led the line";
   }
+  // A third that gives up in the line still names the holders of the permits.
+  try {
+    Permit extra = other_process(client).semaphore(name, 2).acquire(300ms);
+    EXPECT_TRUE(lost()) << "a third permit of two";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), errc::timeout);
+    const std::string what = e.what();
+    EXPECT_NE(what.find(line), std::string::npos) << what;
+    EXPECT_NE(what.find("the permits are held by '"), std::string::npos) << what;
+    EXPECT_NE(what.find("(permit 0)"), std::string::npos) << what;
+    EXPECT_NE(what.find("(permit 1)"), std::string::npos) << what;
+  }
   a.release();
   ASSERT_EQ(head.wait_for(20s), std::future_status::ready) << "the first waiter never got the freed permit";
   Permit got = head.get();

@@ -63,6 +63,28 @@ void check_permits(SemaphoreState& state) {
   state.checked.store(true, std::memory_order_release);
 }
 
+// "'<owner>' (permit k), ..." of the live holders of `state`'s slots by one listing, or a
+// sentence saying why not. Blocks for the listing: a caller's thread only, never a runtime's.
+std::string holders_text(SemaphoreState& state) {
+  Administration* admin = state.backend->administration();
+  if (!admin) return "unknown (" + state.backend->describe() + " offers no listing)";
+  try {
+    std::string out;
+    const auto listing = admin->list(derived_prefix(state.name), 4 * Semaphore::kMaxPermits);
+    for (const auto& record : listing.records) {
+      const auto slot = derived_record(state.name, record.mutex);
+      if (record.owner.owner_id.empty() || !slot || slot->kind != DerivedRecord::Kind::slot ||
+          slot->permits != state.permits) {
+        continue;
+      }
+      out += (out.empty() ? "'" : ", '") + record.owner.owner_id + "' (permit " + std::to_string(slot->slot) + ")";
+    }
+    return out.empty() ? "none now" : out;
+  } catch (const std::exception& e) {
+    return std::string("unknown (the listing failed: ") + e.what() + ")";
+  }
+}
+
 }  // namespace
 
 // One request: waits in the semaphore's line, then, at its head, on every slot at once; the
@@ -112,6 +134,12 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
     }
   }
 
+  // Whether the request failed waiting in the line (it never led it): it saw no slot's holder.
+  bool failed_in_line() const {
+    MutexLock lock(mutex_);
+    return failed_in_line_;
+  }
+
   // Waits until every slot asked has answered (a late grant given back). After withdraw().
   void wait_quiet() {
     UniqueMutexLock lock(mutex_);
@@ -159,6 +187,7 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
         late = std::move(hold);
       } else if (error) {
         settled_ = true;
+        failed_in_line_ = true;
         done = std::move(done_);
         why = "semaphore '" + state_->name + "' (" + permits_text(state_->permits) + "): no permit";
         if (timeout_ != LockEntry::kNoTimeout) why += " within " + format_duration(timeout_);
@@ -267,8 +296,9 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
   const std::shared_ptr<SemaphoreState> state_;
   const std::chrono::milliseconds timeout_;
   const std::chrono::steady_clock::time_point deadline_;  // of the whole request (max: none)
-  AnnotatedMutex mutex_;
+  mutable AnnotatedMutex mutex_;
   Done done_ GUARDED_BY(mutex_);
+  bool failed_in_line_ GUARDED_BY(mutex_) = false;
   bool settled_ GUARDED_BY(mutex_) = false;
   unsigned pending_ GUARDED_BY(mutex_);                                   // slots not answered yet
   std::vector<std::optional<std::uint64_t>> tickets_ GUARDED_BY(mutex_);  // of slots still waiting
@@ -338,7 +368,14 @@ Permit Semaphore::acquire(std::chrono::milliseconds timeout, std::stop_token int
     std::stop_callback withdraw(interrupt, [&race] { race->withdraw(); });
     future.wait();
   }
-  Permit permit = future.get();
+  Permit permit;
+  try {
+    permit = future.get();
+  } catch (const Error& e) {
+    // Waiting in the line, this request saw only the request ahead of it: name the holders.
+    if (e.code() != errc::timeout || !race->failed_in_line()) throw;
+    throw Error(e.code(), std::string(e.what()) + "; the permits are held by " + internal::holders_text(*state_));
+  }
   if (interrupt.stop_requested()) {
     race->withdraw();  // settled already: takes out what still waits
     race->wait_quiet();

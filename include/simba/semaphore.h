@@ -31,9 +31,10 @@
 //     once and takes the first it is granted; the others are withdrawn (a slot granted
 //     meanwhile goes back at once), and the line passes to the next request. So a waiting
 //     process has one remote contender, and waiting processes are served first come, first
-//     served, as a mutex's waiters are (no process is starved). Local requests queue FIFO in
-//     the line, and a released permit passes to the next local request on its slot without a
-//     round trip (up to LockOptions::max_local_handovers in a row). Slots and the line are
+//     served, as a mutex's waiters are (no process is starved). While a process leads the
+//     line, up to N more of its requests join the lead without waiting in the line (a permit
+//     released there passes to the next of them without a round trip); the rest queue FIFO
+//     in the line, and the last of the lead to settle passes the line on. Slots and the line are
 //     never cached. A request's first asking may take a slot that is free while the head
 //     waits: the line orders the waiters, not the first try.
 //

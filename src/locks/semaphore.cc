@@ -31,6 +31,14 @@ struct SemaphoreState {
   // first request) waits on the slots, the others wait in the line, so a waiting process has
   // one remote contender and processes are served first come, first served.
   Mutex line;
+  // While this process leads the line: the line's hold, shared by this process's requests that
+  // wait on the slots (`racing`). A request that comes meanwhile joins them without waiting in
+  // the line, up to `permits` of them per lead, so that other processes' turn still comes; the
+  // last to settle passes the line on.
+  AnnotatedMutex lead_mutex;
+  Hold lead GUARDED_BY(lead_mutex);
+  unsigned racing GUARDED_BY(lead_mutex) = 0;
+  unsigned joins GUARDED_BY(lead_mutex) = 0;
   std::shared_ptr<Backend> backend;
   std::atomic<bool> checked{false};  // the permits were checked against the live holders
   // The slot the next try asks first: the one this handle was last granted (its entry is warm;
@@ -111,7 +119,7 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
   void withdraw() {
     std::vector<std::pair<unsigned, std::uint64_t>> withdrawn;
     std::optional<std::uint64_t> line_ticket;
-    Hold head;
+    bool leave = false;
     Done done;
     {
       MutexLock lock(mutex_);
@@ -123,11 +131,11 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
         if (tickets_[slot]) withdrawn.emplace_back(slot, *tickets_[slot]);
       }
       line_ticket = std::exchange(line_ticket_, std::nullopt);
-      head = std::move(head_);
+      leave = leaving_lead_locked();
     }
     if (line_ticket) state_->line.cancel(*line_ticket);
     for (const auto& [slot, ticket] : withdrawn) state_->slots[slot].cancel(ticket);
-    head.unlock();
+    if (leave) leave_lead();
     if (done) {
       done(std::make_error_code(std::errc::operation_canceled), Permit(),
            "semaphore '" + state_->name + "': the request was withdrawn");
@@ -146,8 +154,28 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
     answered_changed_.wait(lock.native(), [&]() REQUIRES(mutex_) { return started_ && answered_ == asked_; });
   }
 
-  // Joins the line; at its head, start_slots() asks every slot.
+  // Joins this process's requests that lead the line, if it leads and may take one more;
+  // else joins the line, and at its head start_slots() asks every slot.
   void start() {
+    bool joined = false;
+    {
+      MutexLock lock(state_->lead_mutex);
+      if (state_->lead && state_->joins < state_->permits) {
+        ++state_->joins;
+        ++state_->racing;
+        joined = true;
+      }
+    }
+    if (joined) {
+      {
+        MutexLock lock(mutex_);
+        in_lead_ = true;
+        started_ = true;
+      }
+      answered_changed_.notify_all();
+      start_slots();
+      return;
+    }
     {
       MutexLock lock(mutex_);
       ++asked_;
@@ -197,7 +225,11 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
                          state_->line.entry_->timeout_message(timeout_) + ")"
                    : "its line '" + state_->line.name() + "': " + error.message();
       } else {
-        head_ = std::move(hold);
+        MutexLock leading(state_->lead_mutex);
+        state_->lead = std::move(hold);
+        state_->joins = 0;
+        ++state_->racing;
+        in_lead_ = true;
         lead = true;
       }
     }
@@ -253,8 +285,8 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
     Permit permit;
     std::error_code failure;
     std::string why;
-    Hold late;  // a grant after the request settled: given back below, outside the lock
-    Hold head;  // the line, once settled: to the next request
+    Hold late;           // a grant after the request settled: given back below, outside the lock
+    bool leave = false;  // settled: out of this process's lead
     {
       MutexLock lock(mutex_);
       ++answered_;
@@ -284,13 +316,29 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
           done = std::move(done_);
         }
       }
-      if (settled_) head = std::move(head_);
+      leave = leaving_lead_locked();
     }
     for (const auto& [other, ticket] : withdraw) state_->slots[other].cancel(ticket);
-    head.unlock();
+    if (leave) leave_lead();
     late.unlock();
     answered_changed_.notify_all();
     if (done) done(failure, std::move(permit), why);
+  }
+
+  // Whether this settled request must now leave this process's lead (once).
+  bool leaving_lead_locked() REQUIRES(mutex_) {
+    if (!settled_ || !in_lead_ || left_lead_) return false;
+    left_lead_ = true;
+    return true;
+  }
+  // The last of this process's requests to leave the lead passes the line on.
+  void leave_lead() {
+    Hold last;
+    {
+      MutexLock lock(state_->lead_mutex);
+      if (--state_->racing == 0) last = std::move(state_->lead);
+    }
+    last.unlock();
   }
 
   const std::shared_ptr<SemaphoreState> state_;
@@ -310,7 +358,8 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
   bool started_ GUARDED_BY(mutex_) = false;                      // start() joined the line
   std::optional<std::uint64_t> line_ticket_ GUARDED_BY(mutex_);  // while waiting in the line
   bool line_answered_ GUARDED_BY(mutex_) = false;
-  Hold head_ GUARDED_BY(mutex_);  // the line, while this request is at its head and unsettled
+  bool in_lead_ GUARDED_BY(mutex_) = false;    // one of this process's requests that lead the line
+  bool left_lead_ GUARDED_BY(mutex_) = false;  // ... no more
   std::condition_variable answered_changed_;
 };
 

@@ -318,11 +318,13 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
       }
       leave = leaving_lead_locked();
     }
+    // The outcome first: withdrawing from the other slots and passing the line on may each
+    // give a lease back, a round trip on this thread, which the grant need not wait for.
+    if (done) done(failure, std::move(permit), why);
     for (const auto& [other, ticket] : withdraw) state_->slots[other].cancel(ticket);
     if (leave) leave_lead();
     late.unlock();
     answered_changed_.notify_all();
-    if (done) done(failure, std::move(permit), why);
   }
 
   // Whether this settled request must now leave this process's lead (once).

@@ -8,8 +8,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -91,6 +93,42 @@ pid_t spawn_case(const std::string& gtest_case, const std::vector<std::string>& 
 
 // Number of threads of this process (/proc/self/task).
 int thread_count();
+
+// An engine whose acquire() calls (renewals included) are counted, in all and by record, with
+// the contender ids that made them.
+class AcquireCounting : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
+                        std::chrono::milliseconds transition) override {
+    {
+      std::lock_guard lock(mutex_);
+      ++asked_[mutex];
+      ++calls_;
+      contenders_.insert(contender_id);
+    }
+    return ForwardingBackend::acquire(mutex, contender_id, ttl, transition);
+  }
+  int asked(const std::string& record) const {
+    std::lock_guard lock(mutex_);
+    auto it = asked_.find(record);
+    return it == asked_.end() ? 0 : it->second;
+  }
+  int calls() const {
+    std::lock_guard lock(mutex_);
+    return calls_;
+  }
+  std::set<std::string> contenders() const {
+    std::lock_guard lock(mutex_);
+    return contenders_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, int> asked_;  // guarded by mutex_
+  int calls_ = 0;                     // guarded by mutex_
+  std::set<std::string> contenders_;  // guarded by mutex_
+};
 
 // A contender that records every notification, thread-safely.
 class Recorder : public ContenderBase {

@@ -112,28 +112,6 @@ TEST(LockManagerTest, TryLockUntilWaitsForTheDeadlineOnEitherClock) {
   check_try_lock_until(waiter, [&] { hold.unlock(); });
 }
 
-// Hears every contender id that asks the backend for a lease (acquire, renewals included).
-class ContenderCounter : public ForwardingBackend {
- public:
-  using ForwardingBackend::ForwardingBackend;
-  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
-                        std::chrono::milliseconds transition) override {
-    {
-      std::lock_guard lock(mutex_);
-      ids_.insert(contender_id);
-    }
-    return ForwardingBackend::acquire(mutex, contender_id, ttl, transition);
-  }
-  std::set<std::string> ids() const {
-    std::lock_guard lock(mutex_);
-    return ids_;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::set<std::string> ids_;  // guarded by mutex_
-};
-
 // close() from another thread while an acquire waits (simba lock and leader on SIGTERM): the
 // acquire is interrupted, and close() returns only once its contender stopped, so the process
 // may exit at once: no round that ends later can take the mutex and leave a lease behind.
@@ -172,7 +150,7 @@ TEST(LockerTest, ALockerAndAMutexOfOneNameShareOneRemoteContender) {
   // Two Lockers and a Mutex handle of one name, from one Client, all waiting or holding at
   // once: the backend hears one contender. A Locker given its own id is a second one.
   auto base = make_client();
-  auto counter = std::make_shared<ContenderCounter>(base.backend());
+  auto counter = std::make_shared<AcquireCounting>(base.backend());
   Client client(counter, base.options(), base.runtime());
   const auto mutex = unique_mutex();
   Locker first(mutex, client);
@@ -188,11 +166,11 @@ TEST(LockerTest, ALockerAndAMutexOfOneNameShareOneRemoteContender) {
   hold.unlock();
   EXPECT_TRUE(by_second.get());
   EXPECT_TRUE(second.is_owner());
-  EXPECT_EQ(counter->ids(), std::set<std::string>{first.contender_id()})
-      << "a Locker and a Mutex of one name contended as " << counter->ids().size() << " contenders";
+  EXPECT_EQ(counter->contenders(), std::set<std::string>{first.contender_id()})
+      << "a Locker and a Mutex of one name contended as " << counter->contenders().size() << " contenders";
   Locker apart(mutex, client, contender_id::uuid());
   EXPECT_FALSE(apart.try_lock()) << "the second Locker holds it";
-  EXPECT_EQ(counter->ids().size(), 2u) << "a Locker given its own id contends apart";
+  EXPECT_EQ(counter->contenders().size(), 2u) << "a Locker given its own id contends apart";
   second.close();
   EXPECT_TRUE(apart.try_lock_for(kSoon));
 }

@@ -167,29 +167,6 @@ TEST(SemaphoreTest, TheNextContenderWaitsForARelease) {
   EXPECT_LT(slot, 2u);
 }
 
-// An engine whose acquire() calls are counted, by record.
-class AcquireCounting : public ForwardingBackend {
- public:
-  using ForwardingBackend::ForwardingBackend;
-  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
-                        std::chrono::milliseconds transition) override {
-    {
-      std::lock_guard lock(mutex_);
-      ++asked_[mutex];
-    }
-    return ForwardingBackend::acquire(mutex, contender_id, ttl, transition);
-  }
-  int asked(const std::string& record) const {
-    std::lock_guard lock(mutex_);
-    auto it = asked_.find(record);
-    return it == asked_.end() ? 0 : it->second;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::map<std::string, int> asked_;
-};
-
 // A waiting process has one remote contender: while another process's request is at the head
 // of the semaphore's line ("<name>#wait") and waits on the slots, a later process waits in the
 // line and asks no slot. Permits then go first come, first served: the head first.

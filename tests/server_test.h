@@ -110,18 +110,6 @@ class ChildProcess {
   pid_t pid_ = -1;
 };
 
-// Counts the acquire calls that go through it.
-class CountingBackend final : public ForwardingBackend {
- public:
-  using ForwardingBackend::ForwardingBackend;
-  OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
-                        std::chrono::milliseconds transition) override {
-    calls.fetch_add(1);
-    return ForwardingBackend::acquire(mutex, contender_id, ttl, transition);
-  }
-  std::atomic<int> calls{0};
-};
-
 // Five contenders line up on one mutex of `backend`, one at a time; the owner's release wakes
 // the next in line and nobody else (an engine whose waiters watch only their predecessor).
 inline void expect_release_wakes_only_the_next_waiter(const std::shared_ptr<Backend>& backend) {
@@ -131,11 +119,11 @@ inline void expect_release_wakes_only_the_next_waiter(const std::shared_ptr<Back
   options.transition = 5s;
   auto runtime = std::make_shared<Runtime>();
   const std::string mutex = tck::unique_mutex();
-  std::vector<std::shared_ptr<CountingBackend>> counters;
+  std::vector<std::shared_ptr<tck::AcquireCounting>> counters;
   std::vector<std::shared_ptr<tck::Recorder>> recorders;
   std::vector<std::unique_ptr<MutexContendService>> services;
   for (int i = 0; i < 5; ++i) {
-    counters.push_back(std::make_shared<CountingBackend>(backend));
+    counters.push_back(std::make_shared<tck::AcquireCounting>(backend));
     recorders.push_back(std::make_shared<tck::Recorder>(mutex));
     services.push_back(Client(counters.back(), options, runtime).contend_service(recorders.back()));
     services.back()->start();
@@ -145,11 +133,11 @@ inline void expect_release_wakes_only_the_next_waiter(const std::shared_ptr<Back
   ASSERT_TRUE(services[0]->is_owner());
   std::this_thread::sleep_for(200ms);  // let every first round settle
   std::vector<int> before;
-  for (auto& counter : counters) before.push_back(counter->calls.load());
+  for (auto& counter : counters) before.push_back(counter->calls());
   services[0]->stop();
   ASSERT_TRUE(tck::wait_until([&] { return recorders[1]->acquired_count() == 1; }, 5s));  // the next in line
   std::this_thread::sleep_for(300ms);
-  for (int i = 2; i < 5; ++i) EXPECT_EQ(counters[i]->calls.load(), before[i]) << "waiter " << i << " was woken";
+  for (int i = 2; i < 5; ++i) EXPECT_EQ(counters[i]->calls(), before[i]) << "waiter " << i << " was woken";
   for (int i = 1; i < 5; ++i) services[i]->stop();
 }
 

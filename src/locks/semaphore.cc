@@ -50,42 +50,55 @@ namespace {
 
 std::string permits_text(unsigned permits) { return std::to_string(permits) + (permits == 1 ? " permit" : " permits"); }
 
+// A live holder of one of a semaphore's slots, as a listing shows it.
+struct SlotHolder {
+  std::string record;  // the slot's record: slot_name(name, slot, permits)
+  std::string owner;
+  unsigned slot = 0;
+  unsigned permits = 0;  // of the semaphore whose slot it holds
+};
+
+// The live holders of the slots of semaphores named `state.name` (of any count of permits),
+// by one listing; nullopt where the engine offers no listing. Blocks for the listing: a
+// caller's thread only, never a runtime's.
+std::optional<std::vector<SlotHolder>> slot_holders(const SemaphoreState& state) {
+  Administration* admin = state.backend->administration();
+  if (!admin) return std::nullopt;
+  std::vector<SlotHolder> out;
+  const auto listing = admin->list(derived_prefix(state.name), 4 * Semaphore::kMaxPermits);
+  for (const auto& record : listing.records) {
+    if (record.owner.owner_id.empty()) continue;
+    const auto slot = derived_record(state.name, record.mutex);
+    if (!slot || slot->kind != DerivedRecord::Kind::slot) continue;
+    out.push_back({record.mutex, record.owner.owner_id, slot->slot, slot->permits});
+  }
+  return out;
+}
+
 // Throws Error(errc::invalid_argument) if a live holder holds a slot of `state.name` with
 // another count of permits. Blocks for one listing (engines without Administration: none).
 void check_permits(SemaphoreState& state) {
   if (state.checked.load(std::memory_order_acquire)) return;
-  Administration* admin = state.backend->administration();
-  if (admin) {
-    const auto listing = admin->list(derived_prefix(state.name), 4 * Semaphore::kMaxPermits);
-    for (const auto& record : listing.records) {
-      if (record.owner.owner_id.empty()) continue;
-      const auto slot = derived_record(state.name, record.mutex);
-      if (slot && slot->kind == DerivedRecord::Kind::slot && slot->permits != state.permits) {
-        throw Error(errc::invalid_argument,
-                    "semaphore '" + state.name + "': asked with " + std::to_string(state.permits) + " permits, but '" +
-                        record.owner.owner_id + "' holds '" + record.mutex + "' of a semaphore of " +
-                        std::to_string(slot->permits) + " (every contender of a semaphore must use the same permits)");
-      }
-    }
+  for (const auto& holder : slot_holders(state).value_or(std::vector<SlotHolder>{})) {
+    if (holder.permits == state.permits) continue;
+    throw Error(errc::invalid_argument, "semaphore '" + state.name + "': asked with " + std::to_string(state.permits) +
+                                            " permits, but '" + holder.owner + "' holds '" + holder.record +
+                                            "' of a semaphore of " + std::to_string(holder.permits) +
+                                            " (every contender of a semaphore must use the same permits)");
   }
   state.checked.store(true, std::memory_order_release);
 }
 
-// "'<owner>' (permit k), ..." of the live holders of `state`'s slots by one listing, or a
-// sentence saying why not. Blocks for the listing: a caller's thread only, never a runtime's.
-std::string holders_text(SemaphoreState& state) {
-  Administration* admin = state.backend->administration();
-  if (!admin) return "unknown (" + state.backend->describe() + " offers no listing)";
+// "'<owner>' (permit k), ..." of the live holders of `state`'s slots, or a sentence saying
+// why not. As slot_holders(): a caller's thread only.
+std::string holders_text(const SemaphoreState& state) {
   try {
+    const auto holders = slot_holders(state);
+    if (!holders) return "unknown (" + state.backend->describe() + " offers no listing)";
     std::string out;
-    const auto listing = admin->list(derived_prefix(state.name), 4 * Semaphore::kMaxPermits);
-    for (const auto& record : listing.records) {
-      const auto slot = derived_record(state.name, record.mutex);
-      if (record.owner.owner_id.empty() || !slot || slot->kind != DerivedRecord::Kind::slot ||
-          slot->permits != state.permits) {
-        continue;
-      }
-      out += (out.empty() ? "'" : ", '") + record.owner.owner_id + "' (permit " + std::to_string(slot->slot) + ")";
+    for (const auto& holder : *holders) {
+      if (holder.permits != state.permits) continue;
+      out += (out.empty() ? "'" : ", '") + holder.owner + "' (permit " + std::to_string(holder.slot) + ")";
     }
     return out.empty() ? "none now" : out;
   } catch (const std::exception& e) {
@@ -186,13 +199,7 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
     bool withdraw = false;
     {
       MutexLock lock(mutex_);
-      if (!line_answered_) {
-        if (settled_) {
-          withdraw = true;
-        } else {
-          line_ticket_ = ticket;
-        }
-      }
+      withdraw = !keep_ticket_locked(line_answered_, line_ticket_, ticket);
       started_ = true;
     }
     if (withdraw) state_->line.cancel(ticket);
@@ -217,9 +224,7 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
         settled_ = true;
         failed_in_line_ = true;
         done = std::move(done_);
-        why = "semaphore '" + state_->name + "' (" + permits_text(state_->permits) + "): no permit";
-        if (timeout_ != LockEntry::kNoTimeout) why += " within " + format_duration(timeout_);
-        why += ": ";
+        why = no_permit_text();
         why += error == errc::timeout
                    ? "it waited in the semaphore's line behind earlier requests, which wait for the permits (" +
                          state_->line.entry_->timeout_message(timeout_) + ")"
@@ -244,11 +249,7 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
 
   void start_slots() {
     const unsigned n = state_->permits;
-    const auto left =
-        deadline_ == std::chrono::steady_clock::time_point::max()
-            ? LockEntry::kNoTimeout
-            : std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                         deadline_ - std::chrono::steady_clock::now()));
+    const auto left = remaining();
     const unsigned first = state_->next.fetch_add(1, std::memory_order_relaxed) % n;
     for (unsigned i = 0; i < n; ++i) {
       const unsigned slot = (first + i) % n;
@@ -264,20 +265,35 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
       bool withdraw = false;
       {
         MutexLock lock(mutex_);
-        // Answered already (a cached grant, or an immediate timeout): nothing to keep.
-        if (!answered_slot(slot)) {
-          if (settled_) {
-            withdraw = true;
-          } else {
-            tickets_[slot] = ticket;
-          }
-        }
+        withdraw = !keep_ticket_locked(answered_slots_[slot], tickets_[slot], ticket);
       }
       if (withdraw) state_->slots[slot].cancel(ticket);
     }
   }
 
-  bool answered_slot(unsigned slot) const REQUIRES(mutex_) { return answered_slots_[slot]; }
+  // After an enqueue that returned `ticket`: keeps it in `kept` while its answer is still to
+  // come; false if the request settled meanwhile, so the caller must cancel it. Answered
+  // already (a cached grant, or an immediate timeout): nothing to keep.
+  bool keep_ticket_locked(bool answered, std::optional<std::uint64_t>& kept, std::uint64_t ticket) REQUIRES(mutex_) {
+    if (answered) return true;
+    if (settled_) return false;
+    kept = ticket;
+    return true;
+  }
+
+  // "semaphore 'x' (N permits): no permit within T: ", the start of a failure's why.
+  std::string no_permit_text() const {
+    std::string why = "semaphore '" + state_->name + "' (" + permits_text(state_->permits) + "): no permit";
+    if (timeout_ != LockEntry::kNoTimeout) why += " within " + format_duration(timeout_);
+    return why + ": ";
+  }
+
+  // What is left of the request's timeout (kNoTimeout: none).
+  std::chrono::milliseconds remaining() const {
+    if (deadline_ == std::chrono::steady_clock::time_point::max()) return LockEntry::kNoTimeout;
+    return std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                      deadline_ - std::chrono::steady_clock::now()));
+  }
 
   void answer(unsigned slot, std::error_code error, Hold hold) {
     std::vector<std::pair<unsigned, std::uint64_t>> withdraw;
@@ -309,9 +325,7 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
         if (--pending_ == 0) {
           settled_ = true;
           failure = failure_;
-          why = "semaphore '" + state_->name + "' (" + permits_text(state_->permits) + "): no permit";
-          if (timeout_ != LockEntry::kNoTimeout) why += " within " + format_duration(timeout_);
-          why += ": ";
+          why = no_permit_text();
           for (unsigned k = 0; k < failures_.size(); ++k) why += (k ? "; " : "") + failures_[k];
           done = std::move(done_);
         }

@@ -85,6 +85,50 @@ TEST(RecordsTest, ListFindsARecordPerMutexOfThePrefixInNameOrder) {
   backend->release(prefix.substr(0, prefix.size() - 1) + "-x", "lister");
 }
 
+// list_derived() reports every held record derived from a name ("<name>#<suffix>", no '#' in
+// the suffix), in name order: not another name's, not one released, evicted or run out.
+TEST(RecordsTest, ListDerivedReportsEveryHeldRecordOfTheName) {
+  auto backend = make_backend();
+  const std::string name = unique_mutex();
+  const std::vector<std::string> held{name + "#0of2", name + "#1of2", name + "#r0123abcd", name + "#wait"};
+  for (const auto& record : held) ASSERT_EQ(backend->acquire(record, "holder", kTtl, 0ms).owner.owner_id, "holder");
+  const std::vector<std::string> others{name + "x#wait", name + "#a#b", name};
+  for (const auto& record : others) backend->acquire(record, "holder", kTtl, 0ms);
+  const std::string released = name + "#r00000001", evicted = name + "#r00000002", ran_out = name + "#r00000003";
+  for (const auto& record : {released, evicted}) backend->acquire(record, "holder", kTtl, 0ms);
+  ASSERT_TRUE(backend->release(released, "holder"));
+  ASSERT_TRUE(admin(*backend).evict(evicted, "holder"));
+  const bool lapses = backend->capabilities().lease_lapses_by_time;
+  constexpr auto kShort = 300ms;
+  if (lapses) backend->acquire(ran_out, "gone", kShort, 0ms);  // its holder never renews
+
+  auto names_held = [&](const MutexListing& listing) {
+    std::vector<std::string> out;
+    for (const auto& record : listing.records) {
+      if (!record.owner.empty()) out.push_back(record.mutex);
+    }
+    return out;
+  };
+  auto listing = admin(*backend).list_derived(name, 100);
+  EXPECT_GT(listing.now, 0);
+  EXPECT_FALSE(listing.truncated);
+  auto expected = held;
+  if (lapses) expected.insert(expected.begin() + 2, ran_out);  // "#r00000003" < "#r0123abcd"
+  EXPECT_EQ(names_held(listing), expected);
+  ASSERT_FALSE(listing.records.empty());
+  EXPECT_EQ(listing.records.front().owner.fencing_token, backend->read(held[0]).owner.fencing_token);
+  if (lapses) {
+    std::this_thread::sleep_for(kShort + 200ms);
+    EXPECT_EQ(names_held(admin(*backend).list_derived(name, 100)), held) << "a lease that ran out is still listed";
+  }
+  const auto two = admin(*backend).list_derived(name, 2);
+  EXPECT_EQ(two.records.size(), 2u);
+  EXPECT_TRUE(two.truncated);
+  for (const auto& record : held) backend->release(record, "holder");
+  for (const auto& record : others) backend->release(record, "holder");
+  EXPECT_TRUE(names_held(admin(*backend).list_derived(name, 100)).empty());
+}
+
 // Locks many distinct names once each (a service locking per entity id), lets them idle, and
 // sweeps: every record of an idle mutex goes; a held one, and one released just before the
 // sweep, stay; the next owner of a swept mutex gets a larger token than its last.

@@ -120,6 +120,15 @@ class Administration {
   // SCAN, never KEYS; ZooKeeper: one listing of /simba) and one read per returned record.
   virtual MutexListing list(const std::string& prefix, std::size_t limit) = 0;
 
+  // The records derived from the primitive `name` (those named "<name>#<suffix>", with no '#'
+  // in the suffix: a semaphore's slots and line, a shared mutex's readers), as list() reports
+  // them: every one held now, sorted by name, at most `limit`; a free one may be left out.
+  // Blocks: as list(name + "#", limit) (the default, which drops the names whose suffix has a
+  // '#'; those count against `limit`), which it is on every engine but Redis:
+  // there one round trip over an index of the name's derived records, not a SCAN of the
+  // keyspace.
+  virtual MutexListing list_derived(const std::string& name, std::size_t limit);
+
   // Deletes the records of mutexes that have been idle for at least `idle_for`: no live lease,
   // nobody waiting, nothing changed for that long (judged by the backend's clock; ZooKeeper:
   // the folder's last change against this host's clock). At most `limit` records per call.
@@ -407,6 +416,9 @@ class ForwardingBackend : public Backend,
   }
   MutexListing list(const std::string& prefix, std::size_t limit) override {
     return administration_of(*target_).list(prefix, limit);
+  }
+  MutexListing list_derived(const std::string& name, std::size_t limit) override {
+    return administration_of(*target_).list_derived(name, limit);
   }
   std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override {
     return administration_of(*target_).sweep(idle_for, limit);

@@ -13,4 +13,13 @@ Administration& administration_of(Backend& backend) {
   return *administration;
 }
 
+MutexListing Administration::list_derived(const std::string& name, std::size_t limit) {
+  const std::string prefix = name + "#";
+  MutexListing listing = list(prefix, limit);
+  std::erase_if(listing.records, [&](const MutexRecord& record) {
+    return record.mutex.find('#', prefix.size()) != std::string::npos;  // derived from another name
+  });
+  return listing;
+}
+
 }  // namespace simba

@@ -59,13 +59,13 @@ struct SlotHolder {
 };
 
 // The live holders of the slots of semaphores named `state.name` (of any count of permits),
-// by one listing; nullopt where the engine offers no listing. Blocks for the listing: a
+// by one listing of its derived records; nullopt where the engine offers no listing. Blocks for the listing: a
 // caller's thread only, never a runtime's.
 std::optional<std::vector<SlotHolder>> slot_holders(const SemaphoreState& state) {
   Administration* admin = state.backend->administration();
   if (!admin) return std::nullopt;
   std::vector<SlotHolder> out;
-  const auto listing = admin->list(derived_prefix(state.name), 4 * Semaphore::kMaxPermits);
+  const auto listing = admin->list_derived(state.name, 4 * Semaphore::kMaxPermits);
   for (const auto& record : listing.records) {
     if (record.owner.owner_id.empty()) continue;
     const auto slot = derived_record(state.name, record.mutex);

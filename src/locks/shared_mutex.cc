@@ -116,10 +116,12 @@ struct SharedMutexState {
   // live reader's record is watched from then on (`watch`): its release ends the writer's pause.
   std::vector<std::string> live_readers(std::set<std::string>& probed, RecordWatch& watch) {
     std::vector<std::string> live;
-    const auto listing = admin->list(reader_prefix(name), 100000);
+    const auto listing = admin->list_derived(name, 100000);
     for (const auto& record : listing.records) {
       const auto& owner = record.owner;
       if (owner.owner_id.empty()) continue;
+      const auto derived = derived_record(name, record.mutex);
+      if (!derived || derived->kind != DerivedRecord::Kind::reader) continue;
       // This process's own lease with no reader of it inside is on its way back (a release
       // goes out after unlock() returns): not a reader to wait for. A reader of it that joins
       // now reads the gate after joining and finds this writer there.

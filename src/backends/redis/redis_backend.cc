@@ -41,6 +41,10 @@ using redis::Reply;
 // A contender that does not get a held mutex publishes a demand on ARGV[6] (the owner of a
 // cached lease listens there); a renewal says whether anyone waits in the queue (ours or
 // Simba's: JVM contenders never publish a demand).
+// A derived record (a name with '#': a semaphore's slot or line, a shared mutex's reader) also
+// has KEYS[4], the index of its primitive's derived records (redis::derived_index_key), and its
+// name in ARGV[7]: its holder keeps it in that set, and the set's expiry past its lease, so a
+// listing of the set sees every held one (kListDerived).
 // Returns {owner id, lease ms left, fencing token, server now ms, holder's acquired_at, ttl,
 // waiters in the queue (a renewal; else 0)}.
 constexpr const char* kAcquire = R"lua(
@@ -51,6 +55,11 @@ local idle = tonumber(ARGV[5])
 local function keep(token)
   if idle > 0 then
     redis.call('PEXPIREAT', KEYS[2], math.max(now + tonumber(ARGV[2]) + idle, math.floor(token / 1000) + 1))
+  end
+  if KEYS[4] then
+    redis.call('SADD', KEYS[4], ARGV[7])
+    local life = tonumber(ARGV[2]) + idle
+    if redis.call('PTTL', KEYS[4]) < life then redis.call('PEXPIRE', KEYS[4], life) end
   end
 end
 if redis.call('SET', KEYS[1], id, 'NX', 'PX', ARGV[2]) then
@@ -93,14 +102,16 @@ return {owner, redis.call('PTTL', KEYS[1]), tonumber(holder[2] or 0), now, tonum
 // The fencing hash notes when the mutex became free ('free') and stays for sweep_idle. The
 // queue is looked at once (ZCARD) and walked only when somebody waits: an uncontended release
 // runs 8 commands, an uncontended acquisition 7 (`redis-cli monitor`; 10 and 8 before).
-// KEYS: lock, wait queue, fencing hash. ARGV: contender id, waiter channel prefix
-// "<prefix>:{<mutex>}:", sweep_idle ms (0: no expiry).
+// KEYS: lock, wait queue, fencing hash, and a derived record's index (kAcquire). ARGV: contender
+// id, waiter channel prefix "<prefix>:{<mutex>}:", sweep_idle ms (0: no expiry), and a derived
+// record's name, which leaves the index with its lease.
 constexpr const char* kRelease = R"lua(
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   redis.call('ZREM', KEYS[2], ARGV[1])
   return 0
 end
 redis.call('DEL', KEYS[1])
+if KEYS[4] then redis.call('SREM', KEYS[4], ARGV[4]) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local token = redis.call('HGET', KEYS[3], 'token')  -- false: no fencing hash (or one without a token)
@@ -158,6 +169,41 @@ return {owner, redis.call('PTTL', KEYS[1]), tonumber(holder[2] or 0), now, tonum
         redis.call('ZCARD', KEYS[3]), idle}
 )lua";
 
+// The held records of an index of derived records (kAcquire), sorted by name, as kRead reads
+// each; a name whose lock key is gone (its holder died, or its release came first) leaves the
+// index. KEYS: the index. ARGV: "<prefix>:{", the most records to return. Returns {server now
+// ms, 1 if more were held than returned (else 0), then per record its name and what kRead
+// returns}. The records' keys are not in KEYS: they are named by the index (Redis Cluster is not
+// supported, docs/engines.md).
+constexpr const char* kListDerived = R"lua(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local names = redis.call('SMEMBERS', KEYS[1])
+table.sort(names)
+local out = {now, 0}
+local limit = tonumber(ARGV[2])
+local found = 0
+for _, name in ipairs(names) do
+  local lock = ARGV[1] .. name .. '}'
+  local owner = redis.call('GET', lock)
+  if not owner then
+    redis.call('SREM', KEYS[1], name)
+  elseif found == limit then
+    out[2] = 1
+  else
+    found = found + 1
+    local holder = redis.call('HMGET', lock .. ':fencing', 'owner', 'token', 'at', 'ttl', 'idle')
+    if holder[1] ~= owner then holder = {owner, holder[2], -1, -1, false} end
+    local idle = 0
+    if holder[5] and holder[5] == holder[2] then idle = 1 end
+    out[#out + 1] = name
+    out[#out + 1] = {owner, redis.call('PTTL', lock), tonumber(holder[2] or 0), now, tonumber(holder[3]),
+                     tonumber(holder[4]), redis.call('ZCARD', lock .. ':contender'), idle}
+  end
+end
+return out
+)lua";
+
 // The owner marks its live lease idle (ARGV[2] = '1') or in use: the fencing hash's 'idle'
 // field holds the token of the lease marked idle, so a new lease (a new token) starts
 // unmarked. Simba ignores the field. KEYS: lock, fencing hash. ARGV: owner id, '1' or '0'.
@@ -191,7 +237,9 @@ class RedisBackend final
         subscriber_(redis::make_subscriber(options, where_)) {
     // Connect now: a wrong password or a port that is not Redis fails here, not later.
     auto connection = std::make_unique<Connection>(options_, where_);
-    for (Script* script : {&acquire_, &release_, &read_, &sweep_, &mark_idle_}) load(*connection, *script);
+    for (Script* script : {&acquire_, &release_, &read_, &sweep_, &mark_idle_, &list_derived_}) {
+      load(*connection, *script);
+    }
     pool_.seed(std::move(connection));
   }
 
@@ -237,8 +285,13 @@ class RedisBackend final
   }
 
   bool release(const std::string& mutex, const std::string& contender_id) override {
-    auto reply = run(release_, {lock_key(mutex), queue_key(mutex), fencing_key(mutex)},
-                     {contender_id, lock_key(mutex) + ":", std::to_string(options_.sweep_idle.count())});
+    std::vector<std::string> keys{lock_key(mutex), queue_key(mutex), fencing_key(mutex)};
+    std::vector<std::string> args{contender_id, lock_key(mutex) + ":", std::to_string(options_.sweep_idle.count())};
+    if (auto index = redis::derived_index_key(options_.prefix, mutex)) {
+      keys.push_back(std::move(*index));
+      args.push_back(mutex);
+    }
+    auto reply = run(release_, keys, args);
     return reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
   }
 
@@ -275,6 +328,31 @@ class RedisBackend final
     for (std::size_t i = 0; i < wanted.size(); ++i) {
       out.now = std::max(out.now, snapshots[i].now);
       out.records.push_back({std::move(wanted[i]), std::move(snapshots[i].owner)});
+    }
+    return out;
+  }
+
+  // One script over the name's index of derived records (kListDerived): one round trip, however
+  // large the keyspace (a SCAN walks all of it).
+  MutexListing list_derived(const std::string& name, std::size_t limit) override {
+    auto reply = run(list_derived_, {redis::derived_index_of(options_.prefix, name)},
+                     {options_.prefix + ":{", std::to_string(limit)});
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 || reply->elements % 2 != 0 ||
+        reply->element[0]->type != REDIS_REPLY_INTEGER || reply->element[1]->type != REDIS_REPLY_INTEGER) {
+      throw Error(errc::internal, where_ + ": unexpected reply listing the records derived from '" + name + "'");
+    }
+    MutexListing out;
+    out.now = reply->element[0]->integer;
+    out.truncated = reply->element[1]->integer != 0;
+    for (std::size_t i = 2; i < reply->elements; i += 2) {
+      const redisReply* record = reply->element[i];
+      if (record->type != REDIS_REPLY_STRING) {
+        throw Error(errc::internal, where_ + ": unexpected reply listing the records derived from '" + name + "'");
+      }
+      out.records.push_back({std::string(record->str, record->len),
+                             redis::owner_from_reply(*reply->element[i + 1], std::chrono::milliseconds(0),
+                                                     std::chrono::milliseconds(0), where_)
+                                 .owner});
     }
     return out;
   }
@@ -442,16 +520,20 @@ class RedisBackend final
 
   // The acquire script's KEYS and ARGV (see kAcquire).
   std::vector<std::string> acquire_keys(const std::string& mutex) const {
-    return {lock_key(mutex), fencing_key(mutex), queue_key(mutex)};
+    std::vector<std::string> keys{lock_key(mutex), fencing_key(mutex), queue_key(mutex)};
+    if (auto index = redis::derived_index_key(options_.prefix, mutex)) keys.push_back(std::move(*index));
+    return keys;
   }
   std::vector<std::string> acquire_args(const std::string& mutex, const std::string& contender_id,
                                         std::chrono::milliseconds ttl, std::chrono::milliseconds transition) const {
-    return {contender_id,
-            std::to_string((ttl + transition).count()),
-            lock_key(mutex),
-            std::to_string(ttl.count()),
-            std::to_string(options_.sweep_idle.count()),
-            demand_channel(mutex)};
+    std::vector<std::string> args{contender_id,
+                                  std::to_string((ttl + transition).count()),
+                                  lock_key(mutex),
+                                  std::to_string(ttl.count()),
+                                  std::to_string(options_.sweep_idle.count()),
+                                  demand_channel(mutex)};
+    if (mutex.find('#') != std::string::npos) args.push_back(mutex);  // a derived record: its index's member
+    return args;
   }
 
   static std::vector<std::string> evalsha(const std::string& sha, const std::vector<std::string>& keys,
@@ -491,7 +573,8 @@ class RedisBackend final
   const RedisOptions options_;
   const std::string where_;
   internal::Pool<Connection> pool_;
-  Script acquire_{kAcquire}, release_{kRelease}, read_{kRead}, sweep_{kSweep}, mark_idle_{kMarkIdle};
+  Script acquire_{kAcquire}, release_{kRelease}, read_{kRead}, sweep_{kSweep}, mark_idle_{kMarkIdle},
+      list_derived_{kListDerived};
   std::unique_ptr<internal::PushChannel> subscriber_;
   const std::string raw_id_ = contender_id::uuid();  // simba-bench's baseline key
 };

@@ -55,6 +55,14 @@ std::string queue_key(const std::string& prefix, const std::string& mutex) {
 std::string fencing_key(const std::string& prefix, const std::string& mutex) {
   return lock_key(prefix, mutex) + ":fencing";
 }
+std::string derived_index_of(const std::string& prefix, const std::string& name) {
+  return lock_key(prefix, name) + ":derived";
+}
+std::optional<std::string> derived_index_key(const std::string& prefix, const std::string& mutex) {
+  const auto hash = mutex.rfind('#');
+  if (hash == std::string::npos) return std::nullopt;
+  return derived_index_of(prefix, mutex.substr(0, hash));
+}
 
 // A lock key ends with "}"; the other two with "}:fencing" and "}:contender", which no lock key
 // does: the suffix says which, and what is between "{" and it is the name.

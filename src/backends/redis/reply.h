@@ -25,6 +25,12 @@ OwnerSnapshot owner_from_reply(const redisReply& reply, std::chrono::millisecond
 std::string lock_key(const std::string& prefix, const std::string& mutex);
 std::string queue_key(const std::string& prefix, const std::string& mutex);
 std::string fencing_key(const std::string& prefix, const std::string& mutex);
+// The index of the records derived from `name` (a semaphore's slots and line, a shared
+// mutex's readers: "<name>#<suffix>", no '#' in the suffix), "<prefix>:{<name>}:derived": a set
+// of their names. The record `mutex` belongs to the index of the name before its last '#';
+// nullopt for a name without '#'. key_of() knows no index key (a listing by SCAN passes it by).
+std::optional<std::string> derived_index_key(const std::string& prefix, const std::string& mutex);
+std::string derived_index_of(const std::string& prefix, const std::string& name);
 
 // The mutex and kind ("lock", "fencing", "contender") of one of those keys; nullopt for any
 // other key. Inverse of the three above for every name.

@@ -34,6 +34,7 @@ class LatchBackend final
   bool evict(const std::string& mutex, const std::string& owner_id) override;                 // records.cc
   bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) override;  // records.cc
   MutexListing list(const std::string& prefix, std::size_t limit) override;
+  MutexListing list_derived(const std::string& name, std::size_t limit) override;  // records.cc
   std::size_t sweep(std::chrono::milliseconds idle_for, std::size_t limit) override;
   Capabilities capabilities() const override;
   std::string describe() const override { return where_; }

@@ -81,6 +81,64 @@ MutexListing LatchBackend::list(const std::string& prefix, std::size_t limit) {
   });
 }
 
+// The held records derived from `name`: one listing of /simba, then the children of every
+// matching latch at once, then the leaders' nodes of the latches that have any, at once (a
+// free latch is left out, as list_derived() allows): two or three round trips, where list()
+// reads each latch in turn (two round trips each). A latch whose leader went between the two
+// reads is read again alone.
+MutexListing LatchBackend::list_derived(const std::string& name, std::size_t limit) {
+  const std::string prefix = name + "#";
+  std::vector<std::string> names;
+  for (auto& found : folders(prefix)) {
+    if (found.find('#', prefix.size()) == std::string::npos) names.push_back(std::move(found));
+  }
+  struct Held {
+    std::string name;
+    LatchNode leader;
+  };
+  std::vector<Held> held;
+  std::deque<std::pair<std::string, Call>> listings;
+  auto finish_listing = [&] {
+    auto [found, call] = std::move(listings.front());
+    listings.pop_front();
+    Reply listing = call.wait();
+    if (listing.rc == ZNONODE) return;  // swept meanwhile: free
+    if (listing.rc != ZOK) session_.fail(listing.rc, "listing the latch of mutex '" + found + "'");
+    auto nodes = latch_nodes(listing.children);
+    if (!nodes.empty()) held.push_back({std::move(found), std::move(nodes.front())});
+  };
+  for (const auto& found : names) {
+    listings.emplace_back(found, session_.children(latch_path(found)));
+    if (listings.size() >= kInFlight) finish_listing();
+  }
+  while (!listings.empty()) finish_listing();
+
+  MutexListing out;
+  out.truncated = held.size() > limit;
+  if (out.truncated) held.resize(limit);
+  std::deque<std::pair<std::size_t, Call>> leaders;
+  auto finish_leader = [&] {
+    auto [index, call] = std::move(leaders.front());
+    leaders.pop_front();
+    const Held& one = held[index];
+    const std::string path = latch_path(one.name) + "/" + one.leader.name;
+    Reply leader = call.wait();
+    if (leader.rc != ZOK && leader.rc != ZNONODE)
+      session_.fail(leader.rc, "reading the owner of mutex '" + one.name + "'");
+    OwnerSnapshot seen =
+        leader.rc == ZNONODE ? read(one.name) : leader_view(one.name, path, one.leader, leader).snapshot;
+    out.now = std::max(out.now, seen.now);
+    out.records.push_back({one.name, std::move(seen.owner)});
+  };
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    leaders.emplace_back(i, session_.get(latch_path(held[i].name) + "/" + held[i].leader.name));
+    if (leaders.size() >= kInFlight) finish_leader();
+  }
+  while (!leaders.empty()) finish_leader();
+  if (out.now == 0) out.now = epoch_millis_now();
+  return out;
+}
+
 // Idle: no nodes, and neither made nor written (the last release leaves its token) for
 // `idle_for` by this host's clock against the server's mtime. Reads and deletes travel in
 // batches; a delete that meets a new node (ZNOTEMPTY) or a release (ZBADVERSION) keeps it.

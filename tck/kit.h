@@ -95,7 +95,7 @@ pid_t spawn_case(const std::string& gtest_case, const std::vector<std::string>& 
 int thread_count();
 
 // An engine whose acquire() calls (renewals included) are counted, in all and by record, with
-// the contender ids that made them.
+// the contender ids that made them; and its list_derived() calls.
 class AcquireCounting : public ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
@@ -118,6 +118,11 @@ class AcquireCounting : public ForwardingBackend {
     std::lock_guard lock(mutex_);
     return calls_;
   }
+  MutexListing list_derived(const std::string& name, std::size_t limit) override {
+    listings_.fetch_add(1);
+    return ForwardingBackend::list_derived(name, limit);
+  }
+  int listings() const { return listings_.load(); }
   std::set<std::string> contenders() const {
     std::lock_guard lock(mutex_);
     return contenders_;
@@ -128,6 +133,7 @@ class AcquireCounting : public ForwardingBackend {
   std::map<std::string, int> asked_;  // guarded by mutex_
   int calls_ = 0;                     // guarded by mutex_
   std::set<std::string> contenders_;  // guarded by mutex_
+  std::atomic<int> listings_{0};
 };
 
 // A contender that records every notification, thread-safely.

@@ -190,6 +190,39 @@ TEST(RwLockTest, AWaitingWriterWatchesTheReadersInside) {
   EXPECT_EQ(writer.get().mode(), LockMode::exclusive);
 }
 
+// Where the engine says with the gate's grant that no reader's record is held
+// (OwnerSnapshot::no_derived_held), a writer looks for no readers; with a reader of another
+// process inside, it looks, and waits for it.
+TEST(RwLockTest, AWriterLooksForReadersOnlyWhereTheEngineCannotSayNoneIsIn) {
+  auto client = make_client();
+  const auto name = unique_mutex("rw-look");
+  bool says = false;
+  {
+    auto probe = make_backend();
+    const auto probe_name = unique_mutex("rw-look-probe");
+    says = probe->acquire(probe_name, "probe", 10s, 0ms).no_derived_held;
+    probe->release(probe_name, "probe");
+  }
+  auto counting = std::make_shared<AcquireCounting>(make_backend());
+  Client w(counting, client.options(), client.runtime());
+  SharedMutex writes = w.shared_mutex(name);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(writes.acquire(10s)) << "write " << i;
+  if (says) {
+    EXPECT_EQ(counting->listings(), 0) << "the engine said no reader was in, and the writer looked anyway";
+  } else {
+    EXPECT_GE(counting->listings(), 3) << "a writer took the gate without a look at the readers";
+  }
+  SharedHold read = other_process(client).shared_mutex(name).acquire_shared(10s);
+  const int before = counting->listings();
+  auto writer = std::async(std::launch::async, [&] { return writes.acquire(30s); });
+  EXPECT_TRUE(wait_until([&] { return counting->listings() > before; }, 10s))
+      << "with a reader inside, the writer never looked at the readers";
+  EXPECT_EQ(writer.wait_for(100ms), std::future_status::timeout) << "a writer got in with a reader inside";
+  read.unlock();
+  ASSERT_EQ(writer.wait_for(20s), std::future_status::ready) << "the writer never got in";
+  EXPECT_EQ(writer.get().mode(), LockMode::exclusive);
+}
+
 // Writes of two processes in turn: their tokens rise.
 TEST(RwLockTest, WriteTokensRise) {
   auto client = make_client();

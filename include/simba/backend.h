@@ -39,6 +39,11 @@ struct OwnerSnapshot {
   // With a DemandSignal: another contender asked for the owned mutex and did not get it
   // (from read(), and from acquire() when it renewed a lease). Always false when free.
   bool demanded = false;
+  // From acquire() when the caller owns the mutex after it: true if the engine saw, in the same
+  // atomic step, that no record derived from the mutex (Administration::list_derived) was
+  // held. A shared mutex's writer that got its gate so needs no look at the readers: a reader
+  // that comes later finds the gate held. False: unknown (every engine may leave it so).
+  bool no_derived_held = false;
 };
 
 // What a backend is, for messages and limits. What it can do beyond the required lease

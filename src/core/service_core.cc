@@ -185,6 +185,11 @@ bool ServiceCore::is_owner() const {
   return owned_ && Clock::now() < lease_deadline_;
 }
 
+bool ServiceCore::no_derived_held_since_won(std::uint64_t token) const {
+  internal::MutexLock lock(mutex_);
+  return owned_ && token != 0 && token_ == token && Clock::now() < lease_deadline_ && no_derived_since_won_;
+}
+
 bool ServiceCore::is_in_ttl() const {
   internal::MutexLock lock(mutex_);
   return owned_ && Clock::now() < ttl_deadline_;
@@ -426,7 +431,10 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       lease_deadline_ = lease_deadline;
       ttl_deadline_ = sent + std::min(context_->options.ttl, granted_ttl);
       token_ = snapshot.owner.fencing_token;
-      if (won) won_locked(now);
+      if (won) {
+        no_derived_since_won_ = snapshot.no_derived_held;
+        won_locked(now);
+      }
       // Renewed: the next renewal arms the deadline again (trigger()).
       if (deadline_timer_) context_->runtime->cancel(*deadline_timer_);
       deadline_timer_.reset();

@@ -102,6 +102,10 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   const std::string& contender_id() const;
   MutexState mutex_state() const;
   bool is_owner() const;
+  // Whether this contender still owns the lease of `token` and the answer that won it saw no
+  // record derived from the mutex held (OwnerSnapshot::no_derived_held): with the lease held
+  // since, none has come in (a shared mutex's reader looks at the gate after it announces).
+  bool no_derived_held_since_won(std::uint64_t token) const;
   bool is_in_ttl() const;
   std::uint64_t fencing_token() const;
   // How long a single attempt waits when the owner it met caches its lease
@@ -208,6 +212,8 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   Clock::time_point ttl_deadline_ GUARDED_BY(mutex_){};
   Clock::time_point owned_since_ GUARDED_BY(mutex_){};  // telemetry: when owned_ became true
   bool standing_by_ GUARDED_BY(mutex_) = false;         // telemetry: counted among the waiters
+  // The answer that won the lease now held saw no derived record held (OwnerSnapshot::no_derived_held).
+  bool no_derived_since_won_ GUARDED_BY(mutex_) = false;
   std::uint64_t token_ GUARDED_BY(mutex_) = 0;
   // The owner the last round saw: this contender (last_owner_ours_), else the id of another
   // (empty: none, or the round failed). last_owner_locked() says which.

@@ -53,6 +53,9 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
 
   using RemoteContender::name;
   const std::string& contender_id() const noexcept { return core().contender_id(); }
+  // ServiceCore::no_derived_held_since_won: a hold of the lease of `token` may skip a shared
+  // mutex writer's look at the readers.
+  bool no_derived_held_since_won(std::uint64_t token) const { return core().no_derived_held_since_won(token); }
 
   // Queues a request with its handle's terms. `inline_round`: the caller may block for the
   // first remote round (a thread that waits anyway). `waker`: a Locker's request,

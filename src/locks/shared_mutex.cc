@@ -214,7 +214,11 @@ struct SharedMutexState {
       }
       std::set<std::string> probed;
       std::string readers_in;
-      const bool empty = await_no_readers(deadline, interrupt, probed, why ? &readers_in : nullptr);
+      // Where the engine said, with the gate's grant, that no reader's record was held (and
+      // the gate has been this lease's since), no reader is in: one that came after finds
+      // the gate held. Else a look at the readers.
+      const bool empty = gate.entry_->no_derived_held_since_won(held.fencing_token()) ||
+                         await_no_readers(deadline, interrupt, probed, why ? &readers_in : nullptr);
       give_back_probes(probed);
       if (!empty) {
         if (why && !interrupt.stop_requested()) *why = what + ": " + readers_in;

@@ -41,12 +41,15 @@ using redis::Reply;
 // A contender that does not get a held mutex publishes a demand on ARGV[6] (the owner of a
 // cached lease listens there); a renewal says whether anyone waits in the queue (ours or
 // Simba's: JVM contenders never publish a demand).
-// A derived record (a name with '#': a semaphore's slot or line, a shared mutex's reader) also
-// has KEYS[4], the index of its primitive's derived records (redis::derived_index_key), and its
-// name in ARGV[7]: its holder keeps it in that set, and the set's expiry past its lease, so a
-// listing of the set sees every held one (kListDerived).
+// KEYS[4] is the index of the mutex's own derived records (redis::derived_index_of): an owner
+// hears whether it exists, i.e. whether any derived record is held (a shared mutex's writer
+// then need not look for readers). A derived record (a name with '#': a semaphore's slot or line,
+// a shared mutex's reader) also has KEYS[5], the index of its primitive's derived records
+// (redis::derived_index_key), and its name in ARGV[7]: its holder keeps it in that set, and the
+// set's expiry past its lease, so a listing of the set sees every held one (kListDerived).
 // Returns {owner id, lease ms left, fencing token, server now ms, holder's acquired_at, ttl,
-// waiters in the queue (a renewal; else 0)}.
+// waiters in the queue (a renewal; else 0)}, and for an owner also {0 (not idle), 1 if no
+// derived record is held}.
 constexpr const char* kAcquire = R"lua(
 local id = ARGV[1]
 local t = redis.call('TIME')
@@ -56,11 +59,12 @@ local function keep(token)
   if idle > 0 then
     redis.call('PEXPIREAT', KEYS[2], math.max(now + tonumber(ARGV[2]) + idle, math.floor(token / 1000) + 1))
   end
-  if KEYS[4] then
-    redis.call('SADD', KEYS[4], ARGV[7])
+  if KEYS[5] then
+    redis.call('SADD', KEYS[5], ARGV[7])
     local life = tonumber(ARGV[2]) + idle
-    if redis.call('PTTL', KEYS[4]) < life then redis.call('PEXPIRE', KEYS[4], life) end
+    if redis.call('PTTL', KEYS[5]) < life then redis.call('PEXPIRE', KEYS[5], life) end
   end
+  return 1 - redis.call('EXISTS', KEYS[4])
 end
 if redis.call('SET', KEYS[1], id, 'NX', 'PX', ARGV[2]) then
   local token = redis.call('HINCRBY', KEYS[2], 'token', 1)
@@ -69,20 +73,20 @@ if redis.call('SET', KEYS[1], id, 'NX', 'PX', ARGV[2]) then
     token = now * 1000
   end
   redis.call('HSET', KEYS[2], 'owner', id, 'token', token, 'at', now, 'ttl', ARGV[4])
-  keep(token)
+  local clear = keep(token)
   redis.call('PUBLISH', ARGV[3], 'acquired@@' .. id)
   -- Out of the queue if it waited there (an empty queue, the uncontended case: one call).
   local waiting = redis.call('ZCARD', KEYS[3])
   if waiting > 0 then waiting = waiting - redis.call('ZREM', KEYS[3], id) end
-  return {id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), waiting}
+  return {id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), waiting, 0, clear}
 end
 local owner = redis.call('GET', KEYS[1])
 if owner == id then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('HSET', KEYS[2], 'owner', id, 'at', now, 'ttl', ARGV[4])
   local token = tonumber(redis.call('HGET', KEYS[2], 'token'))
-  keep(token)
-  return {id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), redis.call('ZCARD', KEYS[3])}
+  local clear = keep(token)
+  return {id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), redis.call('ZCARD', KEYS[3]), 0, clear}
 end
 redis.call('ZADD', KEYS[3], 'NX', string.format('%.6f', tonumber(t[1]) + tonumber(t[2]) / 1e6 - 0.5), id)
 if idle > 0 then redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[2]) + idle) end
@@ -520,7 +524,8 @@ class RedisBackend final
 
   // The acquire script's KEYS and ARGV (see kAcquire).
   std::vector<std::string> acquire_keys(const std::string& mutex) const {
-    std::vector<std::string> keys{lock_key(mutex), fencing_key(mutex), queue_key(mutex)};
+    std::vector<std::string> keys{lock_key(mutex), fencing_key(mutex), queue_key(mutex),
+                                  redis::derived_index_of(options_.prefix, mutex)};
     if (auto index = redis::derived_index_key(options_.prefix, mutex)) keys.push_back(std::move(*index));
     return keys;
   }

@@ -95,7 +95,7 @@ pid_t spawn_case(const std::string& gtest_case, const std::vector<std::string>& 
 int thread_count();
 
 // An engine whose acquire() calls (renewals included) are counted, in all and by record, with
-// the contender ids that made them; and its list_derived() calls.
+// the contender ids that made them; its read() calls by record; and its list_derived() calls.
 class AcquireCounting : public ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
@@ -118,6 +118,18 @@ class AcquireCounting : public ForwardingBackend {
     std::lock_guard lock(mutex_);
     return calls_;
   }
+  OwnerSnapshot read(const std::string& mutex) override {
+    {
+      std::lock_guard lock(mutex_);
+      ++reads_[mutex];
+    }
+    return ForwardingBackend::read(mutex);
+  }
+  int reads(const std::string& record) const {
+    std::lock_guard lock(mutex_);
+    auto it = reads_.find(record);
+    return it == reads_.end() ? 0 : it->second;
+  }
   MutexListing list_derived(const std::string& name, std::size_t limit) override {
     listings_.fetch_add(1);
     return ForwardingBackend::list_derived(name, limit);
@@ -131,6 +143,7 @@ class AcquireCounting : public ForwardingBackend {
  private:
   mutable std::mutex mutex_;
   std::map<std::string, int> asked_;  // guarded by mutex_
+  std::map<std::string, int> reads_;  // guarded by mutex_
   int calls_ = 0;                     // guarded by mutex_
   std::set<std::string> contenders_;  // guarded by mutex_
   std::atomic<int> listings_{0};

@@ -223,6 +223,42 @@ TEST(RwLockTest, AWriterLooksForReadersOnlyWhereTheEngineCannotSayNoneIsIn) {
   EXPECT_EQ(writer.get().mode(), LockMode::exclusive);
 }
 
+// Where the engine says, with a reader's lease, what the gate was (OwnerSnapshot::parent), a
+// process's first reader does not read the gate after; a reader that joins a lease its process
+// holds already, or finds the gate held, still reads it.
+TEST(RwLockTest, AReaderReadsTheGateOnlyWhereTheEngineCannotSayWithItsLease) {
+  auto client = make_client();
+  const auto name = unique_mutex("rw-gate");
+  bool says = false;
+  {
+    auto probe = make_backend();
+    const auto record = unique_mutex("rw-gate-probe") + "#r00000000";
+    says = probe->acquire(record, "probe", 10s, 0ms).parent.has_value();
+    probe->release(record, "probe");
+  }
+  auto counting = std::make_shared<AcquireCounting>(make_backend());
+  Client r(counting, client.options(), client.runtime());
+  SharedMutex reads = r.shared_mutex(name);
+  {
+    SharedHold first = reads.acquire_shared(10s);
+    if (says) {
+      EXPECT_EQ(counting->reads(name), 0) << "the engine said what the gate was, and the reader read it anyway";
+    } else {
+      EXPECT_GE(counting->reads(name), 1) << "a reader came in without a look at the gate";
+    }
+    const int before = counting->reads(name);
+    SharedHold second = reads.acquire_shared(10s);  // joins this process's lease
+    EXPECT_GT(counting->reads(name), before) << "a reader joining its process's lease did not look at the gate";
+  }
+  SharedHold write = other_process(client).shared_mutex(name).acquire(10s);
+  const std::uint64_t written = write.fencing_token();
+  auto reader = std::async(std::launch::async, [&] { return reads.acquire_shared(30s); });
+  EXPECT_EQ(reader.wait_for(300ms), std::future_status::timeout) << "a reader got in with a writer inside";
+  write.unlock();
+  ASSERT_EQ(reader.wait_for(20s), std::future_status::ready) << "the reader never got in";
+  EXPECT_EQ(reader.get().fencing_token(), written) << "a read carries the last write's token";
+}
+
 // Writes of two processes in turn: their tokens rise.
 TEST(RwLockTest, WriteTokensRise) {
   auto client = make_client();

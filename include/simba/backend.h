@@ -24,6 +24,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -44,6 +45,15 @@ struct OwnerSnapshot {
   // held. A shared mutex's writer that got its gate so needs no look at the readers: a reader
   // that comes later finds the gate held. False: unknown (every engine may leave it so).
   bool no_derived_held = false;
+  // From acquire() of a derived record ("<name>#<suffix>") when the caller owns it after it:
+  // the mutex <name> as the engine saw it in the same atomic step (a shared mutex's reader that
+  // announced itself so need not read the gate after). Unset: unknown (every engine may leave it
+  // so).
+  struct Parent {
+    bool held = false;
+    std::uint64_t fencing_token = 0;
+  };
+  std::optional<Parent> parent{};
 };
 
 // What a backend is, for messages and limits. What it can do beyond the required lease

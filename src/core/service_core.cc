@@ -190,6 +190,16 @@ bool ServiceCore::no_derived_held_since_won(std::uint64_t token) const {
   return owned_ && token != 0 && token_ == token && Clock::now() < lease_deadline_ && no_derived_since_won_;
 }
 
+std::optional<OwnerSnapshot::Parent> ServiceCore::parent_seen_since(Clock::time_point since,
+                                                                    std::uint64_t token) const {
+  internal::MutexLock lock(mutex_);
+  if (!owned_ || token == 0 || token_ != token || Clock::now() >= lease_deadline_ || !parent_seen_ ||
+      parent_round_sent_ < since) {
+    return std::nullopt;
+  }
+  return OwnerSnapshot::Parent{parent_held_, parent_token_};
+}
+
 bool ServiceCore::is_in_ttl() const {
   internal::MutexLock lock(mutex_);
   return owned_ && Clock::now() < ttl_deadline_;
@@ -433,6 +443,10 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       token_ = snapshot.owner.fencing_token;
       if (won) {
         no_derived_since_won_ = snapshot.no_derived_held;
+        parent_seen_ = snapshot.parent.has_value();
+        parent_held_ = parent_seen_ && snapshot.parent->held;
+        parent_token_ = parent_seen_ ? snapshot.parent->fencing_token : 0;
+        parent_round_sent_ = sent;
         won_locked(now);
       }
       // Renewed: the next renewal arms the deadline again (trigger()).

@@ -106,6 +106,10 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // record derived from the mutex held (OwnerSnapshot::no_derived_held): with the lease held
   // since, none has come in (a shared mutex's reader looks at the gate after it announces).
   bool no_derived_held_since_won(std::uint64_t token) const;
+  // What the answer that won the lease of `token`, still owned, said of the primitive the
+  // mutex is derived from (OwnerSnapshot::parent), if that round was sent at or after `since`:
+  // the primitive as it was at an instant after `since`, with this lease held from then on.
+  std::optional<OwnerSnapshot::Parent> parent_seen_since(Clock::time_point since, std::uint64_t token) const;
   bool is_in_ttl() const;
   std::uint64_t fencing_token() const;
   // How long a single attempt waits when the owner it met caches its lease
@@ -214,6 +218,12 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   bool standing_by_ GUARDED_BY(mutex_) = false;         // telemetry: counted among the waiters
   // The answer that won the lease now held saw no derived record held (OwnerSnapshot::no_derived_held).
   bool no_derived_since_won_ GUARDED_BY(mutex_) = false;
+  // What the last answer that won the lease said of the primitive (OwnerSnapshot::parent), and
+  // when its round was sent: parent_seen_since().
+  bool parent_seen_ GUARDED_BY(mutex_) = false;
+  bool parent_held_ GUARDED_BY(mutex_) = false;
+  std::uint64_t parent_token_ GUARDED_BY(mutex_) = 0;
+  Clock::time_point parent_round_sent_ GUARDED_BY(mutex_){};
   std::uint64_t token_ GUARDED_BY(mutex_) = 0;
   // The owner the last round saw: this contender (last_owner_ours_), else the id of another
   // (empty: none, or the round failed). last_owner_locked() says which.

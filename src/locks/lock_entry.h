@@ -56,6 +56,10 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   // ServiceCore::no_derived_held_since_won: a hold of the lease of `token` may skip a shared
   // mutex writer's look at the readers.
   bool no_derived_held_since_won(std::uint64_t token) const { return core().no_derived_held_since_won(token); }
+  // ServiceCore::parent_seen_since: a shared mutex's first reader may take the gate's state from it.
+  std::optional<OwnerSnapshot::Parent> parent_seen_since(Clock::time_point since, std::uint64_t token) const {
+    return core().parent_seen_since(since, token);
+  }
 
   // Queues a request with its handle's terms. `inline_round`: the caller may block for the
   // first remote round (a thread that waits anyway). `waker`: a Locker's request,

@@ -69,23 +69,31 @@ struct SharedMutexState {
   };
   std::unordered_map<std::thread::id, ThreadHold> threads GUARDED_BY(mutex);
 
-  // One more read hold of this process; the first takes the reader lease. Returns its lost() token, or nullopt if the
-  // lease could not be taken by `deadline`.
-  std::optional<std::stop_token> join_readers(std::chrono::steady_clock::time_point deadline) {
+  struct Joined {
+    std::stop_token lost;  // the reader lease's
+    // Where this call took the lease and the engine said, in that step, what the gate was (at
+    // an instant after `since`): that, so the gate need not be read again.
+    std::optional<OwnerSnapshot::Parent> gate;
+  };
+  // One more read hold of this process; the first takes the reader lease. Nullopt if the lease
+  // could not be taken by `deadline`. `since`: when this read began.
+  std::optional<Joined> join_readers(std::chrono::steady_clock::time_point deadline,
+                                     std::chrono::steady_clock::time_point since) {
     MutexLock joining(join_mutex);  // one thread takes the lease, the others join it
     {
       MutexLock lock(mutex);
       if (readers > 0 && reader_hold) {
         ++readers;
-        return reader_hold.lost();
+        return Joined{reader_hold.lost(), std::nullopt};
       }
     }
     Hold hold = reader.hold_until(deadline);
     if (!hold) return std::nullopt;
+    auto gate_seen = reader.entry_->parent_seen_since(since, hold.fencing_token());
     MutexLock lock(mutex);
     ++readers;
     reader_hold = std::move(hold);
-    return reader_hold.lost();
+    return Joined{reader_hold.lost(), gate_seen};
   }
 
   void leave_readers() noexcept {
@@ -165,21 +173,29 @@ struct SharedMutexState {
     const auto what = [this] { return "a read lock of shared mutex '" + name + "'"; };
     RecordWatch watch(*backend);
     for (;;) {
-      const auto lost = join_readers(deadline);
+      const auto joined = join_readers(deadline, std::chrono::steady_clock::now());
       if (interrupt.stop_requested()) {
-        if (lost) leave_readers();
+        if (joined) leave_readers();
         return SharedHold();
       }
-      if (!lost) {
+      if (!joined) {
         if (why) *why = what() + ": this process's reader lease was not granted in time";
         return SharedHold();
       }
-      auto gate_now = backend->read(gate.name());
+      // The gate, as the engine saw it when this reader's lease was granted (Redis), else read
+      // now; a held gate is read anyway (its owner is named below).
+      auto free_gate = [](std::uint64_t token) {
+        OwnerSnapshot free;
+        free.owner.fencing_token = token;
+        return free;
+      };
+      auto gate_now =
+          joined->gate && !joined->gate->held ? free_gate(joined->gate->fencing_token) : backend->read(gate.name());
       if (gate_now.owner.owner_id.empty()) {
         SharedHold out;
         out.mode_ = LockMode::shared;
         out.token_ = gate_now.owner.fencing_token;  // the last write's
-        out.lost_ = *lost;
+        out.lost_ = joined->lost;
         out.state_ = self;
         return out;
       }
@@ -319,10 +335,11 @@ void SharedHold::downgrade() {
     throw Error(errc::failed_precondition, "downgrade(): only a write hold can become a read hold");
   }
   // Still holding the gate: no writer can come in between.
-  auto lost = state_->join_readers(std::chrono::steady_clock::time_point::max());
-  if (!lost) throw Error(errc::unavailable, "shared mutex '" + state_->name + "': downgrade(): the read lease failed");
+  auto joined = state_->join_readers(std::chrono::steady_clock::time_point::max(), std::chrono::steady_clock::now());
+  if (!joined)
+    throw Error(errc::unavailable, "shared mutex '" + state_->name + "': downgrade(): the read lease failed");
   mode_ = LockMode::shared;
-  lost_ = *lost;
+  lost_ = joined->lost;
   gate_.unlock();
 }
 

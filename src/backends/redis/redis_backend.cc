@@ -46,10 +46,12 @@ using redis::Reply;
 // then need not look for readers). A derived record (a name with '#': a semaphore's slot or line,
 // a shared mutex's reader) also has KEYS[5], the index of its primitive's derived records
 // (redis::derived_index_key), and its name in ARGV[7]: its holder keeps it in that set, and the
-// set's expiry past its lease, so a listing of the set sees every held one (kListDerived).
+// set's expiry past its lease, so a listing of the set sees every held one (kListDerived); and
+// KEYS[6], KEYS[7], its primitive's lock key and fencing hash, which an owner hears of.
 // Returns {owner id, lease ms left, fencing token, server now ms, holder's acquired_at, ttl,
 // waiters in the queue (a renewal; else 0)}, and for an owner also {0 (not idle), 1 if no
-// derived record is held}.
+// derived record is held} and, for a derived record, {1 if its primitive is held, the
+// primitive's fencing token}.
 constexpr const char* kAcquire = R"lua(
 local id = ARGV[1]
 local t = redis.call('TIME')
@@ -64,7 +66,15 @@ local function keep(token)
     local life = tonumber(ARGV[2]) + idle
     if redis.call('PTTL', KEYS[5]) < life then redis.call('PEXPIRE', KEYS[5], life) end
   end
-  return 1 - redis.call('EXISTS', KEYS[4])
+end
+local function owned(reply)
+  reply[8] = 0
+  reply[9] = 1 - redis.call('EXISTS', KEYS[4])
+  if KEYS[6] then
+    reply[10] = redis.call('EXISTS', KEYS[6])
+    reply[11] = tonumber(redis.call('HGET', KEYS[7], 'token') or 0)
+  end
+  return reply
 end
 if redis.call('SET', KEYS[1], id, 'NX', 'PX', ARGV[2]) then
   local token = redis.call('HINCRBY', KEYS[2], 'token', 1)
@@ -73,20 +83,20 @@ if redis.call('SET', KEYS[1], id, 'NX', 'PX', ARGV[2]) then
     token = now * 1000
   end
   redis.call('HSET', KEYS[2], 'owner', id, 'token', token, 'at', now, 'ttl', ARGV[4])
-  local clear = keep(token)
+  keep(token)
   redis.call('PUBLISH', ARGV[3], 'acquired@@' .. id)
   -- Out of the queue if it waited there (an empty queue, the uncontended case: one call).
   local waiting = redis.call('ZCARD', KEYS[3])
   if waiting > 0 then waiting = waiting - redis.call('ZREM', KEYS[3], id) end
-  return {id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), waiting, 0, clear}
+  return owned({id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), waiting})
 end
 local owner = redis.call('GET', KEYS[1])
 if owner == id then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('HSET', KEYS[2], 'owner', id, 'at', now, 'ttl', ARGV[4])
   local token = tonumber(redis.call('HGET', KEYS[2], 'token'))
-  local clear = keep(token)
-  return {id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), redis.call('ZCARD', KEYS[3]), 0, clear}
+  keep(token)
+  return owned({id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), redis.call('ZCARD', KEYS[3])})
 end
 redis.call('ZADD', KEYS[3], 'NX', string.format('%.6f', tonumber(t[1]) + tonumber(t[2]) / 1e6 - 0.5), id)
 if idle > 0 then redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[2]) + idle) end
@@ -526,7 +536,12 @@ class RedisBackend final
   std::vector<std::string> acquire_keys(const std::string& mutex) const {
     std::vector<std::string> keys{lock_key(mutex), fencing_key(mutex), queue_key(mutex),
                                   redis::derived_index_of(options_.prefix, mutex)};
-    if (auto index = redis::derived_index_key(options_.prefix, mutex)) keys.push_back(std::move(*index));
+    if (auto index = redis::derived_index_key(options_.prefix, mutex)) {
+      keys.push_back(std::move(*index));
+      const std::string primitive = mutex.substr(0, mutex.rfind('#'));
+      keys.push_back(lock_key(primitive));
+      keys.push_back(fencing_key(primitive));
+    }
     return keys;
   }
   std::vector<std::string> acquire_args(const std::string& mutex, const std::string& contender_id,

@@ -14,7 +14,7 @@ constexpr long long kLatestMillis = 253'402'300'800'000;
 
 OwnerSnapshot owner_from_reply(const redisReply& reply, std::chrono::milliseconds ttl,
                                std::chrono::milliseconds transition, const std::string& where) {
-  if (reply.type != REDIS_REPLY_ARRAY || reply.elements < 6 || reply.elements > 9) {
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements < 6 || reply.elements > 11 || reply.elements == 10) {
     throw Error(errc::internal, where + ": unexpected script reply");
   }
   auto integer = [&](std::size_t i, long long fallback) {
@@ -37,7 +37,11 @@ OwnerSnapshot owner_from_reply(const redisReply& reply, std::chrono::millisecond
   out.owner.transition_at = out.now + left;
   out.demanded = reply.elements >= 7 && integer(6, 0) > 0;    // someone waits in the queue
   out.owner.idle = reply.elements >= 8 && integer(7, 0) > 0;  // the owner marked this lease idle
-  out.no_derived_held = reply.elements == 9 && integer(8, 0) > 0;
+  out.no_derived_held = reply.elements >= 9 && integer(8, 0) > 0;
+  if (reply.elements == 11) {
+    out.parent =
+        OwnerSnapshot::Parent{integer(9, 0) > 0, static_cast<std::uint64_t>(std::max<long long>(integer(10, 0), 0))};
+  }
   const long long at = integer(4, -1), holder_ttl = integer(5, -1);
   if (at >= 0 && holder_ttl >= 0 && at <= kLatestMillis && holder_ttl <= kLatestMillis) {
     out.owner.acquired_at = at;

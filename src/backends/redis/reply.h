@@ -14,7 +14,7 @@
 namespace simba::redis {
 
 // Turns a script's {owner, lease ms left, token, now, acquired_at, ttl[, waiters[, idle[, no
-// derived record held]]]} into an owner record.
+// derived record held[, primitive held, primitive's token]]]]} into an owner record.
 // Without the holder's own acquired_at/ttl (a JVM Simba holder), ttl_at is estimated with
 // `transition`. Throws Error(errc::internal) naming `where` for a reply of another shape or
 // with times no clock gives (negative, or beyond the year 10000).

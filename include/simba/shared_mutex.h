@@ -39,7 +39,9 @@
 //     one; a write three (the gate, a listing of the readers, the gate back) and one listing
 //     per further look at the readers (a waiting writer watches the readers' records, and a
 //     waiting reader the gate: where the engine reports changes, a release ends the pause
-//     between two looks).
+//     between two looks). On Redis the engine answers the gate with a reader's lease and the
+//     readers with the gate (Backend: OwnerSnapshot::parent, no_derived_held): a first read
+//     and a write with no reader in cost two round trips, as a mutex's cycle does.
 //
 // Thread-safety: SharedMutex is a cheap copyable handle; any thread may use it. A SharedHold
 // is not bound to a thread; it is move-only.

@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/thread_annotations.h"
 #include "locks/derived_records.h"
+#include "locks/lock_entry.h"
 #include "locks/record_watch.h"
 #include "locks/shared_mutex_state.h"
 #include "simba/backend.h"

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -33,6 +34,20 @@ std::vector<double> handovers(std::size_t n, Take take, Wait wait) {
     samples.push_back(micros(Clock::now() - released));
   }
   return samples;
+}
+
+// A waiter blocked in `acquire` on a thread of its own; the thread is running before the 2 ms
+// that let it ask start (a thread's start on a busy machine can take that long).
+template <class Acquire>
+auto blocked_in(Acquire acquire) {
+  auto running = std::make_shared<std::promise<void>>();
+  auto asks = running->get_future();
+  auto waiting = std::async(std::launch::async, [acquire, running] {
+    running->set_value();
+    return acquire();
+  });
+  asks.wait();
+  return waiting;
 }
 
 // `ours` and `theirs` (each one cycle), n samples each, interleaved in blocks of 50 so both see
@@ -176,22 +191,13 @@ nlohmann::json rwlock(const Client& client, const std::string& uri, const std::s
   SharedMutex here = client.shared_mutex(name + "/handover"), there = other.shared_mutex(name + "/handover");
   Mutex mutex_here = client.mutex(name + "/mutex-handover").with_linger(0ms),
         mutex_there = other.mutex(name + "/mutex-handover").with_linger(0ms);
-  // The writer's thread is running before the 2 ms that let it ask start (a thread's start
-  // on a busy machine can take that long).
+  // Both waiters block in acquire() on a thread of their own (a SharedMutex has no async
+  // form), so both handovers wake that thread and then the bench's.
   auto write_handovers = handovers<SharedHold>(
-      m, [&] { return here.acquire(30s); },
-      [&] {
-        auto running = std::make_shared<std::promise<void>>();
-        auto asks = running->get_future();
-        auto waiting = std::async(std::launch::async, [&there, running] {
-          running->set_value();
-          return there.acquire(30s);
-        });
-        asks.wait();
-        return waiting;
-      });
+      m, [&] { return here.acquire(30s); }, [&] { return blocked_in([&there] { return there.acquire(30s); }); });
   auto mutex_handovers = handovers<Hold>(
-      m, [&] { return mutex_here.acquire(30s); }, [&] { return mutex_there.lock_async(30s); });
+      m, [&] { return mutex_here.acquire(30s); },
+      [&] { return blocked_in([&mutex_there] { return mutex_there.acquire(30s); }); });
 
   auto out = line(engine, "rwlock", n, stats_of(writes));
   const auto theirs = stats_of(mutex_cycles), read = stats_of(reads);

@@ -10,7 +10,9 @@
 #include <atomic>
 #include <deque>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace simba {
@@ -54,6 +56,7 @@ class MemoryBackend final
         entry.wanted_until = std::max(entry.wanted_until, now + ttl.count() + transition.count());
       }
       result = {owner, now, !lost && entry.wanted_until >= now};  // the owner's renewal hears of it
+      if (!lost) answer_relatives_locked(mutex, result, now);
     }
     if (changed) notify(mutex, WatchEvent::acquired);
     if (lost) notify(kDemand + mutex, WatchEvent::acquired);
@@ -89,6 +92,24 @@ class MemoryBackend final
     return {owner, now, demanded};
   }
 
+  // From the index of held derived records: no walk over every record.
+  MutexListing list_derived(const std::string& name, std::size_t limit) override {
+    MutexListing out;
+    internal::MutexLock lock(mutex_);
+    out.now = clock_->now();
+    for_each_derived_held_locked(name, out.now, [&](const std::string& record, const Entry& entry) {
+      out.records.push_back({record, judged(entry, out.now)});
+      return true;
+    });
+    std::sort(out.records.begin(), out.records.end(),
+              [](const MutexRecord& a, const MutexRecord& b) { return a.mutex < b.mutex; });
+    if (out.records.size() > limit) {
+      out.records.resize(limit);
+      out.truncated = true;
+    }
+    return out;
+  }
+
   MutexListing list(const std::string& prefix, std::size_t limit) override {
     MutexListing out;
     internal::MutexLock lock(mutex_);
@@ -119,6 +140,7 @@ class MemoryBackend final
         continue;
       }
       forgotten_token_ = std::max(forgotten_token_, entry.last_token);
+      unindex_locked(it->first);
       it = entries_.erase(it);
       ++swept;
     }
@@ -204,6 +226,64 @@ class MemoryBackend final
     return owner;
   }
 
+  // Lookups by a part of a name without a copy of it.
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view name) const noexcept { return std::hash<std::string_view>{}(name); }
+  };
+  using Names = std::unordered_set<std::string, NameHash, std::equal_to<>>;
+
+  static bool held(const Entry& entry, EpochMillis now) {
+    return !entry.owner.empty() && entry.owner.transition_at >= now;
+  }
+
+  // The primitive a derived record ("<name>#<suffix>") belongs to; empty for a primitive.
+  static std::string_view primitive_of(const std::string& mutex) {
+    const auto hash = mutex.rfind('#');
+    return hash == std::string::npos ? std::string_view{} : std::string_view(mutex).substr(0, hash);
+  }
+
+  // What an owner hears in the same step (OwnerSnapshot): whether any record derived from its
+  // mutex is held and, for a derived record, its primitive's state.
+  void answer_relatives_locked(const std::string& mutex, OwnerSnapshot& result, EpochMillis now) REQUIRES(mutex_) {
+    const std::string_view primitive = primitive_of(mutex);
+    if (!primitive.empty()) {
+      auto index = derived_.find(primitive);
+      if (index == derived_.end()) index = derived_.try_emplace(std::string(primitive)).first;
+      if (!index->second.contains(mutex)) index->second.insert(mutex);
+      auto it = entries_.find(primitive);
+      result.parent = it == entries_.end() ? OwnerSnapshot::Parent{false, forgotten_token_}
+                                           : OwnerSnapshot::Parent{held(it->second, now), it->second.last_token};
+    }
+    bool any = false;
+    for_each_derived_held_locked(mutex, now, [&](const std::string&, const Entry&) {
+      any = true;
+      return false;  // one is enough
+    });
+    result.no_derived_held = !any;
+  }
+
+  // Takes a derived record out of its primitive's index (forgotten).
+  void unindex_locked(const std::string& mutex) REQUIRES(mutex_) {
+    const std::string_view primitive = primitive_of(mutex);
+    if (primitive.empty()) return;
+    auto index = derived_.find(primitive);
+    if (index == derived_.end()) return;
+    index->second.erase(mutex);
+    if (index->second.empty()) derived_.erase(index);
+  }
+
+  // Calls visit(name, entry) for each held record derived from `name` until it returns false.
+  template <typename Visit>
+  void for_each_derived_held_locked(const std::string& name, EpochMillis now, Visit visit) REQUIRES(mutex_) {
+    auto index = derived_.find(name);
+    if (index == derived_.end()) return;
+    for (const auto& record : index->second) {
+      auto entry = entries_.find(record);
+      if (entry != entries_.end() && held(entry->second, now) && !visit(record, entry->second)) return;
+    }
+  }
+
   static inline const std::string kDemand = std::string("\0demand:", 8);
   static constexpr std::size_t kRemembered = 4096;
 
@@ -221,6 +301,7 @@ class MemoryBackend final
     const MutexOwner& owner = it->second.owner;
     if (!owner.empty() && owner.transition_at >= now) return;  // live: kept until it changes again
     forgotten_token_ = std::max(forgotten_token_, it->second.last_token);
+    unindex_locked(name);
     entries_.erase(it);
   }
 
@@ -251,11 +332,14 @@ class MemoryBackend final
   const std::shared_ptr<const Clock> clock_;
   std::mutex raw_mutex_;  // simba-bench's baseline: a std::mutex lock + unlock
   internal::AnnotatedMutex mutex_;
-  std::unordered_map<std::string, Entry> entries_ GUARDED_BY(mutex_);
+  std::unordered_map<std::string, Entry, NameHash, std::equal_to<>> entries_ GUARDED_BY(mutex_);
   const std::shared_ptr<std::atomic<std::uint64_t>> tokens_;  // every mutex's tokens come from here
   std::uint64_t forgotten_token_ GUARDED_BY(mutex_) = 0;      // the highest token of a forgotten record
   std::uint64_t changes_ GUARDED_BY(mutex_) = 0;
   std::deque<std::pair<std::string, std::uint64_t>> recent_ GUARDED_BY(mutex_);  // (mutex, change), oldest first
+  // Per primitive, its derived records that were ever held and are not yet forgotten (a record
+  // leaves with its entry: touch_locked, sweep).
+  std::unordered_map<std::string, Names, NameHash, std::equal_to<>> derived_ GUARDED_BY(mutex_);
   internal::AnnotatedMutex watch_mutex_;
   std::unordered_map<std::string, std::vector<std::weak_ptr<Watcher>>> watchers_ GUARDED_BY(watch_mutex_);
   std::size_t watched_after_sweep_ GUARDED_BY(watch_mutex_) = 0;

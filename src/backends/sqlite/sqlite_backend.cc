@@ -44,6 +44,9 @@ constexpr const char* kAddIdle = "ALTER TABLE simba_mutex ADD COLUMN idle_token 
 // whatever its transition_at: the clock is read before the statement, and a release that lands
 // in between leaves a time (its now - 1) that may not be before ours. All SET expressions see
 // the old row. A new row's token starts at ?6 = now x 1000 (common/sweep.h).
+// The statement also says, as the write lock lets it see the table (OwnerSnapshot), whether any
+// record derived from ?1 ("?1#<suffix>") is held and, for a derived record, the state of its
+// primitive ?7 (NULL for a primitive; a primitive without a row reads as free, token 0).
 constexpr const char* kAcquire = R"sql(
 INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token)
 VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6)
@@ -59,7 +62,12 @@ ON CONFLICT (mutex) DO UPDATE SET
 WHERE owner_id = ''
    OR transition_at < excluded.acquired_at
    OR (owner_id = excluded.owner_id AND transition_at > excluded.acquired_at)
-RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, wanted_until)sql";
+RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, wanted_until,
+  NOT EXISTS (SELECT 1 FROM simba_mutex d
+              WHERE d.mutex >= ?1 || '#' AND d.mutex < ?1 || '$' AND instr(substr(d.mutex, length(?1) + 2), '#') = 0
+                AND d.owner_id <> '' AND d.transition_at >= ?2),
+  (SELECT p.owner_id <> '' AND p.transition_at >= ?2 FROM simba_mutex p WHERE p.mutex = ?7),
+  (SELECT p.fencing_token FROM simba_mutex p WHERE p.mutex = ?7))sql";
 
 #define SIMBA_SQLITE_IDLE "idle_token <> 0 AND idle_token = fencing_token"
 
@@ -219,12 +227,21 @@ class SqliteBackend final
       sqlite3_bind_int64(*use, 4, now + ttl.count() + transition.count());
       bind_text(*use, 5, contender_id);
       sqlite3_bind_int64(*use, 6, now * internal::kTokensPerMilli);
+      const auto hash = mutex.rfind('#');
+      if (hash != std::string::npos) {
+        check(sqlite3_bind_text(*use, 7, mutex.data(), static_cast<int>(hash), SQLITE_TRANSIENT), SQLITE_OK,
+              "binding a parameter");
+      }
       int rc = sqlite3_step(*use);
       if (rc == SQLITE_ROW) {
-        MutexOwner owner = row_owner(*use);
-        const bool demanded = sqlite3_column_int64(*use, 5) >= now;
+        OwnerSnapshot snapshot{row_owner(*use), now, sqlite3_column_int64(*use, 5) >= now};
+        snapshot.no_derived_held = sqlite3_column_int64(*use, 6) != 0;
+        if (hash != std::string::npos) {
+          snapshot.parent = OwnerSnapshot::Parent{sqlite3_column_int64(*use, 7) != 0,
+                                                  static_cast<std::uint64_t>(sqlite3_column_int64(*use, 8))};
+        }
         check(sqlite3_step(*use), SQLITE_DONE, "acquire");
-        return {owner, now, demanded};
+        return snapshot;
       }
       check(rc, SQLITE_DONE, "acquire");
     }

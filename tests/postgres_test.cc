@@ -1,9 +1,13 @@
 // The PostgreSQL backend against a server of its own (run through src/backends/postgres/test_server.sh): the
-// database clock, and a restart mid-run. (The race to create one row is a kit case.)
+// database clock, a restart mid-run, and how a shared mutex's reader and writer order their
+// steps against each other's transaction in flight. (The race to create one row is a kit case.)
 #include <gtest/gtest.h>
 
+#include <libpq-fe.h>
 #include <unistd.h>
 #include <cstdlib>
+#include <future>
+#include <memory>
 
 #include "kit.h"
 #include "server_test.h"
@@ -87,6 +91,88 @@ TEST_F(PostgresTest, ABatchInOneTransactionFailsOnlyTheCallThatFails) {
   }
   EXPECT_EQ(backend->read(held).owner.owner_id, "one");
   EXPECT_TRUE(backend->release(held, "one"));
+}
+
+// A session of its own, to hold a transaction open as another process would mid-step.
+class Session {
+ public:
+  explicit Session(const std::string& uri) : connection_(PQconnectdb(uri.c_str()), &PQfinish) {
+    if (PQstatus(connection_.get()) != CONNECTION_OK) ADD_FAILURE() << PQerrorMessage(connection_.get());
+  }
+  // Runs `sql`; the first column of the first row, or "" (a failure fails the test).
+  std::string run(const std::string& sql) {
+    std::unique_ptr<PGresult, decltype(&PQclear)> result(PQexec(connection_.get(), sql.c_str()), &PQclear);
+    const auto status = PQresultStatus(result.get());
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+      ADD_FAILURE() << sql << ": " << PQresultErrorMessage(result.get());
+      return "";
+    }
+    return PQntuples(result.get()) > 0 ? PQgetvalue(result.get(), 0, 0) : "";
+  }
+  // Whether some session waits for a lock on the table's rows.
+  bool someone_waits() { return run("SELECT count(*) FROM pg_locks WHERE NOT granted") != "0"; }
+
+ private:
+  std::unique_ptr<PGconn, decltype(&PQfinish)> connection_;
+};
+
+constexpr const char* kDbNow = "(extract(epoch FROM statement_timestamp()) * 1000)::bigint";
+
+// A write of the gate in flight (another process's take, not yet committed): a reader's record
+// of that gate is granted only once it commits, and the reader hears the gate held, with the
+// write's token. (Without the reader's share lock on the gate's row, its grant comes at once,
+// from a snapshot without the write: the gate free.)
+TEST_F(PostgresTest, AReaderWaitsForAWriteInFlightAndHearsIt) {
+  auto backend = open_backend(uri_);
+  const std::string gate = tck::unique_mutex("rw-order-read");
+  ASSERT_EQ(backend->acquire(gate, "before", 10s, 0ms).owner.owner_id, "before");  // the gate's row exists
+  ASSERT_TRUE(backend->release(gate, "before"));
+  Session writer(uri_);
+  writer.run("BEGIN");
+  const std::string token =
+      writer.run("UPDATE simba_mutex SET owner_id = 'writer', fencing_token = fencing_token + 1, transition_at = " +
+                 std::string(kDbNow) + " + 60000 WHERE mutex = '" + gate + "' RETURNING fencing_token");
+  ASSERT_FALSE(token.empty());
+  auto reader = std::async(std::launch::async, [&] { return backend->acquire(gate + "#r1", "reader", 10s, 0ms); });
+  Session look(uri_);
+  ASSERT_TRUE(wait_until(
+      [&] { return look.someone_waits() || reader.wait_for(0ms) == std::future_status::ready; }, 20s));
+  writer.run("COMMIT");
+  ASSERT_EQ(reader.wait_for(20s), std::future_status::ready);
+  const OwnerSnapshot read = reader.get();
+  if (read.owner.owner_id == "reader") {
+    ASSERT_TRUE(read.parent.has_value()) << "the gate's row exists: the engine can say what it was";
+    EXPECT_TRUE(read.parent->held) << "a reader was told the gate was free while a write of it was in flight";
+    EXPECT_EQ(read.parent->fencing_token, std::stoull(token));
+    backend->release(gate + "#r1", "reader");
+  }
+}
+
+// A reader's record in flight (another process's share lock on the gate's row and its record,
+// not yet committed): a writer's take of the gate waits for it and hears a reader held. (A look
+// at the readers before the take, or in its snapshot, misses the uncommitted record.)
+TEST_F(PostgresTest, AWriterWaitsForAReadInFlightAndHearsIt) {
+  auto backend = open_backend(uri_);
+  const std::string gate = tck::unique_mutex("rw-order-write");
+  ASSERT_EQ(backend->acquire(gate, "before", 10s, 0ms).owner.owner_id, "before");
+  ASSERT_TRUE(backend->release(gate, "before"));
+  ASSERT_TRUE(backend->acquire(gate, "writer", 10s, 0ms).no_derived_held) << "no reader yet";
+  ASSERT_TRUE(backend->release(gate, "writer"));
+  Session reader(uri_);
+  reader.run("BEGIN");
+  reader.run("SELECT fencing_token FROM simba_mutex WHERE mutex = '" + gate + "' FOR SHARE");
+  reader.run("INSERT INTO simba_mutex (mutex, owner_id, acquired_at, ttl_at, transition_at, version) VALUES ('" +
+             gate + "#r1', 'reader', " + kDbNow + ", " + kDbNow + " + 60000, " + kDbNow + " + 60000, 1)");
+  auto writer = std::async(std::launch::async, [&] { return backend->acquire(gate, "writer", 10s, 0ms); });
+  Session look(uri_);
+  ASSERT_TRUE(wait_until(
+      [&] { return look.someone_waits() || writer.wait_for(0ms) == std::future_status::ready; }, 20s));
+  reader.run("COMMIT");
+  ASSERT_EQ(writer.wait_for(20s), std::future_status::ready);
+  const OwnerSnapshot wrote = writer.get();
+  ASSERT_EQ(wrote.owner.owner_id, "writer");
+  EXPECT_FALSE(wrote.no_derived_held) << "a writer was told no reader was in while a reader's record was in flight";
+  backend->release(gate, "writer");
 }
 
 }  // namespace

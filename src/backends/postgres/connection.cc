@@ -156,6 +156,46 @@ void Connection::end_sync(std::chrono::steady_clock::time_point deadline, const 
   }
 }
 
+std::vector<Result> Connection::execute_in_turn(const std::vector<Run>& runs) {
+  const char* what = runs.empty() ? "a pipeline" : runs.front().name;
+  PGconn* c = connection_.get();
+  if (!PQenterPipelineMode(c)) fail(what, nullptr);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    std::vector<const char*> values;
+    std::vector<int> lengths;
+    for (const auto& p : runs[i].params) {
+      values.push_back(p.c_str());
+      lengths.push_back(static_cast<int>(p.size()));
+    }
+    if (!PQsendQueryPrepared(c, runs[i].name, static_cast<int>(values.size()), values.data(), lengths.data(), nullptr,
+                             0) ||
+        (i + 1 == runs.size() && !PQpipelineSync(c))) {
+      broken_ = true;  // half a pipeline on the wire: the connection is not reused
+      fail(runs[i].name, nullptr);
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() + answer_timeout_;
+  flush(deadline, what);
+  std::vector<Result> results;
+  results.reserve(runs.size());
+  Result failed;
+  const char* failed_name = what;
+  for (const auto& run : runs) {
+    Result result = next_run(deadline, run.name);
+    const auto status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
+    if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
+      results.push_back(std::move(result));
+    } else if (!failed && status != PGRES_PIPELINE_ABORTED) {
+      failed = std::move(result);
+      failed_name = run.name;
+    }
+  }
+  end_sync(deadline, what);
+  if (!PQexitPipelineMode(c)) fail(what, nullptr);
+  if (results.size() != runs.size()) fail(failed_name, failed.get());
+  return results;
+}
+
 std::vector<Connection::Answer> Connection::execute_each(const char* name,
                                                          const std::vector<std::vector<std::string>>& each) {
   const auto deadline = send_pipeline(name, each, /*sync_each=*/true);

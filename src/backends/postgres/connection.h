@@ -44,6 +44,14 @@ class Connection {
   // a deadlock is such a failure). A failure of the connection throws.
   std::optional<std::vector<Result>> execute_together(const char* name,
                                                       const std::vector<std::vector<std::string>>& each);
+  // Runs different prepared statements in pipeline mode in one implicit transaction (one sync
+  // at the end): one round trip, each statement with a snapshot of its own (READ COMMITTED).
+  // Each statement's result; the first failure throws (the transaction rolled back).
+  struct Run {
+    const char* name;
+    std::vector<std::string> params;
+  };
+  std::vector<Result> execute_in_turn(const std::vector<Run>& runs);
   // Runs plain SQL without parameters (schema, LISTEN); throws Error on failure.
   Result run(const char* sql);
 

@@ -47,7 +47,8 @@ CREATE TABLE IF NOT EXISTS simba_mutex (
 ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS fencing_token bigint NOT NULL DEFAULT 0;
 ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS waiting_until bigint NOT NULL DEFAULT 0;
 ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS wanted_until bigint NOT NULL DEFAULT 0;
-ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS idle_token bigint NOT NULL DEFAULT 0)sql";
+ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS idle_token bigint NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS simba_mutex_bytes ON simba_mutex ((mutex COLLATE "C")))sql";
 
 // The lease may be taken (free, released or expired) or renewed (ours and live); the second
 // spelling is for ON CONFLICT, where the new values are EXCLUDED.
@@ -95,6 +96,25 @@ ON CONFLICT (mutex) DO UPDATE SET
                                     R"sql( AND NOT (m.owner_id = $2 AND m.transition_at > EXCLUDED.acquired_at)
                THEN 0 ELSE m.idle_token END
 RETURNING m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, )sql" SIMBA_PG_NOW R"sql()sql";
+
+// Run after a take of $1 in the same transaction (Connection::execute_in_turn), with a snapshot
+// of its own: true if no record derived from $1 ("$1#<suffix>", in byte order through the index
+// simba_mutex_bytes) is held. A reader of $1 holds its share lock on $1's row (kLockPrimitive)
+// until its record commits, so the take waited for that commit and this sees the record.
+constexpr const char* kNoDerivedHeld = R"sql(
+SELECT NOT EXISTS (
+  SELECT 1 FROM simba_mutex
+  WHERE (mutex COLLATE "C") >= ($1 || '#') AND (mutex COLLATE "C") < ($1 || '$')
+    AND strpos(substr(mutex, char_length($1) + 2), '#') = 0
+    AND owner_id <> '' AND transition_at >= )sql" SIMBA_PG_NOW R"sql())sql";
+
+// Run before a take of a derived record "$1#<suffix>" in the same transaction: the primitive's
+// row, share-locked until the record commits (a writer's take of $1 waits for it; one that
+// took $1 first is seen here: the lock waits for its commit and reads its row). No row: no lock,
+// and the caller says nothing of the primitive (OwnerSnapshot::parent unset).
+constexpr const char* kLockPrimitive =
+    "SELECT owner_id <> '' AND transition_at >= " SIMBA_PG_NOW
+    ", fencing_token FROM simba_mutex WHERE mutex = $1 FOR SHARE";
 
 // Whether the row's lease is marked idle (mark_idle), as a column.
 #define SIMBA_PG_IDLE "m.idle_token <> 0 AND m.idle_token = m.fencing_token"
@@ -188,15 +208,20 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
     return pool().with([&](Connection& connection) {
       const std::vector<std::string> params = {mutex, contender_id, std::to_string(ttl.count()),
                                                std::to_string(transition.count())};
-      auto taken = connection.execute("take", params);
-      if (PQntuples(taken.get()) == 1) {
-        auto snapshot = snapshot_of(row_of(taken.get()));
-        snapshot.demanded = demanded(taken.get());
+      auto taken = take_with_relatives(connection, "take", params);
+      if (PQntuples(taken.row.get()) == 1) {
+        auto snapshot = snapshot_of(row_of(taken.row.get()));
+        snapshot.demanded = demanded(taken.row.get());
+        taken.answer(snapshot);
         return snapshot;
       }
-      auto snapshot = snapshot_of(row_of(connection.execute("take_or_wait", params).get()));
-      if (!snapshot.owner.empty() && snapshot.owner.owner_id != contender_id)
+      auto waited = take_with_relatives(connection, "take_or_wait", params);
+      auto snapshot = snapshot_of(row_of(waited.row.get()));
+      if (!snapshot.owner.empty() && snapshot.owner.owner_id != contender_id) {
         connection.execute("notify_demand", {mutex});
+      } else {
+        waited.answer(snapshot);
+      }
       return snapshot;
     });
   }
@@ -260,6 +285,41 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
       }
       return results;
     });
+  }
+
+  // A take (`statement`: "take" or "take_or_wait") together with what an owner hears of its
+  // relatives in the same round trip (OwnerSnapshot): for a primitive, whether any record
+  // derived from it is held (kNoDerivedHeld, after the take); for a derived record, its
+  // primitive's row (kLockPrimitive, before the take).
+  struct Taken {
+    Result row;
+    Result relatives;
+    bool derived = false;
+    void answer(OwnerSnapshot& snapshot) const {
+      if (!derived) {
+        snapshot.no_derived_held = flag(relatives.get(), 0);
+      } else if (PQntuples(relatives.get()) == 1) {
+        snapshot.parent = OwnerSnapshot::Parent{flag(relatives.get(), 0),
+                                                static_cast<std::uint64_t>(integer(relatives.get(), 1))};
+      }
+    }
+  };
+  static Taken take_with_relatives(Connection& connection, const char* statement,
+                                   const std::vector<std::string>& params) {
+    const std::string& mutex = params.front();
+    const auto hash = mutex.rfind('#');
+    Taken taken;
+    taken.derived = hash != std::string::npos;
+    if (taken.derived) {
+      auto results = connection.execute_in_turn({{"lock_primitive", {mutex.substr(0, hash)}}, {statement, params}});
+      taken.relatives = std::move(results[0]);
+      taken.row = std::move(results[1]);
+    } else {
+      auto results = connection.execute_in_turn({{statement, params}, {"no_derived_held", {mutex}}});
+      taken.row = std::move(results[0]);
+      taken.relatives = std::move(results[1]);
+    }
+    return taken;
   }
 
   // A contender's LISTEN starts once it waits (wait_ready): an owner that never waits costs
@@ -344,6 +404,8 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
     connection.prepare("mark_idle", kMarkIdle);
     connection.prepare("raw_update", kRawUpdate);
     connection.prepare("raw_row", kRawRow);
+    connection.prepare("no_derived_held", kNoDerivedHeld);
+    connection.prepare("lock_primitive", kLockPrimitive);
   }
 
   // Two processes creating the table at once can collide in the catalog: the loser retries.

@@ -135,8 +135,8 @@ TEST_F(PostgresTest, AReaderWaitsForAWriteInFlightAndHearsIt) {
   ASSERT_FALSE(token.empty());
   auto reader = std::async(std::launch::async, [&] { return backend->acquire(gate + "#r1", "reader", 10s, 0ms); });
   Session look(uri_);
-  ASSERT_TRUE(wait_until(
-      [&] { return look.someone_waits() || reader.wait_for(0ms) == std::future_status::ready; }, 20s));
+  ASSERT_TRUE(
+      wait_until([&] { return look.someone_waits() || reader.wait_for(0ms) == std::future_status::ready; }, 20s));
   writer.run("COMMIT");
   ASSERT_EQ(reader.wait_for(20s), std::future_status::ready);
   const OwnerSnapshot read = reader.get();
@@ -161,12 +161,12 @@ TEST_F(PostgresTest, AWriterWaitsForAReadInFlightAndHearsIt) {
   Session reader(uri_);
   reader.run("BEGIN");
   reader.run("SELECT fencing_token FROM simba_mutex WHERE mutex = '" + gate + "' FOR SHARE");
-  reader.run("INSERT INTO simba_mutex (mutex, owner_id, acquired_at, ttl_at, transition_at, version) VALUES ('" +
-             gate + "#r1', 'reader', " + kDbNow + ", " + kDbNow + " + 60000, " + kDbNow + " + 60000, 1)");
+  reader.run("INSERT INTO simba_mutex (mutex, owner_id, acquired_at, ttl_at, transition_at, version) VALUES ('" + gate +
+             "#r1', 'reader', " + kDbNow + ", " + kDbNow + " + 60000, " + kDbNow + " + 60000, 1)");
   auto writer = std::async(std::launch::async, [&] { return backend->acquire(gate, "writer", 10s, 0ms); });
   Session look(uri_);
-  ASSERT_TRUE(wait_until(
-      [&] { return look.someone_waits() || writer.wait_for(0ms) == std::future_status::ready; }, 20s));
+  ASSERT_TRUE(
+      wait_until([&] { return look.someone_waits() || writer.wait_for(0ms) == std::future_status::ready; }, 20s));
   reader.run("COMMIT");
   ASSERT_EQ(writer.wait_for(20s), std::future_status::ready);
   const OwnerSnapshot wrote = writer.get();

@@ -122,6 +122,16 @@ std::string upsert_row(const std::string& mutex, const std::string& ttl, const s
 const std::string kUpsert = kUpsertInto + upsert_row("?", "?", "?", "?") + SIMBA_MY_ON_DUPLICATE;
 const std::string kAcquire = kUpsert + SIMBA_MY_RETURNING;
 
+// A derived record's acquire ("<name>#<suffix>": a semaphore's slot, a shared mutex's reader)
+// also returns its primitive's row (OwnerSnapshot::parent; NULLs: no row), read with a share
+// lock held until the record commits: a writer's upsert of the primitive in flight is waited
+// for and seen, and one that comes after waits for the record's commit, so its look at the
+// readers sees it. Params: kAcquire's, then the primitive twice.
+#define SIMBA_MY_PRIMITIVE(column) "(SELECT " column " FROM simba_mutex g WHERE g.mutex = ? LOCK IN SHARE MODE)"
+const std::string kAcquireDerived =
+    kAcquire + ", 0, " SIMBA_MY_PRIMITIVE(
+                   "g.owner_id <> '' AND g.transition_at >= " SIMBA_MY_NOW) ", " SIMBA_MY_PRIMITIVE("g.fencing_token");
+
 // Whether the row's lease is marked idle (mark_idle), as a column.
 #define SIMBA_MY_IDLE "(m.idle_token <> 0 AND m.idle_token = m.fencing_token)"
 
@@ -244,16 +254,24 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
       }
       // Creating the same new row from many contenders at once can deadlock in InnoDB: retry.
       return retrying_deadlocks(connection, [&] {
-        const std::vector<mysql::Param> params = {mutex, ttl.count(), ttl.count(), transition.count(), contender_id};
+        std::vector<mysql::Param> params = {mutex, ttl.count(), ttl.count(), transition.count(), contender_id};
         std::optional<mysql::LeaseRow> row;
-        if (returning_) {
+        const auto hash = mutex.rfind('#');
+        if (returning_ && hash != std::string::npos) {
+          params.insert(params.end(), 2, mutex.substr(0, hash));
+          row = connection.query_lease("acquire_derived", params);
+        } else if (returning_) {
           row = connection.query_lease("acquire", params);
         } else {
           connection.execute("upsert", params);
           row = connection.query_lease("read", {mutex});
         }
         if (!row) throw Error(errc::internal, where() + ": acquire returned no row");
-        return settle(connection, mutex, contender_id, lease, *row);
+        auto snapshot = settle(connection, mutex, contender_id, lease, *row);
+        if (row->other && snapshot.owner.owner_id == contender_id) {
+          snapshot.parent = OwnerSnapshot::Parent{row->other->first, row->other->second};
+        }
+        return snapshot;
       });
     });
   }
@@ -364,6 +382,7 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
 
   void prepare(Connection& connection) const {
     connection.prepare(returning_ ? "acquire" : "upsert", returning_ ? kAcquire : kUpsert);
+    if (returning_) connection.prepare("acquire_derived", kAcquireDerived);
     connection.prepare("read", kRead);
     connection.prepare("release", kRelease);
     connection.prepare("list", kList);

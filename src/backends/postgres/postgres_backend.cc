@@ -112,9 +112,8 @@ SELECT NOT EXISTS (
 // row, share-locked until the record commits (a writer's take of $1 waits for it; one that
 // took $1 first is seen here: the lock waits for its commit and reads its row). No row: no lock,
 // and the caller says nothing of the primitive (OwnerSnapshot::parent unset).
-constexpr const char* kLockPrimitive =
-    "SELECT owner_id <> '' AND transition_at >= " SIMBA_PG_NOW
-    ", fencing_token FROM simba_mutex WHERE mutex = $1 FOR SHARE";
+constexpr const char* kLockPrimitive = "SELECT owner_id <> '' AND transition_at >= " SIMBA_PG_NOW
+                                       ", fencing_token FROM simba_mutex WHERE mutex = $1 FOR SHARE";
 
 // Whether the row's lease is marked idle (mark_idle), as a column.
 #define SIMBA_PG_IDLE "m.idle_token <> 0 AND m.idle_token = m.fencing_token"
@@ -299,8 +298,8 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
       if (!derived) {
         snapshot.no_derived_held = flag(relatives.get(), 0);
       } else if (PQntuples(relatives.get()) == 1) {
-        snapshot.parent = OwnerSnapshot::Parent{flag(relatives.get(), 0),
-                                                static_cast<std::uint64_t>(integer(relatives.get(), 1))};
+        snapshot.parent =
+            OwnerSnapshot::Parent{flag(relatives.get(), 0), static_cast<std::uint64_t>(integer(relatives.get(), 1))};
       }
     }
   };

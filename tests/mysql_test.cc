@@ -303,7 +303,7 @@ class Session {
       return "";
     }
     std::unique_ptr<MYSQL_RES, decltype(&mysql_free_result)> result(mysql_store_result(mysql_.get()),
-                                                                   &mysql_free_result);
+                                                                    &mysql_free_result);
     if (!result) return "";
     MYSQL_ROW row = mysql_fetch_row(result.get());
     return row && row[0] ? row[0] : "";

@@ -18,7 +18,68 @@ std::int64_t seconds_for(std::chrono::milliseconds lease) {
 
 std::int64_t millis(std::chrono::milliseconds d) { return d.count(); }
 
+// At most this many keys of a name's derived records are read with an owner's transaction; with
+// more, whether one is held is not said (Administration::list_derived says).
+constexpr std::int64_t kDerivedKeysRead = 256;
+
 }  // namespace
+
+// What an acquire's transaction also reads, in both branches, so that an owner hears it at the
+// same revision as its grant (OwnerSnapshot): for a derived record "<name>#<suffix>", the line
+// and the record of <name>; for a primitive, the keys of its derived records.
+EtcdBackend::Relatives EtcdBackend::relatives_of(const std::string& mutex) const {
+  Relatives relatives;
+  const auto hash = mutex.rfind('#');
+  if (hash != std::string::npos) {
+    relatives.primitive = mutex_keys(options_.prefix, std::string_view(mutex).substr(0, hash));
+  } else {
+    relatives.derived_from = mutex_keys(options_.prefix, mutex).record + "#";
+  }
+  return relatives;
+}
+
+void EtcdBackend::add_relatives(google::protobuf::RepeatedPtrField<pb::RequestOp>* ops, const Relatives& relatives) {
+  if (relatives.primitive) {
+    ops::add(ops, ops::first_created(relatives.primitive->contended, relatives.primitive->end));
+    ops::add(ops, ops::get(relatives.primitive->record));
+    return;
+  }
+  pb::RangeRequest derived;
+  derived.set_key(relatives.derived_from);
+  derived.set_range_end(relatives.derived_from.substr(0, relatives.derived_from.size() - 1) + "$");
+  derived.set_keys_only(true);
+  derived.set_limit(kDerivedKeysRead);
+  ops::add(ops, derived);
+}
+
+// Reads what add_relatives asked for, from the ops of `response` from `first` on.
+void EtcdBackend::answer_relatives(const pb::TxnResponse& response, int first, const Relatives& relatives,
+                                   OwnerSnapshot& out) {
+  if (response.responses_size() < first + (relatives.primitive ? 2 : 1)) return;
+  if (relatives.primitive) {
+    const auto& line = response.responses(first).response_range();
+    const auto& record = response.responses(first + 1).response_range();
+    OwnerSnapshot::Parent parent;
+    if (line.kvs_size() > 0) {
+      parent.held = true;  // its first key, lapsed or not: said held (a reader then reads the gate)
+      parent.fencing_token = static_cast<std::uint64_t>(line.kvs(0).create_revision());
+    } else if (record.kvs_size() > 0) {
+      parent.fencing_token = parse_record(record.kvs(0).value()).token;
+    }
+    out.parent = parent;
+    return;
+  }
+  const auto& derived = response.responses(first).response_range();
+  if (derived.more()) return;  // too many to say
+  // A derived record's contender key is "<record>#<suffix>/<lease>", <suffix> without '#';
+  // the records themselves ("<record>#<suffix>", the last token) are no holder.
+  for (const auto& kv : derived.kvs()) {
+    const std::string_view rest = std::string_view(kv.key()).substr(relatives.derived_from.size());
+    const auto slash = rest.find('/');
+    if (slash != std::string_view::npos && rest.substr(0, slash).find('#') == std::string_view::npos) return;
+  }
+  out.no_derived_held = true;
+}
 
 OwnerSnapshot EtcdBackend::acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,
                                    std::chrono::milliseconds transition) {
@@ -87,6 +148,10 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
   ops::add(txn.mutable_failure(), ops::get(entry.key));
   ops::add(txn.mutable_failure(), ops::first_created(keys.contended, keys.end));
   if (entry.revision > 0) ops::add(txn.mutable_failure(), ops::last_created(keys.contended, keys.end, entry.revision));
+  const Relatives relatives = relatives_of(entry.mutex);
+  const int relatives_at = txn.success_size(), relatives_at_failure = txn.failure_size();
+  add_relatives(txn.mutable_success(), relatives);
+  add_relatives(txn.mutable_failure(), relatives);
   const pb::TxnResponse response = channel_.txn(txn, "acquiring mutex '" + entry.mutex + "' for '" + entry.id + "'");
 
   std::int64_t revision = 0;
@@ -107,7 +172,7 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
     }
     revision = mine.kvs(0).create_revision();
     line = &response.responses(1).response_range();
-    if (entry.revision == revision && response.responses_size() > 2) {
+    if (entry.revision == revision && relatives_at_failure > 2) {
       const auto& before = response.responses(2).response_range();
       if (before.kvs_size() > 0) predecessor = before.kvs(0);
     } else if (revision > 1) {
@@ -165,6 +230,7 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
     entry.owner.idle = renewal && idle;
     OwnerSnapshot out{entry.owner, epoch_millis_now()};
     out.demanded = line->count() > 1;
+    answer_relatives(response, response.succeeded() ? relatives_at : relatives_at_failure, relatives, out);
     return out;
   }
 

@@ -45,6 +45,15 @@ class EtcdBackend final : public BackendOffering<Push, DemandSignal, DemandPush,
   static constexpr int kRounds = 8;
 
   // One transaction of acquire() for `entry`; nothing: look again.
+  // What an acquire's transaction reads of a name's relatives (acquire.cc: relatives_of).
+  struct Relatives {
+    std::optional<MutexKeys> primitive;  // a derived record's primitive
+    std::string derived_from;            // a primitive's record key + "#": its derived records' keys
+  };
+  Relatives relatives_of(const std::string& mutex) const;
+  static void add_relatives(google::protobuf::RepeatedPtrField<pb::RequestOp>* ops, const Relatives& relatives);
+  static void answer_relatives(const pb::TxnResponse& response, int first, const Relatives& relatives,
+                               OwnerSnapshot& out);
   std::optional<OwnerSnapshot> attempt(Entry& entry, const MutexKeys& keys, std::chrono::milliseconds ttl,
                                        std::chrono::milliseconds transition);
   // Deletes the key of `entry` (at its create revision, if known), leaving the record of its

@@ -39,9 +39,11 @@
 //     one; a write three (the gate, a listing of the readers, the gate back) and one listing
 //     per further look at the readers (a waiting writer watches the readers' records, and a
 //     waiting reader the gate: where the engine reports changes, a release ends the pause
-//     between two looks). On Redis the engine answers the gate with a reader's lease and the
-//     readers with the gate (Backend: OwnerSnapshot::parent, no_derived_held): a first read
-//     and a write with no reader in cost two round trips, as a mutex's cycle does.
+//     between two looks). Most engines answer these looks with the lease itself (Backend:
+//     OwnerSnapshot::parent, no_derived_held): then a first read and a write with no reader in
+//     cost two round trips, as a mutex's cycle does. Memory, SQLite, Redis, PostgreSQL and etcd
+//     answer both; MariaDB the gate with a reader's lease only (a write looks at the readers);
+//     MySQL without RETURNING and ZooKeeper neither.
 //
 // Thread-safety: SharedMutex is a cheap copyable handle; any thread may use it. A SharedHold
 // is not bound to a thread; it is move-only.

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <string_view>
 
+#include "backends/common/alone.h"
 #include "backends/common/server.h"
 #include "backends/common/sql_backend.h"
 #include "backends/postgres/connection.h"
@@ -231,8 +232,15 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
   // fails (a name too long, a deadlock with another statement), the transaction rolls back and
   // each call's "take" goes in its own transaction, so only that call fails. The calls that
   // took nothing (a new row, or another owner) then go on as acquire() does, "take_or_wait"
-  // pipelined too: two round trips for a batch of new mutexes.
+  // pipelined too: two round trips for a batch of new mutexes. A batch of one call goes as
+  // acquire(), which also says what an owner hears of its relatives (take_with_relatives; a
+  // batch leaves that unset): a waiter woken alone, as in a handover, is one.
   std::vector<AcquireResult> acquire_batch(const std::vector<AcquireCall>& calls) override {
+    if (calls.size() == 1) {
+      std::vector<AcquireResult> results(1);
+      internal::acquire_alone(*this, calls, {0}, results);
+      return results;
+    }
     return pool().with([&](Connection& connection) {
       std::vector<std::size_t> order(calls.size());
       std::iota(order.begin(), order.end(), std::size_t{0});

@@ -26,8 +26,8 @@ struct LeaseRow {
   std::string mutex;             // query_leases(..., named): a seventh column, the mutex's name
   EpochMillis wanted_until = 0;  // otherwise: a seventh column, if any, is the row's wanted_until
   bool idle = false;             // an eighth column, if any: the lease is marked idle (non-zero)
-  // A ninth and tenth column, if any and not NULL: another row's lease held (non-zero) and
-  // its fencing token (a derived record's primitive, OwnerSnapshot::parent).
+  // A ninth column, if any and not NULL: another row's fencing token x 2 + 1 if its lease is
+  // held (a derived record's primitive, OwnerSnapshot::parent), as {held, token}.
   std::optional<std::pair<bool, std::uint64_t>> other;
 };
 

@@ -123,14 +123,14 @@ const std::string kUpsert = kUpsertInto + upsert_row("?", "?", "?", "?") + SIMBA
 const std::string kAcquire = kUpsert + SIMBA_MY_RETURNING;
 
 // A derived record's acquire ("<name>#<suffix>": a semaphore's slot, a shared mutex's reader)
-// also returns its primitive's row (OwnerSnapshot::parent; NULLs: no row), read with a share
-// lock held until the record commits: a writer's upsert of the primitive in flight is waited
-// for and seen, and one that comes after waits for the record's commit, so its look at the
-// readers sees it. Params: kAcquire's, then the primitive twice.
-#define SIMBA_MY_PRIMITIVE(column) "(SELECT " column " FROM simba_mutex g WHERE g.mutex = ? LOCK IN SHARE MODE)"
+// also returns its primitive's row (OwnerSnapshot::parent) as one number, its token x 2 + 1 if
+// its lease is held (NULL: no row), read with a share lock held until the record commits: a
+// writer's upsert of the primitive in flight is waited for and seen, and one that comes after
+// waits for the record's commit, so its look at the readers sees it. Params: kAcquire's, then
+// the primitive.
 const std::string kAcquireDerived =
-    kAcquire + ", 0, " SIMBA_MY_PRIMITIVE(
-                   "g.owner_id <> '' AND g.transition_at >= " SIMBA_MY_NOW) ", " SIMBA_MY_PRIMITIVE("g.fencing_token");
+    kAcquire + ", 0, (SELECT g.fencing_token * 2 + (g.owner_id <> '' AND g.transition_at >= " SIMBA_MY_NOW
+               ") FROM simba_mutex g WHERE g.mutex = ? LOCK IN SHARE MODE)";
 
 // Whether the row's lease is marked idle (mark_idle), as a column.
 #define SIMBA_MY_IDLE "(m.idle_token <> 0 AND m.idle_token = m.fencing_token)"
@@ -258,7 +258,7 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
         std::optional<mysql::LeaseRow> row;
         const auto hash = mutex.rfind('#');
         if (returning_ && hash != std::string::npos) {
-          params.insert(params.end(), 2, mutex.substr(0, hash));
+          params.emplace_back(mutex.substr(0, hash));
           row = connection.query_lease("acquire_derived", params);
         } else if (returning_) {
           row = connection.query_lease("acquire", params);

@@ -201,6 +201,21 @@ TEST(SemaphoreTest, AWaitingProcessWaitsInTheLineAndTheFirstIsServedFirst) {
     EXPECT_NE(what.find("(permit 0)"), std::string::npos) << what;
     EXPECT_NE(what.find("(permit 1)"), std::string::npos) << what;
   }
+  // So does one that asked asynchronously (its timeout comes on a timer's thread).
+  Client fourth = other_process(client);
+  auto given_up = fourth.semaphore(name, 2).acquire_async(300ms);
+  ASSERT_EQ(given_up.wait_for(20s), std::future_status::ready) << "an async request never timed out in the line";
+  try {
+    Permit extra = given_up.get();
+    EXPECT_TRUE(lost()) << "a third permit of two";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), errc::timeout);
+    const std::string what = e.what();
+    EXPECT_NE(what.find(line), std::string::npos) << what;
+    EXPECT_NE(what.find("the permits are held by '"), std::string::npos) << what;
+    EXPECT_NE(what.find("(permit 0)"), std::string::npos) << what;
+    EXPECT_NE(what.find("(permit 1)"), std::string::npos) << what;
+  }
   a.release();
   ASSERT_EQ(head.wait_for(20s), std::future_status::ready) << "the first waiter never got the freed permit";
   Permit got = head.get();

@@ -112,9 +112,9 @@ class Semaphore {
   // A Permit, waiting up to `timeout` (0: as try_acquire()), or forever.
   // Throws Error(errc::timeout) naming the semaphore and, per slot, the holder it saw and the
   // last backend error (a request that timed out in the line, behind other waiters, names the
-  // one ahead and the holders a listing finds then); Error(errc::invalid_argument) for a
-  // negative timeout or a mismatch of permits (see above). The async forms' errors name what
-  // the request saw itself (no listing on a runtime thread).
+  // one ahead and the holders a listing finds then, made on an I/O thread before the timeout
+  // is told); Error(errc::invalid_argument) for a negative timeout or a mismatch of permits
+  // (see above). The async forms' errors say the same.
   Permit acquire(std::chrono::milliseconds timeout);
   Permit acquire();
   // The same, until `interrupt` is stopped: then the request is withdrawn from every slot, and

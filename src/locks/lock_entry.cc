@@ -56,6 +56,8 @@ std::weak_ptr<LocalLine> LockEntry::weak_line() {
   return std::shared_ptr<LocalLine>(shared_from_this(), static_cast<LocalLine*>(this));
 }
 
+void LockEntry::post_io(std::function<void()> work) { runtime_->post_io(std::move(work)); }
+
 void LockEntry::on_io(std::function<void(LockEntry&)> work) {
   internal::on_io(*runtime_, weak_from_this(), std::move(work));
 }

@@ -84,6 +84,9 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
 
   // Where Mutex::lock_async's callbacks run: one at a time per mutex.
   Strand callback_strand();
+  // Runs `work` on one of the runtime's I/O threads soon: where a backend call may be made (a
+  // timer's thread may not make one).
+  void post_io(std::function<void()> work);
 
   // The fast path of Mutex's Lockable interface over a cached lease (fast_path.h); a hold the
   // slow path took over meanwhile is ended here (its lock() then says none).

@@ -108,6 +108,38 @@ std::string holders_text(const SemaphoreState& state) {
 
 }  // namespace
 
+// A timeout in the line, told once the holders are listed (run(), on an I/O thread); told
+// without them if the runtime stopped before it ran (the last copy of the work goes).
+class NameTheHolders {
+ public:
+  using Done = std::function<void(std::error_code, Permit, const std::string&)>;
+  NameTheHolders(std::shared_ptr<SemaphoreState> state, Done done, std::error_code error, std::string why)
+      : state_(std::move(state)), done_(std::move(done)), error_(error), why_(std::move(why)) {}
+  NameTheHolders(const NameTheHolders&) = delete;
+  NameTheHolders& operator=(const NameTheHolders&) = delete;
+  ~NameTheHolders() {
+    if (!done_) return;
+    try {
+      done_(error_, Permit(), why_ + "; the holders were not listed (the runtime stopped)");
+    } catch (const std::exception& e) {
+      log_error("semaphore '" + state_->name + "': telling of a timeout: " + e.what());
+    } catch (...) {
+      log_error("semaphore '" + state_->name + "': telling of a timeout: a non-standard exception");
+    }
+  }
+  void run() {
+    auto done = std::move(done_);
+    done_ = nullptr;
+    done(error_, Permit(), why_ + "; the permits are held by " + holders_text(*state_));
+  }
+
+ private:
+  const std::shared_ptr<SemaphoreState> state_;
+  Done done_;
+  const std::error_code error_;
+  const std::string why_;
+};
+
 // One request: waits in the semaphore's line, then, at its head, on every slot at once; the
 // first grant settles it, the other requests are withdrawn (a slot granted meanwhile is given
 // back at once) and the line goes to the next request; if the line or every slot fails (its
@@ -153,12 +185,6 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
       done(std::make_error_code(std::errc::operation_canceled), Permit(),
            "semaphore '" + state_->name + "': the request was withdrawn");
     }
-  }
-
-  // Whether the request failed waiting in the line (it never led it): it saw no slot's holder.
-  bool failed_in_line() const {
-    MutexLock lock(mutex_);
-    return failed_in_line_;
   }
 
   // Waits until every slot asked has answered (a late grant given back). After withdraw().
@@ -222,7 +248,6 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
         late = std::move(hold);
       } else if (error) {
         settled_ = true;
-        failed_in_line_ = true;
         done = std::move(done_);
         why = no_permit_text();
         why += error == errc::timeout
@@ -240,6 +265,14 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
     }
     late.unlock();
     answered_changed_.notify_all();
+    if (done && error == errc::timeout) {
+      // Waiting in the line, this request saw only the request ahead of it: the holders are
+      // named by a listing, on an I/O thread (this may be a timer's, which makes no backend
+      // call), before any form of acquire hears of the timeout.
+      auto naming = std::make_shared<NameTheHolders>(state_, std::move(done), error, std::move(why));
+      state_->line.entry_->post_io([naming] { naming->run(); });
+      return;
+    }
     if (done) {
       done(error, Permit(), why);
       return;
@@ -362,7 +395,6 @@ class PermitRace : public std::enable_shared_from_this<PermitRace> {
   const std::chrono::steady_clock::time_point deadline_;  // of the whole request (max: none)
   mutable AnnotatedMutex mutex_;
   Done done_ GUARDED_BY(mutex_);
-  bool failed_in_line_ GUARDED_BY(mutex_) = false;
   bool settled_ GUARDED_BY(mutex_) = false;
   unsigned pending_ GUARDED_BY(mutex_);                                   // slots not answered yet
   std::vector<std::optional<std::uint64_t>> tickets_ GUARDED_BY(mutex_);  // of slots still waiting
@@ -433,14 +465,7 @@ Permit Semaphore::acquire(std::chrono::milliseconds timeout, std::stop_token int
     std::stop_callback withdraw(interrupt, [&race] { race->withdraw(); });
     future.wait();
   }
-  Permit permit;
-  try {
-    permit = future.get();
-  } catch (const Error& e) {
-    // Waiting in the line, this request saw only the request ahead of it: name the holders.
-    if (e.code() != errc::timeout || !race->failed_in_line()) throw;
-    throw Error(e.code(), std::string(e.what()) + "; the permits are held by " + internal::holders_text(*state_));
-  }
+  Permit permit = future.get();
   if (interrupt.stop_requested()) {
     race->withdraw();  // settled already: takes out what still waits
     race->wait_quiet();

@@ -221,12 +221,12 @@ struct SharedMutexState {
   // A write hold: the gate, then no reader inside. The gate's lease is the write's.
   SharedHold write_until(const std::shared_ptr<SharedMutexState>& self, std::chrono::steady_clock::time_point deadline,
                          std::string* why, const std::stop_token& interrupt) {
-    const std::string what = "the write lock of shared mutex '" + name + "'";
+    const auto what = [this] { return "the write lock of shared mutex '" + name + "'"; };  // a failure's
     for (;;) {
       Hold held = gate.hold_until(deadline, interrupt);
       if (interrupt.stop_requested()) return SharedHold();
       if (!held) {
-        if (why) *why = what + ": another writer held '" + gate.name() + "'";
+        if (why) *why = what() + ": another writer held '" + gate.name() + "'";
         return SharedHold();
       }
       std::set<std::string> probed;
@@ -238,7 +238,7 @@ struct SharedMutexState {
                          await_no_readers(deadline, interrupt, probed, why ? &readers_in : nullptr);
       give_back_probes(probed);
       if (!empty) {
-        if (why && !interrupt.stop_requested()) *why = what + ": " + readers_in;
+        if (why && !interrupt.stop_requested()) *why = what() + ": " + readers_in;
         return SharedHold();
       }
       if (!held.is_owner()) {
@@ -365,8 +365,9 @@ SharedHold SharedMutex::hold_until(bool shared, std::chrono::steady_clock::time_
 }
 
 namespace {
-SharedHold must(SharedHold hold, const std::string& why) {
-  if (!hold) throw Error(errc::timeout, why);
+// The hold, or Error(errc::timeout) saying what the wait of `timeout` met (made only then).
+SharedHold must(SharedHold hold, std::chrono::milliseconds timeout, const std::string& why) {
+  if (!hold) throw Error(errc::timeout, "timed out after " + format_duration(timeout) + " waiting for " + why);
   return hold;
 }
 // milliseconds::max(): forever.
@@ -380,7 +381,7 @@ std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds t
 SharedHold SharedMutex::acquire(std::chrono::milliseconds timeout) {
   std::string why;
   auto hold = hold_until(false, deadline_after(timeout), &why);
-  return must(std::move(hold), "timed out after " + format_duration(timeout) + " waiting for " + why);
+  return must(std::move(hold), timeout, why);
 }
 
 SharedHold SharedMutex::acquire() { return hold_until(false, std::chrono::steady_clock::time_point::max(), nullptr); }
@@ -388,7 +389,7 @@ SharedHold SharedMutex::acquire() { return hold_until(false, std::chrono::steady
 SharedHold SharedMutex::acquire_shared(std::chrono::milliseconds timeout) {
   std::string why;
   auto hold = hold_until(true, deadline_after(timeout), &why);
-  return must(std::move(hold), "timed out after " + format_duration(timeout) + " waiting for " + why);
+  return must(std::move(hold), timeout, why);
 }
 
 SharedHold SharedMutex::acquire_shared() {
@@ -399,14 +400,14 @@ SharedHold SharedMutex::acquire(std::chrono::milliseconds timeout, std::stop_tok
   std::string why;
   auto hold = hold_until(false, deadline_after(timeout), &why, interrupt);
   if (interrupt.stop_requested()) return SharedHold();
-  return must(std::move(hold), "timed out after " + format_duration(timeout) + " waiting for " + why);
+  return must(std::move(hold), timeout, why);
 }
 
 SharedHold SharedMutex::acquire_shared(std::chrono::milliseconds timeout, std::stop_token interrupt) {
   std::string why;
   auto hold = hold_until(true, deadline_after(timeout), &why, interrupt);
   if (interrupt.stop_requested()) return SharedHold();
-  return must(std::move(hold), "timed out after " + format_duration(timeout) + " waiting for " + why);
+  return must(std::move(hold), timeout, why);
 }
 
 bool SharedMutex::await_no_readers(std::chrono::milliseconds timeout) const {

@@ -221,7 +221,7 @@ struct SharedMutexState {
   // A write hold: the gate, then no reader inside. The gate's lease is the write's.
   SharedHold write_until(const std::shared_ptr<SharedMutexState>& self, std::chrono::steady_clock::time_point deadline,
                          std::string* why, const std::stop_token& interrupt) {
-    const auto what = [this] { return "the write lock of shared mutex '" + name + "'"; };  // a failure's
+    const auto what = [this] { return "the write lock of shared mutex '" + name + "'"; };
     for (;;) {
       Hold held = gate.hold_until(deadline, interrupt);
       if (interrupt.stop_requested()) return SharedHold();

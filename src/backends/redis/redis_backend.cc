@@ -51,7 +51,8 @@ using redis::Reply;
 // Returns {owner id, lease ms left, fencing token, server now ms, holder's acquired_at, ttl,
 // waiters in the queue (a renewal; else 0)}, and for an owner also {0 (not idle), 1 if no
 // derived record is held} and, for a derived record, {1 if its primitive is held, the
-// primitive's fencing token}.
+// primitive's fencing token}. A renewal says 0 (unknown) and nothing of the primitive: only
+// the answer that grants a lease is heard (ServiceCore, when it wins).
 constexpr const char* kAcquire = R"lua(
 local id = ARGV[1]
 local t = redis.call('TIME')
@@ -67,12 +68,15 @@ local function keep(token)
     if redis.call('PTTL', KEYS[5]) < life then redis.call('PEXPIRE', KEYS[5], life) end
   end
 end
-local function owned(reply)
+local function owned(reply, fresh)
   reply[8] = 0
-  reply[9] = 1 - redis.call('EXISTS', KEYS[4])
-  if KEYS[6] then
-    reply[10] = redis.call('EXISTS', KEYS[6])
-    reply[11] = tonumber(redis.call('HGET', KEYS[7], 'token') or 0)
+  reply[9] = 0
+  if fresh then
+    reply[9] = 1 - redis.call('EXISTS', KEYS[4])
+    if KEYS[6] then
+      reply[10] = redis.call('EXISTS', KEYS[6])
+      reply[11] = tonumber(redis.call('HGET', KEYS[7], 'token') or 0)
+    end
   end
   return reply
 end
@@ -88,7 +92,7 @@ if redis.call('SET', KEYS[1], id, 'NX', 'PX', ARGV[2]) then
   -- Out of the queue if it waited there (an empty queue, the uncontended case: one call).
   local waiting = redis.call('ZCARD', KEYS[3])
   if waiting > 0 then waiting = waiting - redis.call('ZREM', KEYS[3], id) end
-  return owned({id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), waiting})
+  return owned({id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), waiting}, true)
 end
 local owner = redis.call('GET', KEYS[1])
 if owner == id then
@@ -96,7 +100,7 @@ if owner == id then
   redis.call('HSET', KEYS[2], 'owner', id, 'at', now, 'ttl', ARGV[4])
   local token = tonumber(redis.call('HGET', KEYS[2], 'token'))
   keep(token)
-  return owned({id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), redis.call('ZCARD', KEYS[3])})
+  return owned({id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), redis.call('ZCARD', KEYS[3])}, false)
 end
 redis.call('ZADD', KEYS[3], 'NX', string.format('%.6f', tonumber(t[1]) + tonumber(t[2]) / 1e6 - 0.5), id)
 if idle > 0 then redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[2]) + idle) end

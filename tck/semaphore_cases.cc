@@ -189,33 +189,31 @@ TEST(SemaphoreTest, AWaitingProcessWaitsInTheLineAndTheFirstIsServedFirst) {
     EXPECT_EQ(counting->asked(Semaphore::slot_name(name, slot, 2)), 0)
         << "the second waiter asked slot " << slot << " while the first led the line";
   }
-  // A third that gives up in the line still names the holders of the permits.
-  try {
-    Permit extra = other_process(client).semaphore(name, 2).acquire(300ms);
-    EXPECT_TRUE(lost()) << "a third permit of two";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), errc::timeout);
-    const std::string what = e.what();
-    EXPECT_NE(what.find(line), std::string::npos) << what;
-    EXPECT_NE(what.find("the permits are held by '"), std::string::npos) << what;
-    EXPECT_NE(what.find("(permit 0)"), std::string::npos) << what;
-    EXPECT_NE(what.find("(permit 1)"), std::string::npos) << what;
-  }
-  // So does one that asked asynchronously (its timeout comes on a timer's thread).
-  Client fourth = other_process(client);
-  auto given_up = fourth.semaphore(name, 2).acquire_async(300ms);
-  ASSERT_EQ(given_up.wait_for(20s), std::future_status::ready) << "an async request never timed out in the line";
-  try {
-    Permit extra = given_up.get();
-    EXPECT_TRUE(lost()) << "a third permit of two";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), errc::timeout);
-    const std::string what = e.what();
-    EXPECT_NE(what.find(line), std::string::npos) << what;
-    EXPECT_NE(what.find("the permits are held by '"), std::string::npos) << what;
-    EXPECT_NE(what.find("(permit 0)"), std::string::npos) << what;
-    EXPECT_NE(what.find("(permit 1)"), std::string::npos) << what;
-  }
+  // A third that gives up in the line still names the holders of the permits, whichever form
+  // it asked with (an async one's timeout comes on a timer's thread).
+  auto gives_up_naming_the_holders = [&](auto&& ask) {
+    try {
+      Permit extra = ask();
+      EXPECT_TRUE(lost()) << "a third permit of two";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), errc::timeout);
+      const std::string what = e.what();
+      EXPECT_NE(what.find(line), std::string::npos) << what;
+      EXPECT_NE(what.find("the permits are held by '"), std::string::npos) << what;
+      EXPECT_NE(what.find("(permit 0)"), std::string::npos) << what;
+      EXPECT_NE(what.find("(permit 1)"), std::string::npos) << what;
+    }
+  };
+  Client third = other_process(client), fourth = other_process(client);
+  gives_up_naming_the_holders([&] { return third.semaphore(name, 2).acquire(300ms); });
+  gives_up_naming_the_holders([&] {
+    auto given_up = fourth.semaphore(name, 2).acquire_async(300ms);
+    if (given_up.wait_for(20s) != std::future_status::ready) {
+      ADD_FAILURE() << "an async request never timed out in the line";
+      return Permit();
+    }
+    return given_up.get();
+  });
   a.release();
   ASSERT_EQ(head.wait_for(20s), std::future_status::ready) << "the first waiter never got the freed permit";
   Permit got = head.get();

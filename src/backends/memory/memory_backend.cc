@@ -101,13 +101,7 @@ class MemoryBackend final
       out.records.push_back({record, judged(entry, out.now)});
       return true;
     });
-    std::sort(out.records.begin(), out.records.end(),
-              [](const MutexRecord& a, const MutexRecord& b) { return a.mutex < b.mutex; });
-    if (out.records.size() > limit) {
-      out.records.resize(limit);
-      out.truncated = true;
-    }
-    return out;
+    return in_order(std::move(out), limit);
   }
 
   MutexListing list(const std::string& prefix, std::size_t limit) override {
@@ -118,13 +112,7 @@ class MemoryBackend final
       if (name.compare(0, prefix.size(), prefix) != 0) continue;
       out.records.push_back({name, judged(entry, out.now)});
     }
-    std::sort(out.records.begin(), out.records.end(),
-              [](const MutexRecord& a, const MutexRecord& b) { return a.mutex < b.mutex; });
-    if (out.records.size() > limit) {
-      out.records.resize(limit);
-      out.truncated = true;
-    }
-    return out;
+    return in_order(std::move(out), limit);
   }
 
   // Memory also forgets idle records by itself (see touch_locked); this forgets them sooner.
@@ -232,6 +220,17 @@ class MemoryBackend final
     std::size_t operator()(std::string_view name) const noexcept { return std::hash<std::string_view>{}(name); }
   };
   using Names = std::unordered_set<std::string, NameHash, std::equal_to<>>;
+
+  // A listing's records by name, at most `limit` of them (unordered_map gives no order).
+  static MutexListing in_order(MutexListing listing, std::size_t limit) {
+    std::sort(listing.records.begin(), listing.records.end(),
+              [](const MutexRecord& a, const MutexRecord& b) { return a.mutex < b.mutex; });
+    if (listing.records.size() > limit) {
+      listing.records.resize(limit);
+      listing.truncated = true;
+    }
+    return listing;
+  }
 
   static bool held(const Entry& entry, EpochMillis now) {
     return !entry.owner.empty() && entry.owner.transition_at >= now;

@@ -51,6 +51,16 @@ ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS wanted_until bigint NOT NULL DE
 ALTER TABLE simba_mutex ADD COLUMN IF NOT EXISTS idle_token bigint NOT NULL DEFAULT 0;
 CREATE INDEX IF NOT EXISTS simba_mutex_bytes ON simba_mutex ((mutex COLLATE "C")))sql";
 
+// Whether kSchema would change nothing: the table (as the search path finds it) with every
+// column and index kSchema adds.
+constexpr const char* kSchemaComplete = R"sql(
+SELECT to_regclass('simba_mutex') IS NOT NULL
+  AND (SELECT count(*) FROM pg_attribute
+       WHERE attrelid = to_regclass('simba_mutex') AND NOT attisdropped
+         AND attname IN ('fencing_token', 'waiting_until', 'wanted_until', 'idle_token')) = 4
+  AND EXISTS (SELECT 1 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+              WHERE x.indrelid = to_regclass('simba_mutex') AND i.relname = 'simba_mutex_bytes'))sql";
+
 // The lease may be taken (free, released or expired) or renewed (ours and live); the second
 // spelling is for ON CONFLICT, where the new values are EXCLUDED.
 #define SIMBA_PG_TAKES                                                                                \
@@ -416,7 +426,12 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
   }
 
   // Two processes creating the table at once can collide in the catalog: the loser retries.
+  // Where the table, its columns and its index are there already (every start but the first),
+  // no DDL runs: ALTER TABLE and CREATE INDEX lock the table even when they change nothing,
+  // and would hold every other process's statements on it meanwhile.
   void create_table(Connection& connection) {
+    auto complete = connection.run(kSchemaComplete);
+    if (PQntuples(complete.get()) == 1 && flag(complete.get(), 0)) return;
     for (int attempt = 0;; ++attempt) {
       try {
         connection.run(kSchema);

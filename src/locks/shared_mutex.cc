@@ -61,6 +61,9 @@ struct SharedMutexState {
   mutable AnnotatedMutex mutex;
   unsigned readers GUARDED_BY(mutex) = 0;  // read holds of this process
   Hold reader_hold GUARDED_BY(mutex);      // while readers > 0
+  // A thread is taking the reader lease (join_readers): a writer of this process then waits
+  // for it as for any reader (it may come in on the engine's word, without a look at the gate).
+  bool taking_lease GUARDED_BY(mutex) = false;
 
   // The Lockable interfaces' holds, per thread.
   struct ThreadHold {
@@ -88,10 +91,15 @@ struct SharedMutexState {
         return Joined{reader_hold.lost(), std::nullopt};
       }
     }
+    {
+      MutexLock lock(mutex);
+      taking_lease = true;
+    }
     Hold hold = reader.hold_until(deadline);
+    MutexLock lock(mutex);
+    taking_lease = false;
     if (!hold) return std::nullopt;
     auto gate_seen = reader.entry_->parent_seen_since(since, hold.fencing_token());
-    MutexLock lock(mutex);
     ++readers;
     reader_hold = std::move(hold);
     return Joined{reader_hold.lost(), gate_seen};
@@ -107,9 +115,10 @@ struct SharedMutexState {
     last.unlock();  // the lease goes back, outside the lock
   }
 
+  // A reader of this process is in, or taking the lease.
   bool reading() const noexcept {
     MutexLock lock(mutex);
-    return readers > 0;
+    return readers > 0 || taking_lease;
   }
 
   bool reader_is_owner() const noexcept {
@@ -131,9 +140,11 @@ struct SharedMutexState {
       if (owner.owner_id.empty()) continue;
       const auto derived = derived_record(name, record.mutex);
       if (!derived || derived->kind != DerivedRecord::Kind::reader) continue;
-      // This process's own lease with no reader of it inside is on its way back (a release
-      // goes out after unlock() returns): not a reader to wait for. A reader of it that joins
-      // now reads the gate after joining and finds this writer there.
+      // This process's own lease with no reader of it inside, nor one taking it, is on its way
+      // back (a release goes out after unlock() returns): not a reader to wait for. A reader
+      // that takes it after this look finds this writer's gate held, by the engine's word with
+      // its lease or by its look at the gate. (One taking it during the look may have been
+      // told the gate was free before this writer took it: waited for, as `taking_lease`.)
       if (record.mutex == reader.name() && !reading()) continue;
       if (!lapses_by_time) {
         probed.insert(record.mutex);

@@ -335,7 +335,9 @@ class MysqlIsolationTest : public MysqlTest, public ::testing::WithParamInterfac
 INSTANTIATE_TEST_SUITE_P(Isolation, MysqlIsolationTest, ::testing::Values("REPEATABLE-READ", "READ-COMMITTED"));
 
 TEST_P(MysqlIsolationTest, AReaderWaitsForAWriteInFlightAndHearsIt) {
-  auto backend = open_backend(uri_);
+  // The reader's statement waits for the write's commit, which comes once a lock wait shows (or
+  // after 20 s): longer than the default 2 s bound on a statement.
+  auto backend = open_backend(uri_ + "?command_timeout=30s");
   const std::string gate = tck::unique_mutex("rw-order-read");
   ASSERT_EQ(backend->acquire(gate, "before", 10s, 0ms).owner.owner_id, "before");  // the gate's row exists
   ASSERT_TRUE(backend->release(gate, "before"));

@@ -90,16 +90,21 @@ struct SharedMutexState {
         ++readers;
         return Joined{reader_hold.lost(), std::nullopt};
       }
-    }
-    {
-      MutexLock lock(mutex);
       taking_lease = true;
     }
-    Hold hold = reader.hold_until(deadline);
-    MutexLock lock(mutex);
+    Hold hold;
+    std::optional<OwnerSnapshot::Parent> gate_seen;
+    try {
+      hold = reader.hold_until(deadline);
+      if (hold) gate_seen = reader.entry_->parent_seen_since(since, hold.fencing_token());
+    } catch (...) {
+      MutexLock lock(mutex);
+      taking_lease = false;
+      throw;
+    }
+    MutexLock lock(mutex);  // taking_lease ends with ++readers, in one step
     taking_lease = false;
     if (!hold) return std::nullopt;
-    auto gate_seen = reader.entry_->parent_seen_since(since, hold.fencing_token());
     ++readers;
     reader_hold = std::move(hold);
     return Joined{reader_hold.lost(), gate_seen};

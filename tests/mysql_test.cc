@@ -2,15 +2,12 @@
 // database clock whatever the server's zone, a restart mid-run. (The race to create one row
 // is a kit case.)
 #include <gtest/gtest.h>
-#include <mysql.h>
 #include <signal.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <future>
-#include <memory>
 #include <thread>
 
 #include "kit.h"
@@ -281,89 +278,6 @@ TEST_F(MysqlTest, ABatchQuotesItsNamesAndFailsOnlyTheCallWhoseNameDoesNotFit) {
     std::rethrow_exception(results[1].error);
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
-  }
-}
-
-// A session of its own (libmariadb), to hold a transaction open as another process would
-// mid-step: as `simba` over TCP, or as root over the server's socket (to look at lock waits).
-class Session {
- public:
-  explicit Session(bool root = false) : mysql_(mysql_init(nullptr), &mysql_close) {
-    const std::string port = env("SIMBA_TEST_MYSQL_PORT"), socket = env("SIMBA_TEST_MYSQL_SOCKET");
-    const bool connected =
-        root ? mysql_real_connect(mysql_.get(), nullptr, "root", nullptr, nullptr, 0, socket.c_str(), 0)
-             : mysql_real_connect(mysql_.get(), "127.0.0.1", "simba", "simba-pw", "simba",
-                                  static_cast<unsigned>(std::stoul(port)), nullptr, 0);
-    if (!connected) ADD_FAILURE() << mysql_error(mysql_.get());
-  }
-  // Runs `sql`; the first column of its first row, or "" (a failure fails the test).
-  std::string run(const std::string& sql) {
-    if (mysql_query(mysql_.get(), sql.c_str()) != 0) {
-      ADD_FAILURE() << sql << ": " << mysql_error(mysql_.get());
-      return "";
-    }
-    std::unique_ptr<MYSQL_RES, decltype(&mysql_free_result)> result(mysql_store_result(mysql_.get()),
-                                                                    &mysql_free_result);
-    if (!result) return "";
-    MYSQL_ROW row = mysql_fetch_row(result.get());
-    return row && row[0] ? row[0] : "";
-  }
-
- private:
-  std::unique_ptr<MYSQL, decltype(&mysql_close)> mysql_;
-};
-
-// A write of the gate in flight (another process's upsert, not yet committed): a reader's
-// record of that gate is granted only once it commits, and the reader hears the gate held, with
-// the write's token. Under the server's default isolation and under READ COMMITTED, where a
-// subquery of an INSERT reads without a lock: without the share lock on the gate's row, the
-// record's upsert there reads the gate as it was (free).
-class MysqlIsolationTest : public MysqlTest, public ::testing::WithParamInterface<const char*> {
- protected:
-  void SetUp() override {
-    MysqlTest::SetUp();
-    Session root(/*root=*/true);
-    before_ = root.run("SELECT @@GLOBAL.tx_isolation");
-    root.run(std::string("SET GLOBAL tx_isolation = '") + GetParam() + "'");  // for the connections made after
-  }
-  void TearDown() override {
-    Session root(/*root=*/true);
-    root.run("SET GLOBAL tx_isolation = '" + before_ + "'");
-  }
-  std::string before_;
-};
-INSTANTIATE_TEST_SUITE_P(Isolation, MysqlIsolationTest, ::testing::Values("REPEATABLE-READ", "READ-COMMITTED"));
-
-TEST_P(MysqlIsolationTest, AReaderWaitsForAWriteInFlightAndHearsIt) {
-  // The reader's statement waits for the write's commit, which comes once a lock wait shows (or
-  // after 20 s): longer than the default 2 s bound on a statement.
-  auto backend = open_backend(uri_ + "?command_timeout=30s");
-  const std::string gate = tck::unique_mutex("rw-order-read");
-  ASSERT_EQ(backend->acquire(gate, "before", 10s, 0ms).owner.owner_id, "before");  // the gate's row exists
-  ASSERT_TRUE(backend->release(gate, "before"));
-  Session writer;
-  writer.run("BEGIN");
-  writer.run("UPDATE simba_mutex SET owner_id = 'writer', fencing_token = fencing_token + 1, transition_at = " JVM_NOW
-             " + 60000 WHERE mutex = '" +
-             gate + "'");
-  const std::string token = writer.run("SELECT fencing_token FROM simba_mutex WHERE mutex = '" + gate + "'");
-  ASSERT_FALSE(token.empty());
-  auto reader = std::async(std::launch::async, [&] { return backend->acquire(gate + "#r1", "reader", 10s, 0ms); });
-  Session look(/*root=*/true);
-  ASSERT_TRUE(wait_until(
-      [&] {
-        return look.run("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'") != "0" ||
-               reader.wait_for(0ms) == std::future_status::ready;
-      },
-      20s));
-  writer.run("COMMIT");
-  ASSERT_EQ(reader.wait_for(20s), std::future_status::ready);
-  const OwnerSnapshot read = reader.get();
-  if (read.owner.owner_id == "reader") {
-    ASSERT_TRUE(read.parent.has_value()) << "the gate's row exists: the engine can say what it was";
-    EXPECT_TRUE(read.parent->held) << "a reader was told the gate was free while a write of it was in flight";
-    EXPECT_EQ(read.parent->fencing_token, std::stoull(token));
-    backend->release(gate + "#r1", "reader");
   }
 }
 

@@ -192,7 +192,9 @@ TEST(RwLockTest, AWaitingWriterWatchesTheReadersInside) {
 
 // Where the engine says with the gate's grant that no reader's record is held
 // (OwnerSnapshot::no_derived_held), a writer looks for no readers; with a reader of another
-// process inside, it looks, and waits for it.
+// process inside, it looks, and waits for it. An engine may say so only of a name whose
+// derived records it has listed once (ZooKeeper): the probe lists first, and the writes are
+// counted after a first one.
 TEST(RwLockTest, AWriterLooksForReadersOnlyWhereTheEngineCannotSayNoneIsIn) {
   auto client = make_client();
   const auto name = unique_mutex("rw-look");
@@ -200,17 +202,20 @@ TEST(RwLockTest, AWriterLooksForReadersOnlyWhereTheEngineCannotSayNoneIsIn) {
   {
     auto probe = make_backend();
     const auto probe_name = unique_mutex("rw-look-probe");
+    if (auto* records = probe->administration()) records->list_derived(probe_name, 16);
     says = probe->acquire(probe_name, "probe", 10s, 0ms).no_derived_held;
     probe->release(probe_name, "probe");
   }
   auto counting = std::make_shared<AcquireCounting>(make_backend());
   Client w(counting, client.options(), client.runtime());
   SharedMutex writes = w.shared_mutex(name);
+  EXPECT_TRUE(writes.acquire(10s)) << "the first write";
+  const int first = counting->listings();
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(writes.acquire(10s)) << "write " << i;
   if (says) {
-    EXPECT_EQ(counting->listings(), 0) << "the engine said no reader was in, and the writer looked anyway";
+    EXPECT_EQ(counting->listings(), first) << "the engine said no reader was in, and the writer looked anyway";
   } else {
-    EXPECT_GE(counting->listings(), 3) << "a writer took the gate without a look at the readers";
+    EXPECT_GE(counting->listings() - first, 3) << "a writer took the gate without a look at the readers";
   }
   SharedHold read = other_process(client).shared_mutex(name).acquire_shared(10s);
   const int before = counting->listings();

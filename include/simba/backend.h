@@ -41,9 +41,11 @@ struct OwnerSnapshot {
   // (from read(), and from acquire() when it renewed a lease). Always false when free.
   bool demanded = false;
   // From acquire() when the caller owns the mutex after it: true if the engine saw, in the same
-  // atomic step, that no record derived from the mutex (Administration::list_derived) was
+  // atomic step (or in a read ordered after the grant's write, so that anyone who comes later
+  // sees the grant), that no record derived from the mutex (Administration::list_derived) was
   // held. A shared mutex's writer that got its gate so needs no look at the readers: a reader
-  // that comes later finds the gate held. False: unknown (every engine may leave it so).
+  // that comes later finds the gate held. False: unknown (every engine may leave it so; an
+  // engine may say it only of a name whose derived records it has listed once, as ZooKeeper).
   bool no_derived_held = false;
   // From acquire() of a derived record ("<name>#<suffix>") when the caller owns it after it:
   // the mutex <name> as the engine saw it in the same atomic step (a shared mutex's reader that

@@ -48,8 +48,14 @@ OwnerSnapshot LatchBackend::acquire(const std::string& mutex, const std::string&
     if (!entry) {
       Joined joined = join(key, mutex, id, folder, generation, ttl, transition);
       if (joined.status == Joined::Status::again) continue;
-      if (joined.status == Joined::Status::leading) return own_snapshot(joined.entry, id);
-      owner = take_place(key, mutex, id, folder, joined.entry, joined.listing, /*created_now=*/true);
+      if (joined.status == Joined::Status::leading) {
+        owner = own_snapshot(joined.entry, id);
+      } else {
+        owner = take_place(key, mutex, id, folder, joined.entry, joined.listing, /*created_now=*/true);
+      }
+      // Our node was there before the look was sent: what it saw held whichever way we came
+      // to own (a record made after it finds a node in our latch).
+      if (owner && joined.look && owner->owner.owner_id == id) relatives_.answer(*joined.look, *owner);
     } else {
       owner = take_place(key, mutex, id, folder, *entry, session_.children(folder).wait(), /*created_now=*/false);
     }
@@ -63,7 +69,9 @@ LatchBackend::Joined LatchBackend::join(const std::string& key, const std::strin
                                         const std::string& folder, std::uint64_t generation,
                                         std::chrono::milliseconds ttl, std::chrono::milliseconds transition) {
   Joining joining = send_join(key, mutex, id, folder, generation, ttl, transition);
+  std::optional<Relatives::Look> look = relatives_.send(mutex);  // behind the create: see relatives.h
   Joined joined = finish_join(key, mutex, folder, joining);
+  joined.look = std::move(look);
   if (joined.status == Joined::Status::no_folder) {
     create_folder(mutex, folder);
     joined.status = Joined::Status::again;
@@ -149,8 +157,11 @@ std::optional<OwnerSnapshot> LatchBackend::take_place(const std::string& key, co
 // the leader, the create itself was that write).
 std::optional<OwnerSnapshot> LatchBackend::claim(const std::string& key, const std::string& mutex,
                                                  const std::string& id, Entry& entry, bool created_now) {
+  std::optional<Relatives::Look> look;
   if (!created_now) {
-    Reply claimed = session_.set(entry.path, node_data(id, false), -1).wait();
+    Call claiming = session_.set(entry.path, node_data(id, false), -1);
+    look = relatives_.send(mutex);  // behind the claim: see relatives.h
+    Reply claimed = claiming.wait();
     if (claimed.rc == ZNONODE) {
       book_.forget(key);
       return std::nullopt;
@@ -162,7 +173,9 @@ std::optional<OwnerSnapshot> LatchBackend::claim(const std::string& key, const s
   entry.watching.clear();
   book_.remember(key, entry);
   book_.forget_seen(mutex);  // we lead: what others looked like no longer matters
-  return own_snapshot(entry, id);
+  OwnerSnapshot owned = own_snapshot(entry, id);
+  if (look) relatives_.answer(*look, owned);
+  return owned;
 }
 
 // Waiting behind `predecessor`: watch it (once per predecessor), read the leader, and take over

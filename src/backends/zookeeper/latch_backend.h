@@ -10,6 +10,7 @@
 #include "backends/common/sweep.h"
 #include "backends/zookeeper/latch_book.h"
 #include "backends/zookeeper/lease_judge.h"
+#include "backends/zookeeper/relatives.h"
 #include "backends/zookeeper/session.h"
 #include "simba/zookeeper_backend.h"
 
@@ -52,7 +53,8 @@ class LatchBackend final
     enum class Status { again, leading, queued, no_folder };  // no_folder: finish_join only
     Status status = Status::again;
     Entry entry;
-    Reply listing;  // the latch's children, read right after our create
+    Reply listing;                        // the latch's children, read right after our create
+    std::optional<Relatives::Look> look;  // join() only: sent right after our create
   };
   Joined join(const std::string& key, const std::string& mutex, const std::string& id, const std::string& folder,
               std::uint64_t generation, std::chrono::milliseconds ttl, std::chrono::milliseconds transition);
@@ -137,6 +139,7 @@ class LatchBackend final
   internal::AnnotatedMutex node_writes_;  // orders the sending of writes of our nodes' data
   LatchBook book_;
   internal::SweepSchedule sweeps_;
+  Relatives relatives_;  // reads session_, which outlives its use (it is only used in calls)
   // Last: closed first when the backend goes, before anything its callbacks touch.
   Session session_;
 };

@@ -2,7 +2,9 @@
 #include "backends/zookeeper/latch_names.h"
 
 #include <algorithm>
+#include <exception>
 #include <random>
+#include <string>
 
 namespace simba::zookeeper {
 namespace {
@@ -112,7 +114,15 @@ std::optional<std::string> decode_component(std::string_view component) {
   return out;
 }
 
-std::string latch_path(std::string_view mutex) { return "/simba/" + encode_component(mutex); }
+std::string latch_path(std::string_view mutex) { return std::string(kRoot) + "/" + encode_component(mutex); }
+
+std::uint64_t parse_token(const std::string& text) {
+  try {
+    return text.empty() ? 0 : std::stoull(text);
+  } catch (const std::exception&) {
+    return 0;  // not ours: someone else's data in the folder
+  }
+}
 
 Lease capped_lease(std::chrono::milliseconds ttl, std::chrono::milliseconds transition, std::chrono::milliseconds cap) {
   Lease lease{ttl, transition};

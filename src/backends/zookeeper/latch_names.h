@@ -10,6 +10,9 @@
 
 namespace simba::zookeeper {
 
+// The folder of every latch.
+constexpr const char* kRoot = "/simba";
+
 // "/simba/<encoded mutex>". The encoding keeps every byte ZooKeeper accepts in a path
 // component and percent-encodes the rest ('/', '%', control characters, bytes of invalid UTF-8
 // or of characters ZooKeeper rejects, and the dots of "." and ".."), so it is injective.
@@ -17,6 +20,8 @@ std::string latch_path(std::string_view mutex);
 std::string encode_component(std::string_view name);
 // The mutex name of an encoded component; nullopt if `component` is no encoding (a stray '%').
 std::optional<std::string> decode_component(std::string_view component);
+// The last token a free latch's folder keeps (its data); 0 for none or another client's data.
+std::uint64_t parse_token(const std::string& text);
 
 struct Lease {
   std::chrono::milliseconds ttl{0};

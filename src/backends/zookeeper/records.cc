@@ -11,7 +11,6 @@
 namespace simba::zookeeper {
 namespace {
 
-constexpr const char* kRoot = "/simba";
 constexpr std::size_t kInFlight = 64;  // reads or deletes sent before waiting for the first
 
 }  // namespace
@@ -92,6 +91,7 @@ MutexListing LatchBackend::list_derived(const std::string& name, std::size_t lim
   for (auto& found : folders(prefix)) {
     if (found.find('#', prefix.size()) == std::string::npos) names.push_back(std::move(found));
   }
+  relatives_.saw_derived(name, names);  // a grant of `name` reads them from now on
   struct Held {
     std::string name;
     LatchNode leader;

@@ -20,14 +20,6 @@ std::string describe_of(const ZookeeperOptions& options) {
   return where + options.hosts + options.chroot;
 }
 
-std::uint64_t parse_token(const std::string& text) {
-  try {
-    return text.empty() ? 0 : std::stoull(text);
-  } catch (const std::exception&) {
-    return 0;  // not ours: someone else's data in the folder
-  }
-}
-
 void tell(const WatcherList& watchers, WatchEvent event) {
   for (const auto& watcher : watchers) watcher->call(event);
 }
@@ -38,6 +30,7 @@ LatchBackend::LatchBackend(const ZookeeperOptions& options)
     : options_(options),
       where_(describe_of(options)),
       sweeps_(options.sweep_idle),
+      relatives_(session_),
       session_(options, where_,
                Session::Events{[this](int state, bool fresh) { on_state(state, fresh); },
                                [this](int type, const std::string& path) { on_node(type, path); }}) {

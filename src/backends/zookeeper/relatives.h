@@ -1,0 +1,61 @@
+// What an owner hears of its relatives with its grant on ZooKeeper (OwnerSnapshot's
+// no_derived_held and parent). Internal to the ZooKeeper backend.
+//
+// A multi cannot read, but one session's requests are answered in the order they were sent,
+// and a read is answered only once the server has applied every write before it on that
+// session. So reads sent right behind the write that starts a lease (the create that leads, or
+// a woken waiter's claim) see every write the ensemble ordered before that one: a record made
+// before the grant is seen; one made after it was made by someone whose own look after it sees
+// the grant. The grant costs no extra round trip.
+//
+// - A derived record "<name>#<suffix>": the latch folder of <name>, read with its data. Without
+//   nodes it is free and its data is the last token (as read() says); with nodes the answer is
+//   left unknown (the caller looks: a lease that ran out is judged there).
+// - A primitive: only once this backend has listed its derived records (list_derived(), as a
+//   shared mutex's writer does when it cannot be told), /simba's children and each derived
+//   latch folder known then. All known ones empty, and no new one under /simba: none is held.
+//   A new one: unknown, and it is known from then on. A plain mutex is never listed so, and
+//   pays nothing.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/zookeeper/session.h"
+#include "base/thread_annotations.h"
+#include "simba/backend.h"
+
+namespace simba::zookeeper {
+
+class Relatives {
+ public:
+  explicit Relatives(Session& session) : session_(session) {}
+
+  // The reads for `mutex`, sent now (right after the grant's write); nothing if there is
+  // nothing to ask.
+  struct Look {
+    std::string primitive;  // the name whose derived records are asked about; empty for a derived record
+    std::optional<Call> root;                                 // a primitive's: /simba's children
+    std::vector<std::pair<std::string, Call>> folders;        // their latch folders, each read with its data
+  };
+  std::optional<Look> send(const std::string& mutex);
+  // What `look` says, into `owner` (left as it is where the answer is unknown). Waits for the
+  // reads. Never throws: a read that failed leaves the answer unknown.
+  void answer(Look& look, OwnerSnapshot& owner);
+
+  // The derived records of `primitive` are `names` (a listing of /simba just now).
+  void saw_derived(const std::string& primitive, std::vector<std::string> names);
+
+ private:
+  Session& session_;
+  internal::AnnotatedMutex mutex_;
+  std::map<std::string, std::vector<std::string>> derived_ GUARDED_BY(mutex_);  // by primitive, sorted
+};
+
+// The derived records' names ("<name>#<suffix>", one '#' after <name>) among the mutex names
+// of /simba's `children` (encoded components), sorted.
+std::vector<std::string> derived_among(const std::string& name, const std::vector<std::string>& children);
+
+}  // namespace simba::zookeeper

@@ -93,6 +93,51 @@ TEST_F(PostgresTest, ABatchInOneTransactionFailsOnlyTheCallThatFails) {
   EXPECT_TRUE(backend->release(held, "one"));
 }
 
+// A batch's grants of existing rows hear their relatives, as acquire()'s do (a shared mutex's
+// writer and first reader skip a round trip by them); its renewals do not ask (their answer is
+// not heard). (A new row's grant in a batch hears nothing: see acquire_batch.)
+TEST_F(PostgresTest, ABatchTellsItsGrantsTheirRelativesAndItsRenewalsNothing) {
+  auto backend = open_backend(uri_);
+  auto* batches = backend->batches();
+  ASSERT_NE(batches, nullptr);
+  const std::string free_gate = tck::unique_mutex("batch-free-gate");
+  const std::string read_gate = tck::unique_mutex("batch-read-gate");
+  const std::string record_gate = tck::unique_mutex("batch-record");
+  const std::string record = record_gate + "#r1";
+  ASSERT_EQ(backend->acquire(record_gate, "w", 10s, 1s).owner.owner_id, "w");  // its row, free again
+  ASSERT_TRUE(backend->release(record_gate, "w"));
+  const std::vector<AcquireCall> grants = {
+      {free_gate, "w", 10s, 1s}, {read_gate, "w", 10s, 1s}, {record, "r", 10s, 1s}};
+  for (const auto& call : grants) {  // the rows, free again
+    ASSERT_EQ(backend->acquire(call.mutex, call.contender_id, 10s, 1s).owner.owner_id, call.contender_id);
+    ASSERT_TRUE(backend->release(call.mutex, call.contender_id));
+  }
+  ASSERT_EQ(backend->acquire(read_gate + "#r1", "reader", 10s, 1s).owner.owner_id, "reader");
+  auto results = batches->acquire_batch(grants);
+  ASSERT_EQ(results.size(), grants.size());
+  for (const auto& result : results) {
+    ASSERT_FALSE(result.error);
+    ASSERT_FALSE(result.snapshot.owner.empty());
+  }
+  EXPECT_TRUE(results[0].snapshot.no_derived_held) << "a gate without readers was not said free of them";
+  EXPECT_FALSE(results[1].snapshot.no_derived_held) << "a gate with a reader inside was said free of readers";
+  ASSERT_TRUE(results[2].snapshot.parent.has_value()) << "a reader's record heard nothing of its gate";
+  EXPECT_FALSE(results[2].snapshot.parent->held);
+
+  std::vector<AcquireCall> renewals = grants;
+  for (auto& call : renewals) call.renewal = true;
+  results = batches->acquire_batch(renewals);
+  ASSERT_EQ(results.size(), renewals.size());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    ASSERT_FALSE(results[i].error);
+    EXPECT_EQ(results[i].snapshot.owner.owner_id, renewals[i].contender_id) << "renewal " << i;
+  }
+  EXPECT_FALSE(results[0].snapshot.no_derived_held) << "a renewal asked about its relatives";
+  EXPECT_FALSE(results[2].snapshot.parent.has_value()) << "a renewal asked about its gate";
+  for (const auto& call : grants) EXPECT_TRUE(backend->release(call.mutex, call.contender_id));
+  EXPECT_TRUE(backend->release(read_gate + "#r1", "reader"));
+}
+
 // A session of its own, to hold a transaction open as another process would mid-step.
 class Session {
  public:

@@ -241,6 +241,10 @@ struct AcquireCall {
   std::string contender_id;
   std::chrono::milliseconds ttl{0};
   std::chrono::milliseconds transition{0};
+  // The caller holds this lease, as far as it knows, and renews it: the engine may leave the
+  // relatives' answers (OwnerSnapshot::no_derived_held, ::parent) unset, as only a grant's are
+  // heard.
+  bool renewal = false;
 };
 
 // What one call of a batch got: the owner after it, as acquire() returns it, or the error that

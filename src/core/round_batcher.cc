@@ -63,6 +63,7 @@ void RoundBatcher::drain() {
       auto op = core->begin_round(round.generation);
       if (!op) continue;
       calls.push_back(core->call());
+      calls.back().renewal = *op == BackendOp::renew;
       cores.push_back(std::move(core));
       generations.push_back(round.generation);
       ops.push_back(*op);

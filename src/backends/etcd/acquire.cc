@@ -148,10 +148,14 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
   ops::add(txn.mutable_failure(), ops::get(entry.key));
   ops::add(txn.mutable_failure(), ops::first_created(keys.contended, keys.end));
   if (entry.revision > 0) ops::add(txn.mutable_failure(), ops::last_created(keys.contended, keys.end, entry.revision));
-  const Relatives relatives = relatives_of(entry.mutex);
+  // A renewal's answer would not be heard (only a grant's is): a claimed key asks nothing.
+  std::optional<Relatives> relatives;
+  if (!entry.claimed) relatives = relatives_of(entry.mutex);
   const int relatives_at = txn.success_size(), relatives_at_failure = txn.failure_size();
-  add_relatives(txn.mutable_success(), relatives);
-  add_relatives(txn.mutable_failure(), relatives);
+  if (relatives) {
+    add_relatives(txn.mutable_success(), *relatives);
+    add_relatives(txn.mutable_failure(), *relatives);
+  }
   const pb::TxnResponse response = channel_.txn(txn, "acquiring mutex '" + entry.mutex + "' for '" + entry.id + "'");
 
   std::int64_t revision = 0;
@@ -230,7 +234,8 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
     entry.owner.idle = renewal && idle;
     OwnerSnapshot out{entry.owner, epoch_millis_now()};
     out.demanded = line->count() > 1;
-    answer_relatives(response, response.succeeded() ? relatives_at : relatives_at_failure, relatives, out);
+    if (relatives)
+      answer_relatives(response, response.succeeded() ? relatives_at : relatives_at_failure, *relatives, out);
     return out;
   }
 

@@ -55,8 +55,8 @@ class MemoryBackend final
         lost = true;  // held by another: a demand, until the owner changes
         entry.wanted_until = std::max(entry.wanted_until, now + ttl.count() + transition.count());
       }
-      result = {owner, now, !lost && entry.wanted_until >= now};  // the owner's renewal hears of it
-      if (!lost) answer_relatives_locked(mutex, result, now);
+      result = {owner, now, !lost && entry.wanted_until >= now};         // the owner's renewal hears of it
+      if (!lost && !renew) answer_relatives_locked(mutex, result, now);  // only a grant's answer is heard
     }
     if (changed) notify(mutex, WatchEvent::acquired);
     if (lost) notify(kDemand + mutex, WatchEvent::acquired);

@@ -156,8 +156,10 @@ void Connection::end_sync(std::chrono::steady_clock::time_point deadline, const 
   }
 }
 
-std::vector<Result> Connection::execute_in_turn(const std::vector<Run>& runs) {
-  const char* what = runs.empty() ? "a pipeline" : runs.front().name;
+Connection::Together Connection::run_together(const std::vector<Run>& runs) {
+  Together out;
+  out.failed_name = runs.empty() ? "a pipeline" : runs.front().name;
+  const char* what = out.failed_name;
   PGconn* c = connection_.get();
   if (!PQenterPipelineMode(c)) fail(what, nullptr);
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -176,24 +178,39 @@ std::vector<Result> Connection::execute_in_turn(const std::vector<Run>& runs) {
   }
   const auto deadline = std::chrono::steady_clock::now() + answer_timeout_;
   flush(deadline, what);
-  std::vector<Result> results;
-  results.reserve(runs.size());
-  Result failed;
-  const char* failed_name = what;
+  out.results.reserve(runs.size());
   for (const auto& run : runs) {
     Result result = next_run(deadline, run.name);
     const auto status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
     if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
-      results.push_back(std::move(result));
-    } else if (!failed && status != PGRES_PIPELINE_ABORTED) {
-      failed = std::move(result);
-      failed_name = run.name;
+      out.results.push_back(std::move(result));
+    } else if (!out.failed && status != PGRES_PIPELINE_ABORTED) {
+      out.failed = std::move(result);
+      out.failed_name = run.name;
     }
   }
-  end_sync(deadline, what);
+  if (!runs.empty()) end_sync(deadline, what);
   if (!PQexitPipelineMode(c)) fail(what, nullptr);
-  if (results.size() != runs.size()) fail(failed_name, failed.get());
-  return results;
+  return out;
+}
+
+std::vector<Result> Connection::execute_in_turn(const std::vector<Run>& runs) {
+  Together together = run_together(runs);
+  if (together.results.size() != runs.size()) fail(together.failed_name, together.failed.get());
+  return std::move(together.results);
+}
+
+std::optional<std::vector<Result>> Connection::execute_together(const std::vector<Run>& runs) {
+  Together together = run_together(runs);
+  if (together.results.size() == runs.size()) return std::move(together.results);
+  try {
+    fail(together.failed_name, together.failed.get());
+  } catch (const std::exception& e) {
+    if (broken()) throw;
+    internal::log_debug(std::string(together.failed_name) +
+                        ": a run of a batch failed (the batch goes run by run): " + e.what());
+  }
+  return std::nullopt;
 }
 
 std::vector<Connection::Answer> Connection::execute_each(const char* name,
@@ -217,34 +234,6 @@ std::vector<Connection::Answer> Connection::execute_each(const char* name,
   }
   if (!PQexitPipelineMode(connection_.get())) fail(name, nullptr);
   return answers;
-}
-
-std::optional<std::vector<Result>> Connection::execute_together(const char* name,
-                                                                const std::vector<std::vector<std::string>>& each) {
-  if (each.empty()) return std::vector<Result>{};
-  const auto deadline = send_pipeline(name, each, /*sync_each=*/false);
-  std::vector<Result> results;
-  results.reserve(each.size());
-  bool failed = false;
-  for (std::size_t i = 0; i < each.size(); ++i) {
-    Result result = next_run(deadline, name);
-    const auto status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
-    if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
-      results.push_back(std::move(result));
-    } else if (!failed && status != PGRES_PIPELINE_ABORTED) {
-      failed = true;
-      try {
-        fail(name, result.get());
-      } catch (const std::exception& e) {
-        if (broken()) throw;
-        internal::log_debug(std::string(name) + ": a run of a batch failed (the batch goes run by run): " + e.what());
-      }
-    }
-  }
-  end_sync(deadline, name);
-  if (!PQexitPipelineMode(connection_.get())) fail(name, nullptr);
-  if (failed) return std::nullopt;
-  return results;
 }
 
 void Connection::flush(std::chrono::steady_clock::time_point deadline, const char* doing) {

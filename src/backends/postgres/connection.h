@@ -39,19 +39,18 @@ class Connection {
     std::exception_ptr error;
   };
   std::vector<Answer> execute_each(const char* name, const std::vector<std::vector<std::string>>& each);
-  // The same runs in one implicit transaction (one sync at the end): one commit for all. Each
-  // run's result; nothing if a run failed (then the transaction rolled back: none took effect;
-  // a deadlock is such a failure). A failure of the connection throws.
-  std::optional<std::vector<Result>> execute_together(const char* name,
-                                                      const std::vector<std::vector<std::string>>& each);
   // Runs different prepared statements in pipeline mode in one implicit transaction (one sync
-  // at the end): one round trip, each statement with a snapshot of its own (READ COMMITTED).
-  // Each statement's result; the first failure throws (the transaction rolled back).
+  // at the end): one round trip and one commit, each statement with a snapshot of its own (READ
+  // COMMITTED).
   struct Run {
     const char* name;
     std::vector<std::string> params;
   };
+  // Each statement's result; the first failure throws (the transaction rolled back).
   std::vector<Result> execute_in_turn(const std::vector<Run>& runs);
+  // Each statement's result; nothing if a run failed (then the transaction rolled back: none
+  // took effect; a deadlock is such a failure). A failure of the connection throws.
+  std::optional<std::vector<Result>> execute_together(const std::vector<Run>& runs);
   // Runs plain SQL without parameters (schema, LISTEN); throws Error on failure.
   Result run(const char* sql);
 
@@ -76,6 +75,14 @@ class Connection {
   std::chrono::steady_clock::time_point send_pipeline(const char* name,
                                                       const std::vector<std::vector<std::string>>& each,
                                                       bool sync_each);
+  // execute_in_turn() and execute_together(): the results of the runs that succeeded, and the
+  // first failed run's result and name (where every run succeeded: none, and the first name).
+  struct Together {
+    std::vector<Result> results;
+    Result failed;
+    const char* failed_name = nullptr;
+  };
+  Together run_together(const std::vector<Run>& runs);
   // The next run's result (null if none came), and the null that ends it.
   Result next_run(std::chrono::steady_clock::time_point deadline, const char* name);
   // The sync that ends a transaction of the pipeline; out of order: the connection is broken.

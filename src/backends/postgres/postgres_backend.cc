@@ -9,7 +9,6 @@
 #include <numeric>
 #include <string_view>
 
-#include "backends/common/alone.h"
 #include "backends/common/server.h"
 #include "backends/common/sql_backend.h"
 #include "backends/postgres/connection.h"
@@ -238,19 +237,15 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
 
   // Every call's "take" pipelined on one connection in one transaction, in name order (one
   // round trip and one commit; two batches lock their rows in the same order, so they never
-  // deadlock; calls on one name run in turn, as acquire() one after the other). If a run
-  // fails (a name too long, a deadlock with another statement), the transaction rolls back and
-  // each call's "take" goes in its own transaction, so only that call fails. The calls that
-  // took nothing (a new row, or another owner) then go on as acquire() does, "take_or_wait"
-  // pipelined too: two round trips for a batch of new mutexes. A batch of one call goes as
-  // acquire(), which also says what an owner hears of its relatives (take_with_relatives; a
-  // batch leaves that unset): a waiter woken alone, as in a handover, is one.
+  // deadlock; calls on one name run in turn, as acquire() one after the other). A call that is
+  // not a renewal also hears its relatives, as acquire() does (take_with_relatives' statements
+  // around its take; a renewal's answer would not be heard). If a run fails (a name too long,
+  // a deadlock with another statement), the transaction rolls back and each call's "take" goes
+  // in its own transaction, so only that call fails (and none hears its relatives). The calls
+  // that took nothing (a new row, or another owner) then go on as acquire() does,
+  // "take_or_wait" pipelined too, each in its own transaction: two round trips for a batch of
+  // new mutexes (a new row's grant there hears nothing of its relatives).
   std::vector<AcquireResult> acquire_batch(const std::vector<AcquireCall>& calls) override {
-    if (calls.size() == 1) {
-      std::vector<AcquireResult> results(1);
-      internal::acquire_alone(*this, calls, {0}, results);
-      return results;
-    }
     return pool().with([&](Connection& connection) {
       std::vector<std::size_t> order(calls.size());
       std::iota(order.begin(), order.end(), std::size_t{0});
@@ -262,12 +257,35 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
         each.push_back(
             {call.mutex, call.contender_id, std::to_string(call.ttl.count()), std::to_string(call.transition.count())});
       }
-      std::vector<std::vector<std::string>> sorted;
-      sorted.reserve(calls.size());
-      for (const std::size_t i : order) sorted.push_back(each[i]);
+      struct Runs {
+        std::size_t take = 0;
+        std::optional<std::size_t> relatives;  // where it hears them
+        bool derived = false;
+      };
+      std::vector<Runs> at(calls.size());
+      std::vector<Connection::Run> runs;
+      for (const std::size_t i : order) {
+        const auto& call = calls[i];
+        const auto hash = call.mutex.rfind('#');
+        at[i].derived = hash != std::string::npos;
+        if (!call.renewal && at[i].derived) {
+          at[i].relatives = runs.size();
+          runs.push_back({"lock_primitive", {call.mutex.substr(0, hash)}});
+        }
+        at[i].take = runs.size();
+        runs.push_back({"take", each[i]});
+        if (!call.renewal && !at[i].derived) {
+          at[i].relatives = runs.size();
+          runs.push_back({"no_derived_held", {call.mutex}});
+        }
+      }
       std::vector<Connection::Answer> answers(calls.size());
-      if (auto together = connection.execute_together("take", sorted)) {
-        for (std::size_t k = 0; k < order.size(); ++k) answers[order[k]].result = std::move((*together)[k]);
+      std::vector<Result> relatives(calls.size());
+      if (auto together = connection.execute_together(runs)) {
+        for (std::size_t i = 0; i < calls.size(); ++i) {
+          answers[i].result = std::move((*together)[at[i].take]);
+          if (at[i].relatives) relatives[i] = std::move((*together)[*at[i].relatives]);
+        }
       } else {
         answers = connection.execute_each("take", each);
       }
@@ -280,6 +298,7 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
         } else if (PQntuples(answers[i].result.get()) == 1) {
           results[i].snapshot = snapshot_of(row_of(answers[i].result.get()));
           results[i].snapshot.demanded = demanded(answers[i].result.get());
+          if (relatives[i]) answer_relatives(relatives[i].get(), at[i].derived, results[i].snapshot);
         } else {
           rest.push_back(i);
           rest_params.push_back(each[i]);
@@ -308,18 +327,18 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
   // relatives in the same round trip (OwnerSnapshot): for a primitive, whether any record
   // derived from it is held (kNoDerivedHeld, after the take); for a derived record, its
   // primitive's row (kLockPrimitive, before the take).
+  static void answer_relatives(const PGresult* relatives, bool derived, OwnerSnapshot& snapshot) {
+    if (!derived) {
+      snapshot.no_derived_held = flag(relatives, 0);
+    } else if (PQntuples(relatives) == 1) {
+      snapshot.parent = OwnerSnapshot::Parent{flag(relatives, 0), static_cast<std::uint64_t>(integer(relatives, 1))};
+    }
+  }
   struct Taken {
     Result row;
     Result relatives;
     bool derived = false;
-    void answer(OwnerSnapshot& snapshot) const {
-      if (!derived) {
-        snapshot.no_derived_held = flag(relatives.get(), 0);
-      } else if (PQntuples(relatives.get()) == 1) {
-        snapshot.parent =
-            OwnerSnapshot::Parent{flag(relatives.get(), 0), static_cast<std::uint64_t>(integer(relatives.get(), 1))};
-      }
-    }
+    void answer(OwnerSnapshot& snapshot) const { answer_relatives(relatives.get(), derived, snapshot); }
   };
   static Taken take_with_relatives(Connection& connection, const char* statement,
                                    const std::vector<std::string>& params) {

@@ -45,8 +45,9 @@ constexpr const char* kAddIdle = "ALTER TABLE simba_mutex ADD COLUMN idle_token 
 // in between leaves a time (its now - 1) that may not be before ours. All SET expressions see
 // the old row. A new row's token starts at ?6 = now x 1000 (common/sweep.h).
 // The statement also says, as the write lock lets it see the table (OwnerSnapshot), whether any
-// record derived from ?1 ("?1#<suffix>") is held and, for a derived record, the state of its
-// primitive ?7 (NULL for a primitive; a primitive without a row reads as free, token 0).
+// record derived from ?1 ("?1#<suffix>") is held (if ?8, not for a renewal) and, for a derived
+// record, the state of its primitive ?7 (NULL for a primitive and for a renewal; a primitive
+// without a row reads as free, token 0).
 constexpr const char* kAcquire = R"sql(
 INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token)
 VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6)
@@ -63,7 +64,7 @@ WHERE owner_id = ''
    OR transition_at < excluded.acquired_at
    OR (owner_id = excluded.owner_id AND transition_at > excluded.acquired_at)
 RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, wanted_until,
-  NOT EXISTS (SELECT 1 FROM simba_mutex d
+  ?8 AND NOT EXISTS (SELECT 1 FROM simba_mutex d
               WHERE d.mutex >= ?1 || '#' AND d.mutex < ?1 || '$' AND instr(substr(d.mutex, length(?1) + 2), '#') = 0
                 AND d.owner_id <> '' AND d.transition_at >= ?2),
   (SELECT p.owner_id <> '' AND p.transition_at >= ?2 FROM simba_mutex p WHERE p.mutex = ?7),
@@ -178,8 +179,8 @@ class SqliteBackend final
       try {
         for (std::size_t i = 0; i < calls.size(); ++i) {
           try {
-            results[i].snapshot =
-                acquire_locked(calls[i].mutex, calls[i].contender_id, calls[i].ttl, calls[i].transition);
+            results[i].snapshot = acquire_locked(calls[i].mutex, calls[i].contender_id, calls[i].ttl,
+                                                 calls[i].transition, !calls[i].renewal);
           } catch (const Error& e) {
             if (e.code() == errc::unavailable) throw;  // busy, I/O: the transaction is in doubt
             results[i].error = std::current_exception();
@@ -202,8 +203,10 @@ class SqliteBackend final
   }
 
  private:
+  // `relatives`: also say what an owner hears of its relatives (not for a renewal: only a
+  // grant's answer is heard).
   OwnerSnapshot acquire_locked(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
-                               std::chrono::milliseconds transition) REQUIRES(mutex_) {
+                               std::chrono::milliseconds transition, bool relatives = true) REQUIRES(mutex_) {
     // A cheap read first: a waiter that cannot win takes no write lock, except to leave a
     // demand (at most once per half lease).
     EpochMillis now = epoch_millis_now();
@@ -227,11 +230,12 @@ class SqliteBackend final
       sqlite3_bind_int64(*use, 4, now + ttl.count() + transition.count());
       bind_text(*use, 5, contender_id);
       sqlite3_bind_int64(*use, 6, now * internal::kTokensPerMilli);
-      const auto hash = mutex.rfind('#');
+      const auto hash = relatives ? mutex.rfind('#') : std::string::npos;
       if (hash != std::string::npos) {
         check(sqlite3_bind_text(*use, 7, mutex.data(), static_cast<int>(hash), SQLITE_TRANSIENT), SQLITE_OK,
               "binding a parameter");
       }
+      sqlite3_bind_int(*use, 8, relatives ? 1 : 0);
       int rc = sqlite3_step(*use);
       if (rc == SQLITE_ROW) {
         OwnerSnapshot snapshot{row_owner(*use), now, sqlite3_column_int64(*use, 5) >= now};

@@ -36,9 +36,9 @@ class Relatives {
   // The reads for `mutex`, sent now (right after the grant's write); nothing if there is
   // nothing to ask.
   struct Look {
-    std::string primitive;  // the name whose derived records are asked about; empty for a derived record
-    std::optional<Call> root;                                 // a primitive's: /simba's children
-    std::vector<std::pair<std::string, Call>> folders;        // their latch folders, each read with its data
+    std::string primitive;     // the name whose derived records are asked about; empty for a derived record
+    std::optional<Call> root;  // a primitive's: /simba's children
+    std::vector<std::pair<std::string, Call>> folders;  // their latch folders, each read with its data
   };
   std::optional<Look> send(const std::string& mutex);
   // What `look` says, into `owner` (left as it is where the answer is unknown). Waits for the

@@ -6,8 +6,10 @@
 #include <libpq-fe.h>
 #include <unistd.h>
 #include <cstdlib>
+#include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 
 #include "kit.h"
 #include "server_test.h"
@@ -93,6 +95,54 @@ TEST_F(PostgresTest, ABatchInOneTransactionFailsOnlyTheCallThatFails) {
   EXPECT_TRUE(backend->release(held, "one"));
 }
 
+// A session of its own, to hold a transaction open as another process would mid-step.
+class Session {
+ public:
+  explicit Session(const std::string& uri) : connection_(PQconnectdb(uri.c_str()), &PQfinish) {
+    if (PQstatus(connection_.get()) != CONNECTION_OK) ADD_FAILURE() << PQerrorMessage(connection_.get());
+  }
+  // Runs `sql`; the first column of the first row, or "" (a failure fails the test).
+  std::string run(const std::string& sql) {
+    std::unique_ptr<PGresult, decltype(&PQclear)> result(PQexec(connection_.get(), sql.c_str()), &PQclear);
+    const auto status = PQresultStatus(result.get());
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+      ADD_FAILURE() << sql << ": " << PQresultErrorMessage(result.get());
+      return "";
+    }
+    return PQntuples(result.get()) > 0 ? PQgetvalue(result.get(), 0, 0) : "";
+  }
+  // Whether some session waits for a lock on the table's rows.
+  bool someone_waits() { return run("SELECT count(*) FROM pg_locks WHERE NOT granted") != "0"; }
+
+ private:
+  std::unique_ptr<PGconn, decltype(&PQfinish)> connection_;
+};
+
+constexpr const char* kDbNow = "(extract(epoch FROM statement_timestamp()) * 1000)::bigint";
+
+// Makes the row of `mutex` (taken and released: there, and free).
+void make_row(Backend& backend, const std::string& mutex) {
+  ASSERT_EQ(backend.acquire(mutex, "before", 10s, 0ms).owner.owner_id, "before");
+  ASSERT_TRUE(backend.release(mutex, "before"));
+}
+
+// Runs `step` (a backend call that `open`'s transaction should hold up) until it waits for a
+// lock, or has finished (the caller's checks then find what it got without waiting); then
+// commits `open`. What `step` got; nothing if it did not finish in time (a failure).
+std::optional<OwnerSnapshot> across_commit(const std::string& uri, Session& open, std::function<OwnerSnapshot()> step) {
+  auto call = std::async(std::launch::async, std::move(step));
+  Session look(uri);
+  const bool held_up =
+      wait_until([&] { return look.someone_waits() || call.wait_for(0ms) == std::future_status::ready; }, 20s);
+  EXPECT_TRUE(held_up) << "the step neither waited for a lock nor finished";
+  open.run("COMMIT");
+  if (call.wait_for(20s) != std::future_status::ready) {
+    ADD_FAILURE() << "the step did not finish after the commit";
+    return std::nullopt;
+  }
+  return call.get();
+}
+
 // A batch's grants of existing rows hear their relatives, as acquire()'s do (a shared mutex's
 // writer and first reader skip a round trip by them); its renewals do not ask (their answer is
 // not heard). (A new row's grant in a batch hears nothing: see acquire_batch.)
@@ -104,14 +154,9 @@ TEST_F(PostgresTest, ABatchTellsItsGrantsTheirRelativesAndItsRenewalsNothing) {
   const std::string read_gate = tck::unique_mutex("batch-read-gate");
   const std::string record_gate = tck::unique_mutex("batch-record");
   const std::string record = record_gate + "#r1";
-  ASSERT_EQ(backend->acquire(record_gate, "w", 10s, 1s).owner.owner_id, "w");  // its row, free again
-  ASSERT_TRUE(backend->release(record_gate, "w"));
   const std::vector<AcquireCall> grants = {
       {free_gate, "w", 10s, 1s}, {read_gate, "w", 10s, 1s}, {record, "r", 10s, 1s}};
-  for (const auto& call : grants) {  // the rows, free again
-    ASSERT_EQ(backend->acquire(call.mutex, call.contender_id, 10s, 1s).owner.owner_id, call.contender_id);
-    ASSERT_TRUE(backend->release(call.mutex, call.contender_id));
-  }
+  for (const auto& name : {free_gate, read_gate, record_gate, record}) make_row(*backend, name);
   ASSERT_EQ(backend->acquire(read_gate + "#r1", "reader", 10s, 1s).owner.owner_id, "reader");
   auto results = batches->acquire_batch(grants);
   ASSERT_EQ(results.size(), grants.size());
@@ -138,31 +183,6 @@ TEST_F(PostgresTest, ABatchTellsItsGrantsTheirRelativesAndItsRenewalsNothing) {
   EXPECT_TRUE(backend->release(read_gate + "#r1", "reader"));
 }
 
-// A session of its own, to hold a transaction open as another process would mid-step.
-class Session {
- public:
-  explicit Session(const std::string& uri) : connection_(PQconnectdb(uri.c_str()), &PQfinish) {
-    if (PQstatus(connection_.get()) != CONNECTION_OK) ADD_FAILURE() << PQerrorMessage(connection_.get());
-  }
-  // Runs `sql`; the first column of the first row, or "" (a failure fails the test).
-  std::string run(const std::string& sql) {
-    std::unique_ptr<PGresult, decltype(&PQclear)> result(PQexec(connection_.get(), sql.c_str()), &PQclear);
-    const auto status = PQresultStatus(result.get());
-    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-      ADD_FAILURE() << sql << ": " << PQresultErrorMessage(result.get());
-      return "";
-    }
-    return PQntuples(result.get()) > 0 ? PQgetvalue(result.get(), 0, 0) : "";
-  }
-  // Whether some session waits for a lock on the table's rows.
-  bool someone_waits() { return run("SELECT count(*) FROM pg_locks WHERE NOT granted") != "0"; }
-
- private:
-  std::unique_ptr<PGconn, decltype(&PQfinish)> connection_;
-};
-
-constexpr const char* kDbNow = "(extract(epoch FROM statement_timestamp()) * 1000)::bigint";
-
 // A write of the gate in flight (another process's take, not yet committed): a reader's record
 // of that gate is granted only once it commits, and the reader hears the gate held, with the
 // write's token. (Without the reader's share lock on the gate's row, its grant comes at once,
@@ -170,21 +190,16 @@ constexpr const char* kDbNow = "(extract(epoch FROM statement_timestamp()) * 100
 TEST_F(PostgresTest, AReaderWaitsForAWriteInFlightAndHearsIt) {
   auto backend = open_backend(uri_);
   const std::string gate = tck::unique_mutex("rw-order-read");
-  ASSERT_EQ(backend->acquire(gate, "before", 10s, 0ms).owner.owner_id, "before");  // the gate's row exists
-  ASSERT_TRUE(backend->release(gate, "before"));
+  make_row(*backend, gate);
   Session writer(uri_);
   writer.run("BEGIN");
   const std::string token =
       writer.run("UPDATE simba_mutex SET owner_id = 'writer', fencing_token = fencing_token + 1, transition_at = " +
                  std::string(kDbNow) + " + 60000 WHERE mutex = '" + gate + "' RETURNING fencing_token");
   ASSERT_FALSE(token.empty());
-  auto reader = std::async(std::launch::async, [&] { return backend->acquire(gate + "#r1", "reader", 10s, 0ms); });
-  Session look(uri_);
-  ASSERT_TRUE(
-      wait_until([&] { return look.someone_waits() || reader.wait_for(0ms) == std::future_status::ready; }, 20s));
-  writer.run("COMMIT");
-  ASSERT_EQ(reader.wait_for(20s), std::future_status::ready);
-  const OwnerSnapshot read = reader.get();
+  const auto got = across_commit(uri_, writer, [&] { return backend->acquire(gate + "#r1", "reader", 10s, 0ms); });
+  ASSERT_TRUE(got);
+  const OwnerSnapshot& read = *got;
   if (read.owner.owner_id == "reader") {
     ASSERT_TRUE(read.parent.has_value()) << "the gate's row exists: the engine can say what it was";
     EXPECT_TRUE(read.parent->held) << "a reader was told the gate was free while a write of it was in flight";
@@ -199,8 +214,7 @@ TEST_F(PostgresTest, AReaderWaitsForAWriteInFlightAndHearsIt) {
 TEST_F(PostgresTest, AWriterWaitsForAReadInFlightAndHearsIt) {
   auto backend = open_backend(uri_);
   const std::string gate = tck::unique_mutex("rw-order-write");
-  ASSERT_EQ(backend->acquire(gate, "before", 10s, 0ms).owner.owner_id, "before");
-  ASSERT_TRUE(backend->release(gate, "before"));
+  make_row(*backend, gate);
   ASSERT_TRUE(backend->acquire(gate, "writer", 10s, 0ms).no_derived_held) << "no reader yet";
   ASSERT_TRUE(backend->release(gate, "writer"));
   Session reader(uri_);
@@ -208,13 +222,9 @@ TEST_F(PostgresTest, AWriterWaitsForAReadInFlightAndHearsIt) {
   reader.run("SELECT fencing_token FROM simba_mutex WHERE mutex = '" + gate + "' FOR SHARE");
   reader.run("INSERT INTO simba_mutex (mutex, owner_id, acquired_at, ttl_at, transition_at, version) VALUES ('" + gate +
              "#r1', 'reader', " + kDbNow + ", " + kDbNow + " + 60000, " + kDbNow + " + 60000, 1)");
-  auto writer = std::async(std::launch::async, [&] { return backend->acquire(gate, "writer", 10s, 0ms); });
-  Session look(uri_);
-  ASSERT_TRUE(
-      wait_until([&] { return look.someone_waits() || writer.wait_for(0ms) == std::future_status::ready; }, 20s));
-  reader.run("COMMIT");
-  ASSERT_EQ(writer.wait_for(20s), std::future_status::ready);
-  const OwnerSnapshot wrote = writer.get();
+  const auto got = across_commit(uri_, reader, [&] { return backend->acquire(gate, "writer", 10s, 0ms); });
+  ASSERT_TRUE(got);
+  const OwnerSnapshot& wrote = *got;
   ASSERT_EQ(wrote.owner.owner_id, "writer");
   EXPECT_FALSE(wrote.no_derived_held) << "a writer was told no reader was in while a reader's record was in flight";
   backend->release(gate, "writer");

@@ -265,18 +265,18 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
       std::vector<Runs> at(calls.size());
       std::vector<Connection::Run> runs;
       for (const std::size_t i : order) {
-        const auto& call = calls[i];
-        const auto hash = call.mutex.rfind('#');
-        at[i].derived = hash != std::string::npos;
-        if (!call.renewal && at[i].derived) {
+        std::optional<Look> look;
+        if (!calls[i].renewal) look = look_of(calls[i].mutex);
+        at[i].derived = look && look->derived;
+        if (look && look->derived) {
           at[i].relatives = runs.size();
-          runs.push_back({"lock_primitive", {call.mutex.substr(0, hash)}});
+          runs.push_back(look->run);
         }
         at[i].take = runs.size();
         runs.push_back({"take", each[i]});
-        if (!call.renewal && !at[i].derived) {
+        if (look && !look->derived) {
           at[i].relatives = runs.size();
-          runs.push_back({"no_derived_held", {call.mutex}});
+          runs.push_back(look->run);
         }
       }
       std::vector<Connection::Answer> answers(calls.size());
@@ -342,20 +342,27 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
   };
   static Taken take_with_relatives(Connection& connection, const char* statement,
                                    const std::vector<std::string>& params) {
-    const std::string& mutex = params.front();
-    const auto hash = mutex.rfind('#');
+    const Look look = look_of(params.front());
+    std::vector<Connection::Run> runs = {{statement, params}};
+    runs.insert(look.derived ? runs.begin() : runs.end(), look.run);
+    auto results = connection.execute_in_turn(runs);
     Taken taken;
-    taken.derived = hash != std::string::npos;
-    if (taken.derived) {
-      auto results = connection.execute_in_turn({{"lock_primitive", {mutex.substr(0, hash)}}, {statement, params}});
-      taken.relatives = std::move(results[0]);
-      taken.row = std::move(results[1]);
-    } else {
-      auto results = connection.execute_in_turn({{statement, params}, {"no_derived_held", {mutex}}});
-      taken.row = std::move(results[0]);
-      taken.relatives = std::move(results[1]);
-    }
+    taken.derived = look.derived;
+    taken.row = std::move(results[look.derived ? 1 : 0]);
+    taken.relatives = std::move(results[look.derived ? 0 : 1]);
     return taken;
+  }
+  // The statement that tells a take of `mutex` its relatives: for a derived record, its
+  // primitive's row locked before the take (kLockPrimitive); for a primitive, its derived
+  // records read after it (kNoDerivedHeld).
+  struct Look {
+    Connection::Run run;
+    bool derived = false;  // the run goes before the take
+  };
+  static Look look_of(const std::string& mutex) {
+    const auto hash = mutex.rfind('#');
+    if (hash != std::string::npos) return {{"lock_primitive", {mutex.substr(0, hash)}}, true};
+    return {{"no_derived_held", {mutex}}, false};
   }
 
   // A contender's LISTEN starts once it waits (wait_ready): an owner that never waits costs

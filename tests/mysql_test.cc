@@ -281,5 +281,51 @@ TEST_F(MysqlTest, ABatchQuotesItsNamesAndFailsOnlyTheCallWhoseNameDoesNotFit) {
   }
 }
 
+// A take of a name whose derived records this backend listed (a shared mutex's gate) says
+// whether one of them is held, as the grant saw it: only records derived from that name, only
+// live leases, only to the owner after the take, never to a renewal (its answer is not heard);
+// a name never listed is not asked about.
+TEST_F(MysqlTest, AGateListedOnceTellsItsTakesWhetherARecordDerivedFromItIsHeld) {
+  auto backend = open_backend(uri_);
+  auto* records = backend->administration();
+  ASSERT_NE(records, nullptr);
+  auto* batches = backend->batches();
+  ASSERT_NE(batches, nullptr) << "MariaDB 10.5+ takes batches";
+  const std::string gate = tck::unique_mutex("gate");
+  const auto writes = [&] {
+    const auto snapshot = backend->acquire(gate, "writer", 10s, 0ms);
+    EXPECT_EQ(snapshot.owner.owner_id, "writer");
+    return snapshot.no_derived_held;
+  };
+  EXPECT_FALSE(writes()) << "a take of a name never listed said no reader was in";
+  ASSERT_TRUE(backend->release(gate, "writer"));
+  records->list_derived(gate, 16);
+  EXPECT_TRUE(writes()) << "no record is derived from the gate";
+  ASSERT_TRUE(backend->release(gate, "writer"));
+
+  ASSERT_EQ(backend->acquire(gate + "#r1", "reader", 10s, 0ms).owner.owner_id, "reader");
+  EXPECT_FALSE(writes()) << "a reader's record is held";
+  EXPECT_FALSE(backend->acquire(gate, "other", 10s, 0ms).no_derived_held) << "told a contender that did not get it";
+  const auto renewal = batches->acquire_batch({{gate, "writer", 10s, 0ms, /*renewal=*/true}});
+  ASSERT_FALSE(renewal.at(0).error);
+  EXPECT_EQ(renewal.at(0).snapshot.owner.owner_id, "writer");
+  ASSERT_TRUE(backend->release(gate, "writer"));
+  ASSERT_TRUE(backend->release(gate + "#r1", "reader"));
+
+  // Held records that are not the gate's: derived from a derived record, or from another name
+  // that starts with the gate's; and a lease of the gate's own that ran out.
+  ASSERT_EQ(backend->acquire(gate + "#r1#x", "reader", 10s, 0ms).owner.owner_id, "reader");
+  ASSERT_EQ(backend->acquire(gate + "x#r1", "reader", 10s, 0ms).owner.owner_id, "reader");
+  ASSERT_EQ(backend->acquire(gate + "#r2", "reader", 200ms, 0ms).owner.owner_id, "reader");
+  ASSERT_TRUE(wait_until([&] { return backend->read(gate + "#r2").owner.empty(); }, 10s));
+  EXPECT_TRUE(writes()) << "a record not derived from the gate, or one whose lease ran out, counted as held";
+  // A renewal asks nothing; the same call as a grant asks.
+  const auto renewed = batches->acquire_batch({{gate, "writer", 10s, 0ms, /*renewal=*/true}});
+  ASSERT_FALSE(renewed.at(0).error);
+  EXPECT_FALSE(renewed.at(0).snapshot.no_derived_held) << "a renewal asked about the gate's records";
+  EXPECT_TRUE(batches->acquire_batch({{gate, "writer", 10s, 0ms}}).at(0).snapshot.no_derived_held);
+  ASSERT_TRUE(backend->release(gate, "writer"));
+}
+
 }  // namespace
 }  // namespace simba

@@ -42,8 +42,8 @@
 //     between two looks). Most engines answer these looks with the lease itself (Backend:
 //     OwnerSnapshot::parent, no_derived_held): then a first read and a write with no reader in
 //     cost two round trips, as a mutex's cycle does. Memory, SQLite, Redis, PostgreSQL and etcd
-//     answer both; MariaDB the gate with a reader's lease only (a write looks at the readers);
-//     MySQL without RETURNING and ZooKeeper neither.
+//     answer both; MariaDB and ZooKeeper both once the backend has listed the readers (a
+//     process's first write still looks); MySQL without RETURNING neither.
 //
 // Thread-safety: SharedMutex is a cheap copyable handle; any thread may use it. A SharedHold
 // is not bound to a thread; it is move-only.

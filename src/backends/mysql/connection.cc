@@ -99,7 +99,7 @@ std::vector<LeaseRow> Connection::query_leases(const std::string& name, const st
   MYSQL_STMT* stmt = bound(name, params, binds, lengths);
   char owner[513] = {}, mutex[513] = {};
   unsigned long owner_length = 0, mutex_length = 0;
-  long long numbers[5] = {}, idle = 0, other = 0;
+  long long numbers[5] = {}, idle = 0, asked = 0;
   my_bool nulls[9] = {};
   MYSQL_BIND result[9] = {};
   result[0].buffer_type = MYSQL_TYPE_STRING;
@@ -121,7 +121,7 @@ std::vector<LeaseRow> Connection::query_leases(const std::string& name, const st
   result[7].buffer = &idle;
   result[7].is_null = &nulls[7];
   result[8].buffer_type = MYSQL_TYPE_LONGLONG;
-  result[8].buffer = &other;
+  result[8].buffer = &asked;
   result[8].is_null = &nulls[8];
   if (mysql_stmt_bind_result(stmt, result) != 0) fail(name.c_str(), mysql_stmt_errno(stmt), mysql_stmt_error(stmt));
   std::vector<LeaseRow> rows;
@@ -143,9 +143,7 @@ std::vector<LeaseRow> Connection::query_leases(const std::string& name, const st
       }
     }
     row.idle = mysql_stmt_field_count(stmt) > 7 && !nulls[7] && idle != 0;
-    if (mysql_stmt_field_count(stmt) > 8 && !nulls[8] && other >= 0) {
-      row.other = std::pair{(other & 1) != 0, static_cast<std::uint64_t>(other) >> 1};
-    }
+    if (mysql_stmt_field_count(stmt) > 8 && !nulls[8]) row.asked = asked;
     if (!named) break;  // one row is asked for: the rest (if any) is drained below
   }
   if (rc != 0 && rc != MYSQL_DATA_TRUNCATED && rc != MYSQL_NO_DATA) {

@@ -26,9 +26,9 @@ struct LeaseRow {
   std::string mutex;             // query_leases(..., named): a seventh column, the mutex's name
   EpochMillis wanted_until = 0;  // otherwise: a seventh column, if any, is the row's wanted_until
   bool idle = false;             // an eighth column, if any: the lease is marked idle (non-zero)
-  // A ninth column, if any and not NULL: another row's fencing token x 2 + 1 if its lease is
-  // held (a derived record's primitive, OwnerSnapshot::parent), as {held, token}.
-  std::optional<std::pair<bool, std::uint64_t>> other;
+  // A ninth column, if any and not NULL: what the statement asked beside the row (the
+  // backend's statement says how it is encoded).
+  std::optional<std::int64_t> asked;
 };
 
 class Connection {

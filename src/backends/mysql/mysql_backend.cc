@@ -132,6 +132,23 @@ const std::string kAcquireDerived =
     kAcquire + ", 0, (SELECT g.fencing_token * 2 + (g.owner_id <> '' AND g.transition_at >= " SIMBA_MY_NOW
                ") FROM simba_mutex g WHERE g.mutex = ? LOCK IN SHARE MODE)";
 
+// A gate's acquire (a name whose derived records this backend listed: MysqlBackend::gates_)
+// also returns, if the caller owns the row after it, whether no record derived from it
+// ("<name>#<suffix>", not "<name>#<suffix>#...") is held: 1 none, 0 some (NULL: not owned).
+// The range is read with share locks, after the take locked the gate's row: a reader's record
+// in flight (it locks its own row, then the gate's, kAcquireDerived) is waited for and seen,
+// and one that comes after waits for the take's commit and finds the gate held. The two can
+// meet the other way round (each holding the row the other wants): InnoDB ends one as a
+// deadlock, and it is sent again. InnoDB also share-locks the first row after the range for
+// the statement (another name's, in byte order): a take of that row in flight is waited for.
+// Params: kAcquire's, then the contender id and the gate three times.
+const std::string kAcquireGate = kAcquire +
+                                 ", 0, IF(owner_id = ?, (SELECT NOT EXISTS (SELECT 1 FROM simba_mutex d "
+                                 "WHERE d.mutex >= CONCAT(?, '#') AND d.mutex < CONCAT(?, '$') "
+                                 "AND LOCATE('#', SUBSTRING(d.mutex, CHAR_LENGTH(?) + 2)) = 0 "
+                                 "AND d.owner_id <> '' AND d.transition_at >= " SIMBA_MY_NOW
+                                 " LOCK IN SHARE MODE)), NULL)";
+
 // Whether the row's lease is marked idle (mark_idle), as a column.
 #define SIMBA_MY_IDLE "(m.idle_token <> 0 AND m.idle_token = m.fencing_token)"
 
@@ -240,46 +257,24 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
 
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
                         std::chrono::milliseconds transition) override {
-    const std::int64_t lease = ttl.count() + transition.count();
-    return pool().with([&](Connection& connection) {
-      // A waiter polls with a read: no write, no row lock, while someone else holds it.
-      if (is_waiting(mutex, contender_id)) {
-        if (auto row = connection.query_lease("read", {mutex})) {
-          auto seen = internal::snapshot_of_row(row->owner, row->now);
-          if (!seen.owner.empty() && seen.owner.owner_id != contender_id) {
-            want(connection, mutex, lease, *row, seen);
-            return seen;
-          }
-        }
-      }
-      // Creating the same new row from many contenders at once can deadlock in InnoDB: retry.
-      return retrying_deadlocks(connection, [&] {
-        std::vector<mysql::Param> params = {mutex, ttl.count(), ttl.count(), transition.count(), contender_id};
-        std::optional<mysql::LeaseRow> row;
-        const auto hash = mutex.rfind('#');
-        if (returning_ && hash != std::string::npos) {
-          params.emplace_back(mutex.substr(0, hash));
-          row = connection.query_lease("acquire_derived", params);
-        } else if (returning_) {
-          row = connection.query_lease("acquire", params);
-        } else {
-          connection.execute("upsert", params);
-          row = connection.query_lease("read", {mutex});
-        }
-        if (!row) throw Error(errc::internal, where() + ": acquire returned no row");
-        auto snapshot = settle(connection, mutex, contender_id, lease, *row);
-        if (row->other && snapshot.owner.owner_id == contender_id) {
-          snapshot.parent = OwnerSnapshot::Parent{row->other->first, row->other->second};
-        }
-        return snapshot;
-      });
-    });
+    return take(mutex, contender_id, ttl, transition, true);
+  }
+
+  // The derived records of `name` as Administration lists them; from now on a take of `name`
+  // answers whether one is held (kAcquireGate).
+  MutexListing list_derived(const std::string& name, std::size_t limit) override {
+    if (returning_ && name.find('#') == std::string::npos) {
+      internal::MutexLock lock(gates_mutex_);
+      if (gates_.size() < kMaxGates) gates_.insert(name);
+    }
+    return SqlBackend::list_derived(name, limit);
   }
 
   // With RETURNING (MariaDB 10.5+): the calls of contenders that do not wait go in one upsert
   // over all their rows, in name order (two batches lock rows in one order: no deadlock between
   // them); each gets the row after its own turn, so two calls on one name are judged as two
-  // acquire() calls one after the other. A waiter's call goes alone, as acquire() (a read).
+  // acquire() calls one after the other. A waiter's call goes alone, as acquire() (a read), and
+  // so does a lone call (a renewal's without the relatives' reads).
   // A statement that fails but not for the whole connection (a name too long for the column)
   // sends its calls alone too, so each gets its own answer.
   std::vector<AcquireResult> acquire_batch(const std::vector<AcquireCall>& calls) override {
@@ -295,7 +290,9 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
     } else if (together.size() == 1) {
       alone.push_back(together.front());
     }
-    internal::acquire_alone(*this, calls, alone, results);
+    internal::acquire_alone(calls, alone, results, [&](const AcquireCall& call) {
+      return take(call.mutex, call.contender_id, call.ttl, call.transition, !call.renewal);
+    });
     return results;
   }
 
@@ -382,7 +379,10 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
 
   void prepare(Connection& connection) const {
     connection.prepare(returning_ ? "acquire" : "upsert", returning_ ? kAcquire : kUpsert);
-    if (returning_) connection.prepare("acquire_derived", kAcquireDerived);
+    if (returning_) {
+      connection.prepare("acquire_derived", kAcquireDerived);
+      connection.prepare("acquire_gate", kAcquireGate);
+    }
     connection.prepare("read", kRead);
     connection.prepare("release", kRelease);
     connection.prepare("list", kList);
@@ -436,6 +436,65 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
     });
   }
 
+  // What a take also asks, with RETURNING: of a derived record, its primitive's row; of a gate
+  // (a name listed by list_derived), whether a record derived from it is held.
+  enum class Asks { nothing, primitive, derived };
+  Asks asks_about(const std::string& mutex) {
+    if (!returning_) return Asks::nothing;
+    if (mutex.find('#') != std::string::npos) return Asks::primitive;
+    internal::MutexLock lock(gates_mutex_);
+    return gates_.count(mutex) > 0 ? Asks::derived : Asks::nothing;
+  }
+
+  // acquire(); `relatives`: also say what an owner hears of its relatives (OwnerSnapshot), not
+  // for a renewal (only a grant's answer is heard).
+  OwnerSnapshot take(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
+                     std::chrono::milliseconds transition, bool relatives) {
+    const std::int64_t lease = ttl.count() + transition.count();
+    return pool().with([&](Connection& connection) {
+      // A waiter polls with a read: no write, no row lock, while someone else holds it.
+      if (is_waiting(mutex, contender_id)) {
+        if (auto row = connection.query_lease("read", {mutex})) {
+          auto seen = internal::snapshot_of_row(row->owner, row->now);
+          if (!seen.owner.empty() && seen.owner.owner_id != contender_id) {
+            want(connection, mutex, lease, *row, seen);
+            return seen;
+          }
+        }
+      }
+      // Creating the same new row from many contenders at once can deadlock in InnoDB: retry.
+      return retrying_deadlocks(connection, [&] {
+        std::vector<mysql::Param> params = {mutex, ttl.count(), ttl.count(), transition.count(), contender_id};
+        std::optional<mysql::LeaseRow> row;
+        const auto asks = relatives ? asks_about(mutex) : Asks::nothing;
+        if (asks == Asks::primitive) {
+          params.emplace_back(mutex.substr(0, mutex.rfind('#')));
+          row = connection.query_lease("acquire_derived", params);
+        } else if (asks == Asks::derived) {
+          params.emplace_back(contender_id);
+          for (int i = 0; i < 3; ++i) params.emplace_back(mutex);
+          row = connection.query_lease("acquire_gate", params);
+        } else if (returning_) {
+          row = connection.query_lease("acquire", params);
+        } else {
+          connection.execute("upsert", params);
+          row = connection.query_lease("read", {mutex});
+        }
+        if (!row) throw Error(errc::internal, where() + ": acquire returned no row");
+        auto snapshot = settle(connection, mutex, contender_id, lease, *row);
+        if (row->asked && snapshot.owner.owner_id == contender_id) {
+          if (asks == Asks::primitive && *row->asked >= 0) {
+            snapshot.parent =
+                OwnerSnapshot::Parent{(*row->asked & 1) != 0, static_cast<std::uint64_t>(*row->asked) >> 1};
+          } else if (asks == Asks::derived) {
+            snapshot.no_derived_held = *row->asked != 0;
+          }
+        }
+        return snapshot;
+      });
+    });
+  }
+
   // What a contender's upsert left (`row`, the row after it) means for it: its snapshot; whether
   // it waits now; its process's wake lock; a demand on the owner if it did not get the mutex.
   OwnerSnapshot settle(Connection& connection, const std::string& mutex, const std::string& contender_id,
@@ -478,6 +537,11 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
   bool returning_ = true;  // set once, before the pool opens a connection
   std::unique_ptr<internal::PushChannel> monitor_;
   std::unique_ptr<mysql::WakeLocks> wake_;  // null with wake_locks off
+  // Names whose derived records were listed here (a shared mutex's gate, a semaphore): their
+  // takes ask whether one is held. At most kMaxGates; a name beyond only goes unanswered.
+  static constexpr std::size_t kMaxGates = 4096;
+  internal::AnnotatedMutex gates_mutex_;
+  std::unordered_set<std::string> gates_ GUARDED_BY(gates_mutex_);
   internal::AnnotatedMutex waiting_mutex_;
   std::unordered_set<std::string> waiting_
       GUARDED_BY(waiting_mutex_);  // contenders of this process that last saw another owner

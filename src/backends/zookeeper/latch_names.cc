@@ -116,6 +116,11 @@ std::optional<std::string> decode_component(std::string_view component) {
 
 std::string latch_path(std::string_view mutex) { return std::string(kRoot) + "/" + encode_component(mutex); }
 
+bool derived_from(std::string_view name, std::string_view candidate) {
+  return candidate.size() > name.size() && candidate.compare(0, name.size(), name) == 0 &&
+         candidate[name.size()] == '#' && candidate.find('#', name.size() + 1) == std::string_view::npos;
+}
+
 std::uint64_t parse_token(const std::string& text) {
   try {
     return text.empty() ? 0 : std::stoull(text);

@@ -22,6 +22,9 @@ std::string encode_component(std::string_view name);
 std::optional<std::string> decode_component(std::string_view component);
 // The last token a free latch's folder keeps (its data); 0 for none or another client's data.
 std::uint64_t parse_token(const std::string& text);
+// Whether mutex `candidate` is a record derived from mutex `name`: "<name>#<suffix>", one '#'
+// after <name> (not a record derived from one of its records).
+bool derived_from(std::string_view name, std::string_view candidate);
 
 struct Lease {
   std::chrono::milliseconds ttl{0};

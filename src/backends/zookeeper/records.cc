@@ -86,10 +86,9 @@ MutexListing LatchBackend::list(const std::string& prefix, std::size_t limit) {
 // reads each latch in turn (two round trips each). A latch whose leader went between the two
 // reads is read again alone.
 MutexListing LatchBackend::list_derived(const std::string& name, std::size_t limit) {
-  const std::string prefix = name + "#";
   std::vector<std::string> names;
-  for (auto& found : folders(prefix)) {
-    if (found.find('#', prefix.size()) == std::string::npos) names.push_back(std::move(found));
+  for (auto& found : folders(name + "#")) {
+    if (derived_from(name, found)) names.push_back(std::move(found));
   }
   relatives_.saw_derived(name, names);  // a grant of `name` reads them from now on
   struct Held {

@@ -8,14 +8,10 @@
 namespace simba::zookeeper {
 
 std::vector<std::string> derived_among(const std::string& name, const std::vector<std::string>& children) {
-  const std::string prefix = name + "#";
   std::vector<std::string> names;
   for (const auto& child : children) {
     auto decoded = decode_component(child);
-    if (decoded && decoded->compare(0, prefix.size(), prefix) == 0 &&
-        decoded->find('#', prefix.size()) == std::string::npos) {
-      names.push_back(std::move(*decoded));
-    }
+    if (decoded && derived_from(name, *decoded)) names.push_back(std::move(*decoded));
   }
   std::sort(names.begin(), names.end());
   return names;

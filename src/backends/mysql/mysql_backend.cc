@@ -502,7 +502,10 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
     auto result = internal::snapshot_of_row(row.owner, row.now);
     const bool lost = !result.owner.empty() && result.owner.owner_id != contender_id;
     set_waiting(mutex, contender_id, result.owner.owner_id != contender_id);
-    if (wake_) wake_->owns(mutex, contender_id, result.owner.owner_id == contender_id);
+    if (wake_) {
+      wake_->owns(mutex, contender_id, result.owner.owner_id == contender_id);
+      if (lost) wake_->met_owner(mutex);
+    }
     if (lost) want(connection, mutex, lease, row, result);
     result.demanded = !lost && !result.owner.empty() && row.wanted_until >= row.now;
     return result;

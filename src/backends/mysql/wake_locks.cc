@@ -113,17 +113,31 @@ std::unique_ptr<Subscription> WakeLocks::watch(const std::string& mutex, std::fu
   }
   if (tell_thread) signal();
   return internal::watch_handle(watcher, [this, name, watcher, since] {
+    auto began = since;  // of the mutex's watch (met_owner may have made its wait due sooner)
     {
       internal::MutexLock lock(mutex_);
       auto it = watchers_.find(name);
       if (it != watchers_.end()) {
+        began = std::min(began, it->second.since);
         std::erase(it->second.watchers, watcher);
         if (it->second.watchers.empty()) watchers_.erase(it);
       }
     }
     // A wait not yet due was never sent: the thread finds it gone when it comes to it.
-    if (Clock::now() >= since + kWaitAfter) signal();
+    if (Clock::now() >= began + kWaitAfter) signal();
   });
+}
+
+void WakeLocks::met_owner(const std::string& mutex) {
+  const std::string name = lock_name(options_.database, mutex);
+  const auto due = Clock::now() - kWaitAfter;
+  {
+    internal::MutexLock lock(mutex_);
+    auto it = watchers_.find(name);
+    if (it == watchers_.end() || it->second.since <= due) return;  // not watched, or due already
+    it->second.since = due;
+  }
+  signal();
 }
 
 void WakeLocks::run() {
@@ -286,10 +300,11 @@ void WakeLocks::sync_waits(Clock::time_point now) {
         continue;
       }
       it = waits_.emplace(name, Wait{}).first;
-      it->second.next = since + kWaitAfter;
     }
     Wait& wait = it->second;
+    if (!wait.sent) wait.next = since + kWaitAfter;
     if (wait.in_flight || wait.next > now) continue;
+    wait.sent = true;  // from now on `next` is the answer's (or a failure's) to set
     try {
       if (!wait.connection) wait.connection = connection_for_wait();
       wait.connection->send(wait_statement(name));

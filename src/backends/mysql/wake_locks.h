@@ -55,17 +55,25 @@ class WakeLocks {
   // Calls `on_change(WatchEvent::released)` soon after the owner of `mutex` in any process let
   // its wake lock go, until the handle goes. Never blocks on the server.
   std::unique_ptr<Subscription> watch(const std::string& mutex, std::function<void(WatchEvent)> on_change);
+  // A contender of ours asked for `mutex` and met another owner: it waits, so the wait for the
+  // wake lock (if `mutex` is watched) goes now, not kWaitAfter after the watch began. Never
+  // blocks on the server.
+  void met_owner(const std::string& mutex);
 
   // The wake lock's name for `mutex` in `database` (at most 64 characters, as the server wants).
   static std::string lock_name(const std::string& database, const std::string& mutex);
   // Waits at once in flight at most: the watches of further mutexes only poll.
   static constexpr std::size_t kMaxWaits = 32;
-  // How long an owner holds a mutex before its process takes the wake lock. Shorter holds
-  // cost the server nothing (a lock cycle stays two statements); a waiter that finds the lock
-  // free looks again after 1, 2, 4 ms..., which serves them.
-  static constexpr std::chrono::milliseconds kTakeAfter{2};
+  // How long an owner holds a mutex before its process takes the wake lock (the thread's
+  // poll() counts whole milliseconds: 1 ms at most). Shorter holds cost the server nothing (a
+  // lock cycle stays two statements); a waiter that finds the lock free looks again after 1,
+  // 2, 4 ms..., which serves them. It was 2 ms: a waiter that came within a hold's first 2 ms
+  // then found the lock free and learnt of a release only at its next ask (a handover of a
+  // 2 ms hold took 2.8-2.9 ms at p50, now 0.8-0.9 ms, docs/benchmarks.md).
+  static constexpr std::chrono::microseconds kTakeAfter{500};
   // How long a mutex is watched before its wait is sent: every contender watches from its
   // start, and one that wins at once (most) ends its watch without costing the server anything.
+  // One that met another owner waits at once (met_owner).
   static constexpr std::chrono::milliseconds kWaitAfter{2};
 
  private:
@@ -76,6 +84,7 @@ class WakeLocks {
     std::unique_ptr<Connection> connection;
     bool in_flight = false;              // its statement was sent and not yet read
     bool cancelled = false;              // a KILL QUERY was sent for it
+    bool sent = false;                   // asked once: `next` no longer follows the watch's start
     Clock::time_point next{};            // when to ask again
     std::chrono::milliseconds pause{0};  // after a 111: how long it waits before asking again
   };

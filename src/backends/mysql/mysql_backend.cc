@@ -122,15 +122,17 @@ std::string upsert_row(const std::string& mutex, const std::string& ttl, const s
 const std::string kUpsert = kUpsertInto + upsert_row("?", "?", "?", "?") + SIMBA_MY_ON_DUPLICATE;
 const std::string kAcquire = kUpsert + SIMBA_MY_RETURNING;
 
+// Whether the row aliased `t` holds a live lease, by the database clock.
+#define SIMBA_MY_HELD(t) "(" t ".owner_id <> '' AND " t ".transition_at >= " SIMBA_MY_NOW ")"
+
 // A derived record's acquire ("<name>#<suffix>": a semaphore's slot, a shared mutex's reader)
 // also returns its primitive's row (OwnerSnapshot::parent) as one number, its token x 2 + 1 if
 // its lease is held (NULL: no row), read with a share lock held until the record commits: a
 // writer's upsert of the primitive in flight is waited for and seen, and one that comes after
 // waits for the record's commit, so its look at the readers sees it. Params: kAcquire's, then
 // the primitive.
-const std::string kAcquireDerived =
-    kAcquire + ", 0, (SELECT g.fencing_token * 2 + (g.owner_id <> '' AND g.transition_at >= " SIMBA_MY_NOW
-               ") FROM simba_mutex g WHERE g.mutex = ? LOCK IN SHARE MODE)";
+const std::string kAcquireDerived = kAcquire + ", 0, (SELECT g.fencing_token * 2 + " +
+                                    SIMBA_MY_HELD("g") " FROM simba_mutex g WHERE g.mutex = ? LOCK IN SHARE MODE)";
 
 // A gate's acquire (a name whose derived records this backend listed: MysqlBackend::gates_)
 // also returns, if the caller owns the row after it, whether no record derived from it
@@ -146,8 +148,7 @@ const std::string kAcquireGate = kAcquire +
                                  ", 0, IF(owner_id = ?, (SELECT NOT EXISTS (SELECT 1 FROM simba_mutex d "
                                  "WHERE d.mutex >= CONCAT(?, '#') AND d.mutex < CONCAT(?, '$') "
                                  "AND LOCATE('#', SUBSTRING(d.mutex, CHAR_LENGTH(?) + 2)) = 0 "
-                                 "AND d.owner_id <> '' AND d.transition_at >= " SIMBA_MY_NOW
-                                 " LOCK IN SHARE MODE)), NULL)";
+                                 "AND " SIMBA_MY_HELD("d") " LOCK IN SHARE MODE)), NULL)";
 
 // Whether the row's lease is marked idle (mark_idle), as a column.
 #define SIMBA_MY_IDLE "(m.idle_token <> 0 AND m.idle_token = m.fencing_token)"

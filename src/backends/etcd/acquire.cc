@@ -120,6 +120,7 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
   if (entry.claimed && Steady::now() > entry.deadline) {
     stop_watching(entry);
     remove_key(entry, keys, "its lease ran out before it renewed");
+    entry.removed = entry.revision;
     entry.claimed = false;
     entry.revision = 0;
   }
@@ -260,7 +261,11 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
 std::optional<OwnerSnapshot> EtcdBackend::owner_view(const std::string& mutex, const pb::KeyValue& kv,
                                                      std::int64_t count) {
   OwnerSnapshot out;
-  if (auto ours = book_.owner_of_key(mutex, kv.key())) {
+  const auto ours = book_.owner_of_key(mutex, kv.key());
+  // A key of ours that we removed when its lease ran out, read before the removal: free, as it
+  // was when our owner's belief ended (a read must not show it owned again after that).
+  if (ours && !ours->claimed && ours->removed == kv.create_revision()) return std::nullopt;
+  if (ours && ours->claimed) {
     if (Steady::now() > ours->deadline) return std::nullopt;
     out.owner = ours->owner;
     out.owner.idle = parse_contender(kv.value(), kv.lease()).idle;

@@ -56,7 +56,7 @@ std::optional<Entry> ContenderBook::owner_of_key(const std::string& mutex, const
   internal::MutexLock lock(mutex_);
   const std::string first = mutex + '\0';
   for (auto it = entries_.lower_bound(first); it != entries_.end() && it->first.starts_with(first); ++it) {
-    if (it->second.mutex == mutex && it->second.key == key && it->second.claimed) return it->second;
+    if (it->second.mutex == mutex && it->second.key == key) return it->second;
   }
   return std::nullopt;
 }

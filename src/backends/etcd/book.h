@@ -44,6 +44,9 @@ struct Entry {
   std::string key;            // "<prefix>/<name>/<lease hex>"
   std::int64_t revision = 0;  // the key's create revision; 0: unknown
   bool claimed = false;       // owns, and believes so until `deadline`
+  // The create revision of the key this contender last removed after its lease ran out: a read
+  // sent before that removal still shows the key, which is free all the same.
+  std::int64_t removed = 0;
   Steady::time_point deadline;
   MutexOwner owner;        // claimed: the lease as returned (wall clock times)
   std::string watching;    // a waiter: the predecessor key whose deletion wakes it
@@ -67,7 +70,7 @@ class ContenderBook {
   void done_and_forget(const Entry& entry);
   // The entry, if any, without taking it.
   std::optional<Entry> peek(const std::string& mutex, const std::string& id);
-  // The claimed entry of this backend whose key is `key`.
+  // The entry of this backend whose key is `key`, claimed or not.
   std::optional<Entry> owner_of_key(const std::string& mutex, const std::string& key);
   // Claimed entries whose belief ran out by `now` (only the one of `only_key`, if given), marked
   // busy (end each with done()).

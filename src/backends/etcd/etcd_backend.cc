@@ -186,6 +186,7 @@ void EtcdBackend::reap_lapsed(const std::string* only_key) {
     try {
       stop_watching(entry);
       remove_key(entry, mutex_keys(options_.prefix, entry.mutex), "its lease ran out unrenewed");
+      entry.removed = entry.revision;
       entry.claimed = false;
       entry.revision = 0;
       book_.done(entry);

@@ -18,22 +18,36 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// From a holder's release to the waiter's grant (the waiter: `wait` in another process),
-// `n` times; `hold` takes what the holder holds, `wait` starts the waiter's request.
+// From a holder's release to the waiter's grant (the waiter: `wait` in another process), once;
+// `take` takes what the holder holds, `wait` starts the waiter's request.
 template <class Held, class Take, class Wait>
-std::vector<double> handovers(std::size_t n, Take take, Wait wait) {
-  std::vector<double> samples;
+double handover(Take take, Wait wait) {
+  Held held = take();
+  auto waiting = wait();
+  std::this_thread::sleep_for(2ms);  // the waiter has asked (its first round met the holder)
+  const auto released = Clock::now();
+  held = Held();
+  if (waiting.wait_for(30s) != std::future_status::ready) throw Error(errc::timeout, "semaphore: no handover");
+  auto next = waiting.get();
+  return micros(Clock::now() - released);
+}
+
+// `n` samples each of `ours` and `theirs` (one handover each), taken in turn (ours first, then
+// theirs first, ...), so that both see the same machine: a handover is a few samples of a
+// millisecond or two, and a busy spell that fell on one of them only would decide their ratio.
+std::pair<std::vector<double>, std::vector<double>> in_turn(std::size_t n, const std::function<double()>& ours,
+                                                            const std::function<double()>& theirs) {
+  std::vector<double> a, b;
   for (std::size_t i = 0; i < n; ++i) {
-    Held held = take();
-    auto waiting = wait();
-    std::this_thread::sleep_for(2ms);  // the waiter has asked (its first round met the holder)
-    const auto released = Clock::now();
-    held = Held();
-    if (waiting.wait_for(30s) != std::future_status::ready) throw Error(errc::timeout, "semaphore: no handover");
-    auto next = waiting.get();
-    samples.push_back(micros(Clock::now() - released));
+    if (i % 2 == 0) {
+      a.push_back(ours());
+      b.push_back(theirs());
+    } else {
+      b.push_back(theirs());
+      a.push_back(ours());
+    }
   }
-  return samples;
+  return {std::move(a), std::move(b)};
 }
 
 // A waiter blocked in `acquire` on a thread of its own; the thread is running before the 2 ms
@@ -152,10 +166,10 @@ nlohmann::json semaphore(const Client& client, const std::string& uri, const std
   Semaphore one = client.semaphore(name + "/one", 1), one_there = other.semaphore(name + "/one", 1);
   Mutex here = client.mutex(name + "/handover").with_linger(0ms),
         there = other.mutex(name + "/handover").with_linger(0ms);
-  auto permit_handovers = handovers<Permit>(
-      m, [&] { return one.acquire(30s); }, [&] { return one_there.acquire_async(30s); });
-  auto mutex_handovers = handovers<Hold>(
-      m, [&] { return here.acquire(30s); }, [&] { return there.lock_async(30s); });
+  auto [permit_handovers, mutex_handovers] = in_turn(
+      m,
+      [&] { return handover<Permit>([&] { return one.acquire(30s); }, [&] { return one_there.acquire_async(30s); }); },
+      [&] { return handover<Hold>([&] { return here.acquire(30s); }, [&] { return there.lock_async(30s); }); });
 
   auto out = line(engine, "semaphore", n, stats_of(cycles));
   const auto theirs = stats_of(mutex_cycles);
@@ -193,11 +207,16 @@ nlohmann::json rwlock(const Client& client, const std::string& uri, const std::s
         mutex_there = other.mutex(name + "/mutex-handover").with_linger(0ms);
   // Both waiters block in acquire() on a thread of their own (a SharedMutex has no async
   // form), so both handovers wake that thread and then the bench's.
-  auto write_handovers = handovers<SharedHold>(
-      m, [&] { return here.acquire(30s); }, [&] { return blocked_in([&there] { return there.acquire(30s); }); });
-  auto mutex_handovers = handovers<Hold>(
-      m, [&] { return mutex_here.acquire(30s); },
-      [&] { return blocked_in([&mutex_there] { return mutex_there.acquire(30s); }); });
+  auto [write_handovers, mutex_handovers] = in_turn(
+      m,
+      [&] {
+        return handover<SharedHold>([&] { return here.acquire(30s); },
+                                    [&] { return blocked_in([&there] { return there.acquire(30s); }); });
+      },
+      [&] {
+        return handover<Hold>([&] { return mutex_here.acquire(30s); },
+                              [&] { return blocked_in([&mutex_there] { return mutex_there.acquire(30s); }); });
+      });
 
   auto out = line(engine, "rwlock", n, stats_of(writes));
   const auto theirs = stats_of(mutex_cycles), read = stats_of(reads);

@@ -107,4 +107,13 @@ HttpEndpoint::~HttpEndpoint() {
   if (thread_.joinable()) thread_.join();
 }
 
+std::unique_ptr<HttpEndpoint> endpoint_of(const std::string& address, const Client& client,
+                                          const std::shared_ptr<Locker>& locker) {
+  if (address.empty()) return nullptr;
+  return std::make_unique<HttpEndpoint>(address, client, locker->mutex(), [weak = std::weak_ptr<Locker>(locker)] {
+    auto held = weak.lock();
+    return held && held->is_owner();
+  });
+}
+
 }  // namespace simba::cli

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "simba/client.h"
+#include "simba/locker.h"
 
 namespace httplib {
 class Server;
@@ -41,5 +42,11 @@ class HttpEndpoint {
   int port_ = 0;
   std::thread thread_;
 };
+
+// With `address` (--http) given: the endpoint of `locker`'s mutex, whose /leader asks the
+// locker whether it owns (holding it weakly: keep the endpoint in a variable declared after the
+// locker, so that it goes first); else none.
+std::unique_ptr<HttpEndpoint> endpoint_of(const std::string& address, const Client& client,
+                                          const std::shared_ptr<Locker>& locker);
 
 }  // namespace simba::cli

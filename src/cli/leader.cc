@@ -52,13 +52,7 @@ int run_leader(const BackendChoice& backend, const CommandRun& run, const std::s
 
   // The signal thread, which outlives this function, holds it weakly: it is released here.
   auto locker = std::make_shared<Locker>(run.mutex, client);
-  std::optional<HttpEndpoint> http;  // before the locker goes
-  if (!run.http.empty()) {
-    http.emplace(run.http, client, run.mutex, [weak = std::weak_ptr<Locker>(locker)] {
-      auto locker = weak.lock();
-      return locker && locker->is_owner();
-    });
-  }
+  const auto http = endpoint_of(run.http, client, locker);  // goes before the locker
   auto shared = std::make_shared<Shared>();
   // Standing by (no command): interrupt the waiting acquire (close() returns once its contender
   // stopped and a lease it won went back), give back anything won, exit. Running: stop the

@@ -140,13 +140,7 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
 
   // The signal thread, which outlives this function, holds it weakly: it is released here.
   auto locker = std::make_shared<Locker>(run.mutex, client);
-  std::optional<HttpEndpoint> http;  // before the locker goes
-  if (!run.http.empty()) {
-    http.emplace(run.http, client, run.mutex, [weak = std::weak_ptr<Locker>(locker)] {
-      auto locker = weak.lock();
-      return locker && locker->is_owner();
-    });
-  }
+  const auto http = endpoint_of(run.http, client, locker);  // goes before the locker
   struct Shared {
     internal::AnnotatedMutex mutex;
     std::shared_ptr<RunningChild> child GUARDED_BY(mutex);

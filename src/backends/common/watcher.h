@@ -35,6 +35,13 @@ struct Watcher {
   const std::vector<std::string> keys;  // what it listens to (channels, mutex names)
 };
 
+using WatcherList = std::vector<std::shared_ptr<Watcher>>;
+
+// Tells each of `watchers` of `event` (a watcher whose watch ended hears nothing).
+inline void tell(const WatcherList& watchers, WatchEvent event) {
+  for (const auto& watcher : watchers) watcher->call(event);
+}
+
 // Ends the watch, then runs `on_end` (for the backend's bookkeeping). wait_ready() runs
 // `ready`, if any (Subscription::wait_ready); ready_before_first_round() says what it was given.
 class WatchHandle final : public Subscription {

@@ -23,7 +23,7 @@
 namespace simba::etcd {
 
 using Steady = std::chrono::steady_clock;
-using WatcherList = std::vector<std::shared_ptr<internal::Watcher>>;
+using internal::WatcherList;
 
 // What the watch on an owner's line has seen since the owner claimed it (shared between the
 // entry's copies and the watch's callback).

@@ -14,6 +14,7 @@ namespace simba {
 namespace etcd {
 namespace {
 
+using internal::tell;
 using internal::Watcher;
 using internal::WatchHandle;
 
@@ -22,10 +23,6 @@ std::string describe_of(const EtcdOptions& options) {
   if (!options.user.empty()) where += options.user + ":***@";
   for (std::size_t i = 0; i < options.endpoints.size(); ++i) where += (i ? "," : "") + options.endpoints[i];
   return where + "?prefix=" + options.prefix;
-}
-
-void tell(const WatcherList& watchers, WatchEvent event) {
-  for (const auto& watcher : watchers) watcher->call(event);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@
 namespace simba::zookeeper {
 
 using Steady = std::chrono::steady_clock;
-using WatcherList = std::vector<std::shared_ptr<internal::Watcher>>;
+using internal::WatcherList;
 
 // Our node of one contender on one mutex.
 struct Entry {

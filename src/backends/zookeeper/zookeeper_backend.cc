@@ -11,6 +11,7 @@ namespace simba {
 namespace zookeeper {
 namespace {
 
+using internal::tell;
 using internal::Watcher;
 using internal::WatchHandle;
 
@@ -18,10 +19,6 @@ std::string describe_of(const ZookeeperOptions& options) {
   std::string where = "zookeeper://";
   if (!options.user.empty()) where += options.user + ":***@";
   return where + options.hosts + options.chroot;
-}
-
-void tell(const WatcherList& watchers, WatchEvent event) {
-  for (const auto& watcher : watchers) watcher->call(event);
 }
 
 }  // namespace

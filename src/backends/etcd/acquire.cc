@@ -120,9 +120,7 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
   if (entry.claimed && Steady::now() > entry.deadline) {
     stop_watching(entry);
     remove_key(entry, keys, "its lease ran out before it renewed");
-    entry.removed = entry.revision;
-    entry.claimed = false;
-    entry.revision = 0;
+    entry.lapsed_key_removed();
   }
   const auto sent = Steady::now();
   const EpochMillis sent_wall = epoch_millis_now();
@@ -261,7 +259,7 @@ std::optional<OwnerSnapshot> EtcdBackend::attempt(Entry& entry, const MutexKeys&
 std::optional<OwnerSnapshot> EtcdBackend::owner_view(const std::string& mutex, const pb::KeyValue& kv,
                                                      std::int64_t count) {
   OwnerSnapshot out;
-  const auto ours = book_.owner_of_key(mutex, kv.key());
+  const auto ours = book_.entry_of_key(mutex, kv.key());
   // A key of ours that we removed when its lease ran out, read before the removal: free, as it
   // was when our owner's belief ended (a read must not show it owned again after that).
   if (ours && !ours->claimed && ours->removed == kv.create_revision()) return std::nullopt;

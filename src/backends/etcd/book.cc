@@ -52,7 +52,7 @@ std::optional<Entry> ContenderBook::peek(const std::string& mutex, const std::st
   return it->second;
 }
 
-std::optional<Entry> ContenderBook::owner_of_key(const std::string& mutex, const std::string& key) {
+std::optional<Entry> ContenderBook::entry_of_key(const std::string& mutex, const std::string& key) {
   internal::MutexLock lock(mutex_);
   const std::string first = mutex + '\0';
   for (auto it = entries_.lower_bound(first); it != entries_.end() && it->first.starts_with(first); ++it) {

@@ -56,6 +56,13 @@ struct Entry {
   std::shared_ptr<OwnerFlags> flags;
   std::uint64_t verified_epoch = 0;
   std::uint64_t verified_resyncs = 0;
+
+  // Its key, which it no longer owns once its lease ran out, was just removed.
+  void lapsed_key_removed() {
+    removed = revision;
+    claimed = false;
+    revision = 0;
+  }
 };
 
 class ContenderBook {
@@ -71,7 +78,7 @@ class ContenderBook {
   // The entry, if any, without taking it.
   std::optional<Entry> peek(const std::string& mutex, const std::string& id);
   // The entry of this backend whose key is `key`, claimed or not.
-  std::optional<Entry> owner_of_key(const std::string& mutex, const std::string& key);
+  std::optional<Entry> entry_of_key(const std::string& mutex, const std::string& key);
   // Claimed entries whose belief ran out by `now` (only the one of `only_key`, if given), marked
   // busy (end each with done()).
   std::vector<Entry> take_lapsed(Steady::time_point now, const std::string* only_key = nullptr);

@@ -183,9 +183,7 @@ void EtcdBackend::reap_lapsed(const std::string* only_key) {
     try {
       stop_watching(entry);
       remove_key(entry, mutex_keys(options_.prefix, entry.mutex), "its lease ran out unrenewed");
-      entry.removed = entry.revision;
-      entry.claimed = false;
-      entry.revision = 0;
+      entry.lapsed_key_removed();
       book_.done(entry);
     } catch (const std::exception& e) {
       book_.done(entry);  // tried again at the next tick

@@ -47,6 +47,14 @@ class RawSession {
   int create(const std::string& path) {
     return zoo_create(zh_, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, nullptr, 0);
   }
+  // The names of `path`'s children.
+  std::vector<std::string> names(const std::string& path) {
+    String_vector names{};
+    if (zoo_get_children(zh_, path.c_str(), 0, &names) != ZOK) return {};
+    std::vector<std::string> out(names.data, names.data + names.count);
+    deallocate_String_vector(&names);
+    return out;
+  }
 
  private:
   zhandle_t* zh_ = nullptr;
@@ -101,6 +109,25 @@ TEST(ZookeeperNamesTest, ForbiddenCharactersAreEncodedAndNoTwoNamesShareAPath) {
   EXPECT_EQ(encode_component("\xf0\x9f\x98\x80"), "%F0%9F%98%80");  // beyond U+FFFF: surrogates in Java
   EXPECT_EQ(encode_component("\xff\xfe"), "%FF%FE");                // not UTF-8
   EXPECT_EQ(zookeeper::latch_path("x/.."), "/simba/x%2F..");
+}
+
+TEST(ZookeeperNamesTest, DerivedRecordsLiveInTheFolderOfTheirPrimitive) {
+  using zookeeper::latch_path;
+  EXPECT_EQ(latch_path("config#r0a1b2c3d"), "/simba/config#derived/r0a1b2c3d");
+  EXPECT_EQ(latch_path("a#b#c"), "/simba/a#derived/b#c");  // a record derived from "a#b"
+  EXPECT_EQ(latch_path("a/b#."), "/simba/a%2Fb#derived/%2E");
+  EXPECT_EQ(latch_path("a#"), "/simba/a#");  // nothing after the '#': a name of its own
+  EXPECT_EQ(latch_path("#x"), "/simba/#derived/x");
+  EXPECT_EQ(zookeeper::derived_root("config"), "/simba/config#derived");
+  EXPECT_EQ(zookeeper::derived_root("a#b"), "/simba/a#derived");
+  EXPECT_EQ(zookeeper::primitive_of_derived_root("config#derived"), "config");
+  EXPECT_EQ(zookeeper::primitive_of_derived_root("a%2Fb#derived"), "a/b");
+  EXPECT_EQ(zookeeper::primitive_of_derived_root("a#b#derived"), std::nullopt);  // would be a#derived/b#derived
+  EXPECT_EQ(zookeeper::primitive_of_derived_root("config"), std::nullopt);
+  EXPECT_EQ(zookeeper::primitive_of_derived_root("a#"), std::nullopt);
+  const std::vector<std::string> children = {"r2", "b", "b#r1", "b#r1#x", "r1", "%zz"};
+  EXPECT_EQ(zookeeper::derived_among("a", children), (std::vector<std::string>{"a#b", "a#r1", "a#r2"}));
+  EXPECT_EQ(zookeeper::derived_among("a#b", children), (std::vector<std::string>{"a#b#r1"}));
 }
 
 TEST(ZookeeperNamesTest, EncodedNamesAreDistinctLeasesOnTheServer) {
@@ -232,6 +259,52 @@ TEST(ZookeeperChrootTest, NodesLiveUnderAnExistingChrootAndAMissingOneIsNamed) {
   ASSERT_TRUE(locker.try_lock_for(5s));
   EXPECT_EQ(raw.children(chroot + "/simba/job"), 1);
   EXPECT_EQ(raw.children("/simba/job"), -1);
+}
+
+// A shared mutex's reader records live in the derived root of its name, so that a writer's
+// look at them lists that folder, not every latch under /simba; list() shows them, a folder of
+// the earlier layout (a derived record's directly under /simba) is not shown but is swept,
+// and sweep() removes an idle derived root with its last folder.
+TEST(ZookeeperLayoutTest, DerivedRecordsAreListedSweptAndLookedAtInTheirPrimitivesFolder) {
+  RawSession raw;
+  auto client = connect(uri("session_timeout=4s&sweep_idle=0s"));
+  auto* records = client.backend()->administration();
+  ASSERT_NE(records, nullptr);
+  const std::string name = tck::unique_mutex("layout");
+  const std::string root = zookeeper::derived_root(name);
+  const std::string stale = zookeeper::kRoot + std::string("/") + zookeeper::encode_component(name + "#r00000000");
+  raw.create(zookeeper::kRoot);       // (if this server has none yet)
+  ASSERT_EQ(raw.create(stale), ZOK);  // an earlier version's reader folder, left empty
+  SharedMutex config = client.shared_mutex(name);
+  {
+    SharedHold reading = config.acquire_shared(5s);
+    const auto readers = raw.names(root);
+    ASSERT_EQ(readers.size(), 1u);
+    const std::string reader = name + "#" + readers[0];
+    EXPECT_EQ(raw.children(zookeeper::latch_path(reader)), 1);  // its lease's node
+    const auto derived = records->list_derived(name, 16);
+    ASSERT_EQ(derived.records.size(), 1u);
+    EXPECT_EQ(derived.records[0].mutex, reader);
+    EXPECT_FALSE(derived.records[0].owner.owner_id.empty());
+    std::vector<std::string> listed;
+    for (const auto& record : records->list(name, 16).records) listed.push_back(record.mutex);
+    EXPECT_EQ(listed, std::vector<std::string>{reader}) << "the stale folder is not a record of this version";
+    EXPECT_FALSE(config.try_lock_for(300ms));  // the writer finds the reader in its folder
+  }
+  {
+    std::unique_lock writer(config, 5s);
+    ASSERT_TRUE(writer.owns_lock());
+  }
+  // Nothing is held: the reader's folder, the stale one and the derived root go (the gate's
+  // folder too; an idle record is one of length 0 here).
+  ASSERT_TRUE(wait_until([&] {
+    records->sweep(0ms, 1000);
+    return raw.children(root) == -1 && raw.children(stale) == -1;
+  }, 5s));
+  EXPECT_EQ(raw.children(zookeeper::latch_path(name)), -1);
+  // And a reader makes them again.
+  SharedHold again = config.acquire_shared(5s);
+  EXPECT_EQ(raw.children(root), 1);
 }
 
 TEST(ZookeeperFencingTest, TokensRiseAcrossSessionsAndAFreeMutexKeepsTheLastOne) {

@@ -325,7 +325,7 @@ std::vector<AcquireResult> LatchBackend::acquire_batch(const std::vector<Acquire
   }
   if (!foldless.empty()) {
     Call root = send_root();
-    std::vector<Call> folders;
+    std::vector<FolderCalls> folders;
     for (const auto& join : foldless) folders.push_back(send_latch_folder(latch_path(calls[join.call].mutex)));
     const Reply made_root = root.wait();
     std::vector<Join> again;
@@ -333,7 +333,7 @@ std::vector<AcquireResult> LatchBackend::acquire_batch(const std::vector<Acquire
       auto& join = foldless[k];
       const auto& call = calls[join.call];
       try {
-        check_folder(call.mutex, made_root, folders[k].wait());
+        check_folder(call.mutex, made_root, folders[k]);
         join.joining = send_join(join.key, call.mutex, call.contender_id, latch_path(call.mutex), generation, call.ttl,
                                  call.transition);
         again.push_back(std::move(join));
@@ -467,23 +467,34 @@ bool LatchBackend::recover(const std::string& key, Entry& entry, const std::stri
 
 void LatchBackend::create_folder(const std::string& mutex, const std::string& folder) {
   Call root = send_root();
-  Call latch = send_latch_folder(folder);
+  FolderCalls made = send_latch_folder(folder);
   const Reply made_root = root.wait();
-  check_folder(mutex, made_root, latch.wait());
+  check_folder(mutex, made_root, made);
 }
 
-Call LatchBackend::send_root() { return session_.create("/simba", "", ZOO_PERSISTENT, session_.root_acl()); }
+Call LatchBackend::send_root() { return session_.create(kRoot, "", ZOO_PERSISTENT, session_.root_acl()); }
 
-Call LatchBackend::send_latch_folder(const std::string& folder) {
-  return session_.create(folder, "", ZOO_PERSISTENT, session_.node_acl());
+LatchBackend::FolderCalls LatchBackend::send_latch_folder(const std::string& folder) {
+  std::optional<Call> derived_root;
+  const auto parent = folder.substr(0, folder.rfind('/'));
+  if (parent != kRoot) derived_root = session_.create(parent, "", ZOO_PERSISTENT, session_.node_acl());
+  return {std::move(derived_root), session_.create(folder, "", ZOO_PERSISTENT, session_.node_acl())};
 }
 
-void LatchBackend::check_folder(const std::string& mutex, const Reply& made_root, const Reply& made_latch) {
+void LatchBackend::check_folder(const std::string& mutex, const Reply& made_root, FolderCalls& made) {
   if (made_root.rc == ZNONODE && !options_.chroot.empty()) {
     throw Error(errc::invalid_argument,
                 "ZooKeeper at " + where_ + ": the chroot '" + options_.chroot + "' does not exist; create it first");
   }
   if (made_root.rc != ZOK && made_root.rc != ZNODEEXISTS) session_.fail(made_root.rc, "creating /simba");
+  if (made.derived_root) {
+    const Reply made_parent = made.derived_root->wait();
+    if (made_parent.rc != ZOK && made_parent.rc != ZNODEEXISTS) {
+      session_.fail(made_parent.rc, "creating " + derived_root(mutex) + ", the folder of mutex '" + mutex + "''s latch");
+    }
+  }
+  const Reply made_latch = made.latch.wait();
+  if (made_latch.rc == ZNONODE && made.derived_root) return;  // its derived root was swept just now: joined again
   if (made_latch.rc != ZOK && made_latch.rc != ZNODEEXISTS) {
     session_.fail(made_latch.rc, "creating the latch of mutex '" + mutex + "'");
   }

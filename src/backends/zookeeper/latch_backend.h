@@ -112,13 +112,28 @@ class LatchBackend final
   bool recover(const std::string& key, Entry& entry, const std::string& folder, const std::vector<LatchNode>& nodes);
   void create_folder(const std::string& mutex, const std::string& folder);
   // create_folder() in parts, for a batch: /simba's create (once for many folders) and each
-  // latch folder's, sent; then their answers checked.
+  // latch folder's (a derived record's: its derived_root's first), sent; then their answers
+  // checked. A latch folder whose derived_root was swept between the two creates is not made:
+  // the join finds no folder and makes it again.
+  struct FolderCalls {
+    std::optional<Call> derived_root;
+    Call latch;
+  };
   Call send_root();
-  Call send_latch_folder(const std::string& folder);
-  void check_folder(const std::string& mutex, const Reply& made_root, const Reply& made_latch);
+  FolderCalls send_latch_folder(const std::string& folder);
+  void check_folder(const std::string& mutex, const Reply& made_root, FolderCalls& made);
 
-  // records.cc: the names of the latch folders under /simba that start with `prefix`, sorted.
-  std::vector<std::string> folders(const std::string& prefix);
+  // records.cc: the latch folders under /simba (in derived roots too) whose names start with
+  // `prefix`, sorted by name, and the derived roots looked into.
+  struct Folder {
+    std::string name;
+    std::string path;  // latch_path(name), or another path for a folder of an earlier layout
+  };
+  struct DerivedRoot {
+    std::string path;
+    Reply listing;  // its children (and, in stat, its own)
+  };
+  std::vector<Folder> folders(const std::string& prefix, std::vector<DerivedRoot>* roots = nullptr);
 
   // The leader of `mutex` read just now, judged by how long it has looked unchanged here.
   LeaderView leader_view(const std::string& mutex, const std::string& path, const LatchNode& node, const Reply& reply,

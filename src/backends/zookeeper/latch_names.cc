@@ -114,7 +114,47 @@ std::optional<std::string> decode_component(std::string_view component) {
   return out;
 }
 
-std::string latch_path(std::string_view mutex) { return std::string(kRoot) + "/" + encode_component(mutex); }
+namespace {
+
+constexpr std::string_view kDerivedRoot = "#derived";
+
+// The '#' that splits "<primitive>#<rest>" (rest not empty), or npos for a name kept flat.
+std::size_t nesting_hash(std::string_view mutex) {
+  const auto hash = mutex.find('#');
+  return hash == std::string_view::npos || hash + 1 == mutex.size() ? std::string_view::npos : hash;
+}
+
+}  // namespace
+
+std::string derived_root(std::string_view name) {
+  return std::string(kRoot) + "/" + encode_component(name.substr(0, name.find('#'))) + std::string(kDerivedRoot);
+}
+
+std::optional<std::string> primitive_of_derived_root(std::string_view component) {
+  if (component.size() <= kDerivedRoot.size() || !component.ends_with(kDerivedRoot)) return std::nullopt;
+  const auto primitive = component.substr(0, component.size() - kDerivedRoot.size());
+  if (primitive.find('#') != std::string_view::npos) return std::nullopt;
+  return decode_component(primitive);
+}
+
+std::string latch_path(std::string_view mutex) {
+  const auto hash = nesting_hash(mutex);
+  if (hash == std::string_view::npos) return std::string(kRoot) + "/" + encode_component(mutex);
+  return derived_root(mutex) + "/" + encode_component(mutex.substr(hash + 1));
+}
+
+std::vector<std::string> derived_among(std::string_view name, const std::vector<std::string>& children) {
+  const std::string_view primitive = name.substr(0, name.find('#'));
+  std::vector<std::string> names;
+  for (const auto& child : children) {
+    auto rest = decode_component(child);
+    if (!rest) continue;
+    std::string full = std::string(primitive) + "#" + *rest;
+    if (derived_from(name, full)) names.push_back(std::move(full));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 bool derived_from(std::string_view name, std::string_view candidate) {
   return candidate.size() > name.size() && candidate.compare(0, name.size(), name) == 0 &&

@@ -13,10 +13,23 @@ namespace simba::zookeeper {
 // The folder of every latch.
 constexpr const char* kRoot = "/simba";
 
-// "/simba/<encoded mutex>". The encoding keeps every byte ZooKeeper accepts in a path
-// component and percent-encodes the rest ('/', '%', control characters, bytes of invalid UTF-8
-// or of characters ZooKeeper rejects, and the dots of "." and ".."), so it is injective.
+// The latch folder of `mutex`: "/simba/<encoded mutex>", except for a name with a '#' that
+// something follows, "<primitive>#<rest>" (a record derived from <primitive>: a semaphore's slot
+// or line, a shared mutex's reader; or any name so spelled), whose folder is
+// "/simba/<encoded primitive>#derived/<encoded rest>": the records derived from a name are
+// listed with their own folder (derived_root), not with every latch under /simba. The
+// encoding keeps every byte ZooKeeper accepts in a path component and percent-encodes the rest
+// ('/', '%', control characters, bytes of invalid UTF-8 or of characters ZooKeeper rejects,
+// and the dots of "." and ".."), so it is injective; a child of /simba ending in "#derived"
+// with no other '#' is never a latch folder (its name would have been nested).
 std::string latch_path(std::string_view mutex);
+// The folder holding the latch folders of the names "<primitive>#<rest>", `primitive` being
+// the part of `name` before its first '#' (all of it if none).
+std::string derived_root(std::string_view name);
+// The primitive whose derived_root is the child `component` of /simba, or nullopt if it is none.
+std::optional<std::string> primitive_of_derived_root(std::string_view component);
+// The records derived from `name` (derived_from) among `children` of derived_root(name), sorted.
+std::vector<std::string> derived_among(std::string_view name, const std::vector<std::string>& children);
 std::string encode_component(std::string_view name);
 // The mutex name of an encoded component; nullopt if `component` is no encoding (a stray '%').
 std::optional<std::string> decode_component(std::string_view component);

@@ -4,6 +4,7 @@
 // and a contender that finds it gone makes it again (acquire.cc).
 #include <algorithm>
 #include <deque>
+#include <map>
 
 #include "backends/zookeeper/latch_backend.h"
 #include "backends/zookeeper/latch_names.h"
@@ -13,20 +14,51 @@ namespace {
 
 constexpr std::size_t kInFlight = 64;  // reads or deletes sent before waiting for the first
 
+// Whether a name of the derived root of `primitive` ("<primitive>#<rest>") may start with `prefix`.
+bool may_match(const std::string& primitive, const std::string& prefix) {
+  if (prefix.size() <= primitive.size()) return primitive.compare(0, prefix.size(), prefix) == 0;
+  return prefix.compare(0, primitive.size(), primitive) == 0 && prefix[primitive.size()] == '#';
+}
+
 }  // namespace
 
-std::vector<std::string> LatchBackend::folders(const std::string& prefix) {
+
+std::vector<LatchBackend::Folder> LatchBackend::folders(const std::string& prefix, std::vector<DerivedRoot>* roots) {
   session_.ensure();
   Reply listing = session_.children(kRoot).wait();
   if (listing.rc == ZNONODE) return {};
   if (listing.rc != ZOK) session_.fail(listing.rc, "listing the mutexes under /simba");
-  std::vector<std::string> names;
+  std::vector<Folder> found;
+  std::vector<DerivedRoot> looked;
+  std::deque<std::pair<std::string, Call>> listings;  // of derived roots: (primitive, call)
+  auto finish_listing = [&] {
+    auto [primitive, call] = std::move(listings.front());
+    listings.pop_front();
+    DerivedRoot root{derived_root(primitive), call.wait()};
+    if (root.listing.rc == ZNONODE) return;  // swept meanwhile
+    if (root.listing.rc != ZOK) session_.fail(root.listing.rc, "listing the mutexes under " + root.path);
+    for (const auto& child : root.listing.children) {
+      auto rest = decode_component(child);
+      if (!rest) continue;
+      std::string name = primitive + "#" + *rest;
+      if (name.compare(0, prefix.size(), prefix) == 0) found.push_back({name, root.path + "/" + child});
+    }
+    looked.push_back(std::move(root));
+  };
   for (const auto& child : listing.children) {
+    if (auto primitive = primitive_of_derived_root(child)) {
+      if (!may_match(*primitive, prefix)) continue;
+      listings.emplace_back(*primitive, session_.children(derived_root(*primitive)));
+      if (listings.size() >= kInFlight) finish_listing();
+      continue;
+    }
     auto name = decode_component(child);
-    if (name && name->compare(0, prefix.size(), prefix) == 0) names.push_back(std::move(*name));
+    if (name && name->compare(0, prefix.size(), prefix) == 0) found.push_back({*name, std::string(kRoot) + "/" + child});
   }
-  std::sort(names.begin(), names.end());
-  return names;
+  while (!listings.empty()) finish_listing();
+  std::sort(found.begin(), found.end(), [](const Folder& a, const Folder& b) { return a.name < b.name; });
+  if (roots) *roots = std::move(looked);
+  return found;
 }
 
 // The leader's node goes if its data names `owner_id` (at the version read, so a renewal in
@@ -74,22 +106,29 @@ bool LatchBackend::mark_idle(const std::string& mutex, const std::string& owner_
 }
 
 // `now` is this host's clock when nothing matched (there is no folder to read).
+// A folder of an earlier layout (a derived record's, directly under /simba) is left out: it
+// holds no lease this version takes; sweep() deletes it once it is idle.
 MutexListing LatchBackend::list(const std::string& prefix, std::size_t limit) {
-  return internal::listing_of(folders(prefix), limit, [&](const std::string& name) {
+  std::vector<std::string> names;
+  for (auto& folder : folders(prefix)) {
+    if (folder.path == latch_path(folder.name)) names.push_back(std::move(folder.name));
+  }
+  return internal::listing_of(std::move(names), limit, [&](const std::string& name) {
     return name.empty() ? OwnerSnapshot{MutexOwner::none(), epoch_millis_now()} : read(name);
   });
 }
 
-// The held records derived from `name`: one listing of /simba, then the children of every
-// matching latch at once, then the leaders' nodes of the latches that have any, at once (a
-// free latch is left out, as list_derived() allows): two or three round trips, where list()
-// reads each latch in turn (two round trips each). A latch whose leader went between the two
-// reads is read again alone.
+// The held records derived from `name`: one listing of its derived root (not of /simba: what
+// else the server holds costs nothing), then the children of every matching latch at once,
+// then the leaders' nodes of the latches that have any, at once (a free latch is left out, as
+// list_derived() allows): two or three round trips, where list() reads each latch in turn (two
+// round trips each). A latch whose leader went between the two reads is read again alone.
 MutexListing LatchBackend::list_derived(const std::string& name, std::size_t limit) {
-  std::vector<std::string> names;
-  for (auto& found : folders(name + "#")) {
-    if (derived_from(name, found)) names.push_back(std::move(found));
-  }
+  session_.ensure();
+  const std::string root = derived_root(name);
+  Reply derived = session_.children(root).wait();
+  if (derived.rc != ZOK && derived.rc != ZNONODE) session_.fail(derived.rc, "listing the mutexes under " + root);
+  std::vector<std::string> names = derived_among(name, derived.children);
   relatives_.saw_derived(name, names);  // a grant of `name` reads them from now on
   struct Held {
     std::string name;
@@ -141,9 +180,15 @@ MutexListing LatchBackend::list_derived(const std::string& name, std::size_t lim
 // Idle: no nodes, and neither made nor written (the last release leaves its token) for
 // `idle_for` by this host's clock against the server's mtime. Reads and deletes travel in
 // batches; a delete that meets a new node (ZNOTEMPTY) or a release (ZBADVERSION) keeps it.
+// Then a derived root made at least `idle_for` ago and found empty, or emptied by this sweep,
+// goes too (not counted: it is no record); a latch folder being made in it meanwhile makes
+// the delete fail (ZNOTEMPTY), or its maker finds it gone and makes both again.
 std::size_t LatchBackend::sweep(std::chrono::milliseconds idle_for, std::size_t limit) {
-  const auto names = folders("");
+  std::vector<DerivedRoot> roots;
+  const auto found = folders("", &roots);
+  const EpochMillis idle_since = epoch_millis_now() - idle_for.count();
   std::size_t swept = 0;
+  std::map<std::string, std::size_t> emptied;  // derived root -> its folders this sweep deleted
   std::deque<std::pair<std::string, Call>> reads, deletes;
   auto finish_delete = [&] {
     auto [folder, call] = std::move(deletes.front());
@@ -151,6 +196,7 @@ std::size_t LatchBackend::sweep(std::chrono::milliseconds idle_for, std::size_t 
     Reply removed = call.wait();
     if (removed.rc == ZOK) {
       ++swept;
+      ++emptied[folder.substr(0, folder.rfind('/'))];
     } else if (removed.rc != ZNONODE && removed.rc != ZNOTEMPTY && removed.rc != ZBADVERSION) {
       session_.fail(removed.rc, "deleting the idle latch folder " + folder);
     }
@@ -161,20 +207,33 @@ std::size_t LatchBackend::sweep(std::chrono::milliseconds idle_for, std::size_t 
     Reply seen = call.wait();
     if (seen.rc == ZNONODE) return;
     if (seen.rc != ZOK) session_.fail(seen.rc, "reading the latch folder " + folder);
-    const EpochMillis idle_since = epoch_millis_now() - idle_for.count();
     if (seen.stat.numChildren != 0 || seen.stat.mtime > idle_since || seen.stat.ctime > idle_since) return;
     if (swept + deletes.size() >= limit) return;
     deletes.emplace_back(folder, session_.remove(folder, seen.stat.version));
     if (deletes.size() >= kInFlight) finish_delete();
   };
-  for (const auto& name : names) {
+  for (const auto& folder : found) {
     if (swept + deletes.size() >= limit) break;
-    const std::string folder = latch_path(name);
-    reads.emplace_back(folder, session_.get(folder));
+    reads.emplace_back(folder.path, session_.get(folder.path));
     if (reads.size() >= kInFlight) finish_read();
   }
   while (!reads.empty()) finish_read();
   while (!deletes.empty()) finish_delete();
+
+  std::vector<std::pair<std::string, Call>> removals;
+  for (const auto& root : roots) {
+    const auto gone = emptied.find(root.path);
+    const std::size_t left = root.listing.children.size() - (gone == emptied.end() ? 0 : gone->second);
+    if (left == 0 && root.listing.stat.ctime <= idle_since) {
+      removals.emplace_back(root.path, session_.remove(root.path, -1));
+    }
+  }
+  for (auto& [path, call] : removals) {
+    Reply removed = call.wait();
+    if (removed.rc != ZOK && removed.rc != ZNONODE && removed.rc != ZNOTEMPTY) {
+      session_.fail(removed.rc, "deleting the empty folder " + path);
+    }
+  }
   return swept;
 }
 

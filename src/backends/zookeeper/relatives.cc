@@ -7,16 +7,6 @@
 
 namespace simba::zookeeper {
 
-std::vector<std::string> derived_among(const std::string& name, const std::vector<std::string>& children) {
-  std::vector<std::string> names;
-  for (const auto& child : children) {
-    auto decoded = decode_component(child);
-    if (decoded && derived_from(name, *decoded)) names.push_back(std::move(*decoded));
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 std::optional<Relatives::Look> Relatives::send(const std::string& mutex) {
   Look look;
   const auto hash = mutex.rfind('#');
@@ -33,7 +23,7 @@ std::optional<Relatives::Look> Relatives::send(const std::string& mutex) {
     known = it->second;
   }
   look.primitive = mutex;
-  look.root = session_.children(kRoot);
+  look.root = session_.children(derived_root(mutex));
   for (auto& name : known) {
     Call read = session_.get(latch_path(name));
     look.folders.emplace_back(std::move(name), std::move(read));
@@ -60,7 +50,7 @@ void Relatives::answer(Look& look, OwnerSnapshot& owner) {
     if (folder.rc != ZOK || folder.stat.numChildren != 0) none_held = false;
   }
   Reply root = look.root->wait();
-  if (root.rc != ZOK) return;
+  if (root.rc != ZOK && root.rc != ZNONODE) return;  // none: no derived record has a folder
   auto names = derived_among(look.primitive, root.children);
   // A record made since the last listing was not read: unknown this time.
   for (const auto& name : names) {

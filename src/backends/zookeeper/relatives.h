@@ -12,8 +12,9 @@
 //   nodes it is free and its data is the last token (as read() says); with nodes the answer is
 //   left unknown (the caller looks: a lease that ran out is judged there).
 // - A primitive: only once this backend has listed its derived records (list_derived(), as a
-//   shared mutex's writer does when it cannot be told), /simba's children and each derived
-//   latch folder known then. All known ones empty, and no new one under /simba: none is held.
+//   shared mutex's writer does when it cannot be told), the children of its derived_root (the
+//   folders of its derived records only, whatever else /simba holds) and each derived latch
+//   folder known then. All known ones empty, and no new one: none is held.
 //   A new one: unknown, and it is known from then on. A plain mutex is never listed so, and
 //   pays nothing.
 #pragma once
@@ -37,7 +38,7 @@ class Relatives {
   // nothing to ask.
   struct Look {
     std::string primitive;     // the name whose derived records are asked about; empty for a derived record
-    std::optional<Call> root;  // a primitive's: /simba's children
+    std::optional<Call> root;  // a primitive's: the children of its derived_root
     std::vector<std::pair<std::string, Call>> folders;  // their latch folders, each read with its data
   };
   std::optional<Look> send(const std::string& mutex);
@@ -45,7 +46,7 @@ class Relatives {
   // reads. Never throws: a read that failed leaves the answer unknown.
   void answer(Look& look, OwnerSnapshot& owner);
 
-  // The derived records of `primitive` are `names` (a listing of /simba just now).
+  // The derived records of `primitive` are `names` (a listing of its derived_root just now).
   void saw_derived(const std::string& primitive, std::vector<std::string> names);
 
  private:
@@ -53,9 +54,5 @@ class Relatives {
   internal::AnnotatedMutex mutex_;
   std::map<std::string, std::vector<std::string>> derived_ GUARDED_BY(mutex_);  // by primitive, sorted
 };
-
-// The derived records' names ("<name>#<suffix>", one '#' after <name>) among the mutex names
-// of /simba's `children` (encoded components), sorted.
-std::vector<std::string> derived_among(const std::string& name, const std::vector<std::string>& children);
 
 }  // namespace simba::zookeeper

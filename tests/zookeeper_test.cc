@@ -297,14 +297,51 @@ TEST(ZookeeperLayoutTest, DerivedRecordsAreListedSweptAndLookedAtInTheirPrimitiv
   }
   // Nothing is held: the reader's folder, the stale one and the derived root go (the gate's
   // folder too; an idle record is one of length 0 here).
-  ASSERT_TRUE(wait_until([&] {
-    records->sweep(0ms, 1000);
-    return raw.children(root) == -1 && raw.children(stale) == -1;
-  }, 5s));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        records->sweep(0ms, 1000);
+        return raw.children(root) == -1 && raw.children(stale) == -1;
+      },
+      5s));
   EXPECT_EQ(raw.children(zookeeper::latch_path(name)), -1);
   // And a reader makes them again.
   SharedHold again = config.acquire_shared(5s);
   EXPECT_EQ(raw.children(root), 1);
+}
+
+// A sweep deletes an empty derived root at once when told that idle means 0 ms: the first
+// record of a name, made between the root's create and its own, finds the root gone and makes
+// both again, never failing for it.
+TEST(ZookeeperLayoutTest, ASweepRacingTheFirstRecordsOfANameNeverFailsThem) {
+  auto backend = open_backend(uri("session_timeout=4s&sweep_idle=0s"));
+  auto* records = backend->administration();
+  ASSERT_NE(records, nullptr);
+  const std::string name = tck::unique_mutex("race");
+  std::atomic<bool> done{false};
+  std::atomic<int> sweeps{0};
+  std::thread sweeper([&] {
+    while (!done) {
+      try {
+        records->sweep(0ms, 100000);
+        ++sweeps;
+      } catch (const Error& e) {
+        ADD_FAILURE() << "sweep: " << e.what();
+        return;
+      }
+    }
+  });
+  for (int i = 0; i < 200; ++i) {
+    const std::string record = name + "#r" + std::to_string(i);
+    try {
+      EXPECT_EQ(backend->acquire(record, "me", 2s, 0ms).owner.owner_id, "me") << record;
+      EXPECT_TRUE(backend->release(record, "me")) << record;
+    } catch (const Error& e) {
+      ADD_FAILURE() << record << ": " << e.what();
+    }
+  }
+  done = true;
+  sweeper.join();
+  EXPECT_GT(sweeps, 0);
 }
 
 TEST(ZookeeperFencingTest, TokensRiseAcrossSessionsAndAFreeMutexKeepsTheLastOne) {

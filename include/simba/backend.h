@@ -134,16 +134,17 @@ class Administration {
   // matched). A record is what the engine keeps for a mutex between uses (a row, a Redis
   // fencing hash or lock key, a ZooKeeper latch folder); a swept mutex has none.
   // Blocks: for a scan of the engine's records of that prefix (SQL: an index range; Redis:
-  // SCAN, never KEYS; ZooKeeper: one listing of /simba) and one read per returned record.
+  // SCAN, never KEYS; ZooKeeper: one listing of /simba, and one of each folder of derived
+  // records that may match) and one read per returned record.
   virtual MutexListing list(const std::string& prefix, std::size_t limit) = 0;
 
   // The records derived from the primitive `name` (those named "<name>#<suffix>", with no '#'
   // in the suffix: a semaphore's slots and line, a shared mutex's readers), as list() reports
   // them: every one held now, sorted by name, at most `limit`; a free one may be left out.
   // Blocks: as list(name + "#", limit) (the default, which drops the names whose suffix has a
-  // '#'; those count against `limit`), which it is on every engine but Redis:
-  // there one round trip over an index of the name's derived records, not a SCAN of the
-  // keyspace.
+  // '#'; those count against `limit`), which it is on every engine but Redis and ZooKeeper:
+  // Redis, one round trip over an index of the name's derived records, not a SCAN of the
+  // keyspace; ZooKeeper, a listing of the name's folder of derived records, not of /simba.
   virtual MutexListing list_derived(const std::string& name, std::size_t limit);
 
   // Deletes the records of mutexes that have been idle for at least `idle_for`: no live lease,

@@ -9,7 +9,10 @@
 //   sees who owns.
 // * Names ZooKeeper forbids in a path ('/', control characters, "." and "..", invalid or
 //   reserved UTF-8) are percent-encoded, and '%' itself always is: distinct names never share
-//   a path, and ordinary names keep Simba's path (/simba/my-job).
+//   a path, and ordinary names keep Simba's path (/simba/my-job). A name "<N>#<rest>" (a
+//   semaphore's slot, a shared mutex's reader: a record derived from N) has its latch in N's
+//   folder of derived records, /simba/<N>#derived/<rest>, so that they are listed without
+//   listing every latch under /simba.
 // * Fencing token: the creation zxid (czxid) of the owner's node. Zxids are assigned by the
 //   ensemble's leader in commit order and rise across leader elections (the epoch is their
 //   high 32 bits), and a later owner's node was always created after an earlier owner's (a

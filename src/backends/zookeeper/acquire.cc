@@ -490,7 +490,8 @@ void LatchBackend::check_folder(const std::string& mutex, const Reply& made_root
   if (made.derived_root) {
     const Reply made_parent = made.derived_root->wait();
     if (made_parent.rc != ZOK && made_parent.rc != ZNODEEXISTS) {
-      session_.fail(made_parent.rc, "creating " + derived_root(mutex) + ", the folder of mutex '" + mutex + "''s latch");
+      session_.fail(made_parent.rc,
+                    "creating " + derived_root(mutex) + ", the folder of mutex '" + mutex + "''s latch");
     }
   }
   const Reply made_latch = made.latch.wait();

@@ -22,7 +22,6 @@ bool may_match(const std::string& primitive, const std::string& prefix) {
 
 }  // namespace
 
-
 std::vector<LatchBackend::Folder> LatchBackend::folders(const std::string& prefix, std::vector<DerivedRoot>* roots) {
   session_.ensure();
   Reply listing = session_.children(kRoot).wait();
@@ -53,7 +52,8 @@ std::vector<LatchBackend::Folder> LatchBackend::folders(const std::string& prefi
       continue;
     }
     auto name = decode_component(child);
-    if (name && name->compare(0, prefix.size(), prefix) == 0) found.push_back({*name, std::string(kRoot) + "/" + child});
+    if (name && name->compare(0, prefix.size(), prefix) == 0)
+      found.push_back({*name, std::string(kRoot) + "/" + child});
   }
   while (!listings.empty()) finish_listing();
   std::sort(found.begin(), found.end(), [](const Folder& a, const Folder& b) { return a.name < b.name; });

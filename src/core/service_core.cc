@@ -8,6 +8,7 @@
 #include <future>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "base/log.h"
 #include "core/contend_period.h"
@@ -77,7 +78,10 @@ ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever, std::shared_
   }
 }
 
-ServiceCore::~ServiceCore() = default;
+ServiceCore::~ServiceCore() {
+  internal::MutexLock lock(mutex_);
+  if (timer_) context_->runtime->cancel(*timer_);  // (disarmed: it would fire to nothing)
+}
 
 const std::string& ServiceCore::contender_id() const { return contender_ ? contender_->contender_id() : kNoContender; }
 
@@ -301,8 +305,7 @@ void ServiceCore::trigger(std::uint64_t generation, bool from_timer) {
       again_ = true;
       return;
     }
-    if (timer_) context_->runtime->cancel(*timer_);
-    timer_.reset();
+    disarm_timer_locked();
     in_flight_ = true;
     renewal = owned_;
     // A renewal that does not come back in time must still end the ownership at the lease's
@@ -622,11 +625,36 @@ void ServiceCore::arm_timer_locked(std::uint64_t generation, std::chrono::millis
 }
 
 void ServiceCore::arm_timer_locked(std::uint64_t generation, Clock::time_point at) {
+  due_generation_ = generation;
+  due_at_ = at;
+  if (timer_ && timer_at_ <= at) return;  // it fires first, then arms again for due_at_
   if (timer_) context_->runtime->cancel(*timer_);
+  schedule_timer_locked(at);
+}
+
+void ServiceCore::schedule_timer_locked(Clock::time_point at) {
   std::weak_ptr<ServiceCore> weak = shared_from_this();
-  timer_ = context_->runtime->schedule_at(at, [weak, generation] {
-    if (auto self = weak.lock()) self->trigger(generation, true);
+  const std::uint64_t sequence = ++timer_sequence_;
+  timer_at_ = at;
+  timer_ = context_->runtime->schedule_at(at, [weak, sequence] {
+    if (auto self = weak.lock()) self->on_timer(sequence);
   });
+}
+
+void ServiceCore::on_timer(std::uint64_t sequence) {
+  std::uint64_t generation;
+  {
+    internal::MutexLock lock(mutex_);
+    if (sequence != timer_sequence_) return;  // replaced while it fired: the new one is pending
+    timer_.reset();
+    if (due_generation_ == 0) return;
+    if (Clock::now() < due_at_) {
+      schedule_timer_locked(due_at_);
+      return;
+    }
+    generation = std::exchange(due_generation_, 0);
+  }
+  trigger(generation, true);
 }
 
 void ServiceCore::apply(std::uint64_t generation, const MutexOwner& owner) {

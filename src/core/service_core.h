@@ -161,8 +161,16 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // The timer that revokes at lease_deadline_ unless a renewal came back first.
   void arm_deadline_locked(std::uint64_t generation) REQUIRES(mutex_);
   void on_lease_deadline(std::uint64_t generation);
+  // The round timer is armed lazily: arming it for a time no sooner than the runtime timer
+  // pending (timer_) only moves what it is for (due_generation_, due_at_), and a pending one
+  // that fires early arms again for due_at_; disarming it (a stop, a round started otherwise)
+  // leaves the runtime timer to fire to nothing. So a lease taken and given back faster than
+  // its renewal period schedules a runtime timer once a period, not once a hold.
   void arm_timer_locked(std::uint64_t generation, std::chrono::milliseconds delay) REQUIRES(mutex_);
   void arm_timer_locked(std::uint64_t generation, Clock::time_point at) REQUIRES(mutex_);  // `at`: read already
+  void disarm_timer_locked() REQUIRES(mutex_) { due_generation_ = 0; }
+  void schedule_timer_locked(Clock::time_point at) REQUIRES(mutex_);
+  void on_timer(std::uint64_t sequence);
   void revoke_locked(std::uint64_t generation, LostReason reason) REQUIRES(mutex_);
   void lost_locked(std::uint64_t generation, LostReason reason) REQUIRES(mutex_);
   // Telemetry: this contender now owns the lease (it did not before); a service's contender
@@ -198,7 +206,11 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
 
   mutable internal::AnnotatedMutex mutex_;
   std::uint64_t generation_ GUARDED_BY(mutex_) = 0;
-  std::optional<Runtime::TimerId> timer_ GUARDED_BY(mutex_);
+  std::optional<Runtime::TimerId> timer_ GUARDED_BY(mutex_);  // the round timer pending in the runtime
+  std::uint64_t timer_sequence_ GUARDED_BY(mutex_) = 0;       // of the last one scheduled
+  Clock::time_point timer_at_ GUARDED_BY(mutex_);             // when it fires
+  std::uint64_t due_generation_ GUARDED_BY(mutex_) = 0;       // the round it is armed for (0: none)
+  Clock::time_point due_at_ GUARDED_BY(mutex_);
   std::optional<Runtime::TimerId> deadline_timer_ GUARDED_BY(mutex_);
   // A round is queued or running, of this generation or (after a stop() on a runtime thread,
   // which does not wait for it) of an earlier one: one at a time per contender.

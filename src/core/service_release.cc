@@ -37,9 +37,8 @@ void ServiceCore::stop() {
       token = token_;
       if (context_->telemetry && !one_shot_) held = Clock::now() - owned_since_;  // a lock entry times its holds
     }
-    if (timer_) context_->runtime->cancel(*timer_);
+    disarm_timer_locked();
     if (deadline_timer_) context_->runtime->cancel(*deadline_timer_);
-    timer_.reset();
     deadline_timer_.reset();
     subscription = std::move(subscription_);
     watch_unconfirmed_ = false;

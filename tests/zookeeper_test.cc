@@ -47,6 +47,14 @@ class RawSession {
   int create(const std::string& path) {
     return zoo_create(zh_, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, nullptr, 0);
   }
+  // Deletes both nodes in one multi (the first, then the second).
+  int remove_both(const std::string& first, const std::string& second) {
+    zoo_op_t ops[2];
+    zoo_op_result_t results[2];
+    zoo_delete_op_init(&ops[0], first.c_str(), -1);
+    zoo_delete_op_init(&ops[1], second.c_str(), -1);
+    return zoo_multi(zh_, 2, ops, results);
+  }
   // The names of `path`'s children.
   std::vector<std::string> names(const std::string& path) {
     String_vector names{};
@@ -342,6 +350,34 @@ TEST(ZookeeperLayoutTest, ASweepRacingTheFirstRecordsOfANameNeverFailsThem) {
   done = true;
   sweeper.join();
   EXPECT_GT(sweeps, 0);
+}
+
+// An observer of a derived record whose folder and derived root are swept under it at once
+// (as a sweep of another process can) makes both again (as for any latch folder,
+// RecordsTest.AnObserverOfASweptMutexSeesTheNextOwner) and hears the next owner by push.
+TEST(ZookeeperLayoutTest, AnObserverOfASweptDerivedRecordSeesTheNextOwner) {
+  auto client =
+      Client(open_backend(uri("session_timeout=4s&sweep_idle=0s")), tck::fast_options(), std::make_shared<Runtime>());
+  auto backend = client.backend();
+  const std::string name = tck::unique_mutex("swept");
+  const std::string record = name + "#r1";
+  const std::string folder = zookeeper::latch_path(record), root = zookeeper::derived_root(name);
+  ASSERT_EQ(backend->acquire(record, "first", 2s, 0ms).owner.owner_id, "first");
+  ASSERT_TRUE(backend->release(record, "first"));
+  auto observer = client.retrieval_service(make_retriever(record, [](const MutexState&) {}));
+  observer->start();
+  std::this_thread::sleep_for(200ms);  // its watch armed
+  RawSession raw;
+  ASSERT_EQ(raw.remove_both(folder, root), ZOK);  // one multi: no create of ours between them
+  ASSERT_TRUE(wait_until([&] { return raw.children(folder) == 0; }, 5s))
+      << "the observer did not make the swept folder (and its derived root) again";
+  std::this_thread::sleep_for(100ms);  // its watch armed again
+  ASSERT_EQ(backend->acquire(record, "next", 2s, 0ms).owner.owner_id, "next");
+  const auto acquired = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_until([&] { return observer->after_owner().owner_id == "next"; }, 5s));
+  EXPECT_LE(std::chrono::steady_clock::now() - acquired, 200ms);  // by push, not at a poll
+  observer->stop();
+  backend->release(record, "next");
 }
 
 TEST(ZookeeperFencingTest, TokensRiseAcrossSessionsAndAFreeMutexKeepsTheLastOne) {

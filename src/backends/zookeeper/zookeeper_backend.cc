@@ -201,7 +201,7 @@ void LatchBackend::on_node(int type, const std::string& path) {
     // order on the session; nothing here waits for them).
     auto observers = book_.observers_of(path);
     if (!observers.empty()) {
-      session_.create(path, "", ZOO_PERSISTENT, session_.node_acl());
+      send_latch_folder(path);  // (a derived record's: its derived root first, swept too maybe)
       session_.watch_children(path);
       tell(observers, WatchEvent::released);
     }

@@ -287,10 +287,16 @@ class MemoryBackend final
   static constexpr std::size_t kRemembered = 4096;
 
   // Queues `mutex` as just changed and forgets the record that falls out of the queue if that
-  // mutex is free and has not changed since.
+  // mutex is free and has not changed since. A change of the mutex that changed last only
+  // moves its place's change (a lock taken and given back in turn queues it once): a record is
+  // forgotten once kRemembered changes of other mutexes came after its last.
   void touch_locked(const std::string& mutex, Entry& entry, EpochMillis now) REQUIRES(mutex_) {
     entry.touched = ++changes_;
     entry.changed_at = now;
+    if (!recent_.empty() && recent_.back().second == changes_ - 1 && recent_.back().first == mutex) {
+      recent_.back().second = changes_;
+      return;
+    }
     recent_.emplace_back(mutex, changes_);
     if (recent_.size() <= kRemembered) return;
     auto [name, change] = std::move(recent_.front());

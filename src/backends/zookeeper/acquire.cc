@@ -476,7 +476,7 @@ Call LatchBackend::send_root() { return session_.create(kRoot, "", ZOO_PERSISTEN
 
 LatchBackend::FolderCalls LatchBackend::send_latch_folder(const std::string& folder) {
   std::optional<Call> derived_root;
-  const auto parent = folder.substr(0, folder.rfind('/'));
+  const auto parent = parent_path(folder);
   if (parent != kRoot) derived_root = session_.create(parent, "", ZOO_PERSISTENT, session_.node_acl());
   return {std::move(derived_root), session_.create(folder, "", ZOO_PERSISTENT, session_.node_acl())};
 }

@@ -130,6 +130,8 @@ std::string derived_root(std::string_view name) {
   return std::string(kRoot) + "/" + encode_component(name.substr(0, name.find('#'))) + std::string(kDerivedRoot);
 }
 
+std::string parent_path(std::string_view path) { return std::string(path.substr(0, path.rfind('/'))); }
+
 std::optional<std::string> primitive_of_derived_root(std::string_view component) {
   if (component.size() <= kDerivedRoot.size() || !component.ends_with(kDerivedRoot)) return std::nullopt;
   const auto primitive = component.substr(0, component.size() - kDerivedRoot.size());

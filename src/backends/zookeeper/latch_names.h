@@ -26,6 +26,9 @@ std::string latch_path(std::string_view mutex);
 // The folder holding the latch folders of the names "<primitive>#<rest>", `primitive` being
 // the part of `name` before its first '#' (all of it if none).
 std::string derived_root(std::string_view name);
+// The folder holding `path` ("/simba" for a mutex's latch folder, its derived root for a
+// derived record's).
+std::string parent_path(std::string_view path);
 // The primitive whose derived_root is the child `component` of /simba, or nullopt if it is none.
 std::optional<std::string> primitive_of_derived_root(std::string_view component);
 // The records derived from `name` (derived_from) among `children` of derived_root(name), sorted.

@@ -29,11 +29,15 @@ std::vector<LatchBackend::Folder> LatchBackend::folders(const std::string& prefi
   if (listing.rc != ZOK) session_.fail(listing.rc, "listing the mutexes under /simba");
   std::vector<Folder> found;
   std::vector<DerivedRoot> looked;
-  std::deque<std::pair<std::string, Call>> listings;  // of derived roots: (primitive, call)
+  struct Listing {
+    std::string primitive, path;
+    Call call;
+  };
+  std::deque<Listing> listings;  // of derived roots
   auto finish_listing = [&] {
-    auto [primitive, call] = std::move(listings.front());
+    auto [primitive, path, call] = std::move(listings.front());
     listings.pop_front();
-    DerivedRoot root{derived_root(primitive), call.wait()};
+    DerivedRoot root{std::move(path), call.wait()};
     if (root.listing.rc == ZNONODE) return;  // swept meanwhile
     if (root.listing.rc != ZOK) session_.fail(root.listing.rc, "listing the mutexes under " + root.path);
     for (const auto& child : root.listing.children) {
@@ -47,7 +51,9 @@ std::vector<LatchBackend::Folder> LatchBackend::folders(const std::string& prefi
   for (const auto& child : listing.children) {
     if (auto primitive = primitive_of_derived_root(child)) {
       if (!may_match(*primitive, prefix)) continue;
-      listings.emplace_back(*primitive, session_.children(derived_root(*primitive)));
+      std::string path = derived_root(*primitive);
+      Call call = session_.children(path);
+      listings.push_back({std::move(*primitive), std::move(path), std::move(call)});
       if (listings.size() >= kInFlight) finish_listing();
       continue;
     }
@@ -196,7 +202,7 @@ std::size_t LatchBackend::sweep(std::chrono::milliseconds idle_for, std::size_t 
     Reply removed = call.wait();
     if (removed.rc == ZOK) {
       ++swept;
-      ++emptied[folder.substr(0, folder.rfind('/'))];
+      ++emptied[parent_path(folder)];
     } else if (removed.rc != ZNONODE && removed.rc != ZNOTEMPTY && removed.rc != ZBADVERSION) {
       session_.fail(removed.rc, "deleting the idle latch folder " + folder);
     }

@@ -9,6 +9,7 @@
 #include <poll.h>
 
 #include <atomic>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -204,6 +205,74 @@ TEST(RedisInteropTest, AJvmWaiterGetsALeaseOurLockManagerCaches) {
   std::cout << "the JVM waiter owned " << took.count() << " ms after queueing\n";
   EXPECT_LT(took, 500ms);
   freeReplyObject(commands.command({"EVAL", kJvmRelease, "2", lock, queue, id}));
+}
+
+// Messages a subscriber to `channels` receives until `sentinel` arrives on the first of them
+// (published after whatever the test did, so anything that action published came first).
+std::vector<std::string> messages_before(Context& subscriber, Context& commands, const std::string& channel,
+                                         const std::string& sentinel) {
+  freeReplyObject(commands.command({"PUBLISH", channel, sentinel}));
+  std::vector<std::string> out;
+  const timeval limit{5, 0};
+  redisSetTimeout(subscriber.c, limit);
+  for (;;) {
+    void* raw = nullptr;
+    if (redisGetReply(subscriber.c, &raw) != REDIS_OK || !raw) {
+      ADD_FAILURE() << "the sentinel did not arrive within 5 s";
+      return out;
+    }
+    auto* reply = static_cast<redisReply*>(raw);
+    std::string text;
+    if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 3 &&
+        std::string(reply->element[0]->str, reply->element[0]->len) == "message") {
+      text.assign(reply->element[2]->str, reply->element[2]->len);
+    }
+    freeReplyObject(reply);
+    if (text == sentinel) return out;
+    if (!text.empty()) out.push_back(text);
+  }
+}
+
+// Simba's "acquired@@" message is work for listeners: waiters (queued, JVM Simba's or ours)
+// and observers (who listen on "<lock>:" too) hear each acquisition; with neither, nothing is
+// published, not even to the owner's own process (issue 28: a cycle no one watches costs no
+// message). A subscriber on the mutex channel alone, as a JVM contender that is not queued,
+// tells the cases apart; a sentinel published afterwards bounds the wait.
+TEST(RedisInteropTest, AnAcquisitionIsPublishedWhenSomeoneWaitsOrObservesAndOnlyThen) {
+  const std::string uri = test::env("SIMBA_TEST_REDIS_URI");
+  const int port = std::atoi(test::env("SIMBA_TEST_REDIS_PORT").c_str());
+  ASSERT_FALSE(uri.empty()) << "run through src/backends/redis/test_server.sh";
+  Client client(open_backend(uri), tck::fast_options(), std::make_shared<Runtime>());
+  auto acquire_and_listen = [&](const std::string& mutex, const std::function<void(Context&)>& arrange) {
+    const std::string lock = "simba:{" + mutex + "}";
+    Context listener(port), commands(port);
+    freeReplyObject(listener.command({"SUBSCRIBE", lock}));
+    arrange(commands);
+    Locker locker(mutex, client);
+    locker.lock();
+    auto heard = messages_before(listener, commands, lock, "sentinel");
+    locker.unlock();
+    return std::make_pair(heard, "acquired@@" + locker.contender_id());
+  };
+  {
+    auto [heard, acquired] = acquire_and_listen(tck::unique_mutex("unheard"), [](Context&) {});
+    EXPECT_EQ(heard, std::vector<std::string>{}) << "nobody waited or observed";
+  }
+  {
+    const std::string mutex = tck::unique_mutex("observed");
+    Context observer(port);
+    freeReplyObject(observer.command({"SUBSCRIBE", "simba:{" + mutex + "}:"}));
+    auto [heard, acquired] = acquire_and_listen(mutex, [](Context&) {});
+    EXPECT_EQ(heard, std::vector<std::string>{acquired}) << "an observer listens";
+  }
+  {
+    const std::string mutex = tck::unique_mutex("awaited");
+    auto [heard, acquired] = acquire_and_listen(mutex, [&](Context& commands) {
+      // A JVM Simba waiter's entry (queued while another held the mutex).
+      freeReplyObject(commands.command({"ZADD", "simba:{" + mutex + "}:contender", "1", "1:404@jvm-d"}));
+    });
+    EXPECT_EQ(heard, std::vector<std::string>{acquired}) << "a waiter is queued";
+  }
 }
 
 }  // namespace

@@ -88,9 +88,13 @@ if redis.call('SET', KEYS[1], id, 'NX', 'PX', ARGV[2]) then
   end
   redis.call('HSET', KEYS[2], 'owner', id, 'token', token, 'at', now, 'ttl', ARGV[4])
   keep(token)
-  redis.call('PUBLISH', ARGV[3], 'acquired@@' .. id)
-  -- Out of the queue if it waited there (an empty queue, the uncontended case: one call).
+  -- Heard by waiters (they are in the queue) and observers (they listen on '<lock>:' too);
+  -- with neither, nobody needs it, not even this process's own subscription.
   local waiting = redis.call('ZCARD', KEYS[3])
+  if waiting > 0 or redis.call('PUBSUB', 'NUMSUB', ARGV[3] .. ':')[2] > 0 then
+    redis.call('PUBLISH', ARGV[3], 'acquired@@' .. id)
+  end
+  -- Out of the queue if it waited there (an empty queue, the uncontended case: one call).
   if waiting > 0 then waiting = waiting - redis.call('ZREM', KEYS[3], id) end
   return owned({id, tonumber(ARGV[2]), token, now, now, tonumber(ARGV[4]), waiting}, true)
 end
@@ -119,7 +123,8 @@ return {owner, redis.call('PTTL', KEYS[1]), tonumber(holder[2] or 0), now, tonum
 // channel "<prefix>:{<mutex>}:". A waiter that gives up leaves the queue.
 // The fencing hash notes when the mutex became free ('free') and stays for sweep_idle. The
 // queue is looked at once (ZCARD) and walked only when somebody waits: an uncontended release
-// runs 8 commands, an uncontended acquisition 7 (`redis-cli monitor`; 10 and 8 before).
+// runs 8 commands, an uncontended acquisition 8, and neither sends a message anyone hears unless
+// an observer listens (`redis-cli monitor`).
 // KEYS: lock, wait queue, fencing hash, and a derived record's index (kAcquire). ARGV: contender
 // id, waiter channel prefix "<prefix>:{<mutex>}:", sweep_idle ms (0: no expiry), and a derived
 // record's name, which leaves the index with its lease.

@@ -380,6 +380,43 @@ TEST(ZookeeperLayoutTest, AnObserverOfASweptDerivedRecordSeesTheNextOwner) {
   backend->release(record, "next");
 }
 
+// A writer whose last look at the readers saw none held trusts the watches that look left and
+// reads nothing at its next grants (relatives.h). A reader's take in a folder the writer
+// watches, or a new reader's folder in the derived root, fires a watch whose event comes
+// before the answer to the writer's next grant: the writer is kept out. Each client is a
+// session of its own, as another process's would be.
+TEST(ZookeeperRelativesTest, AWriterThatTrustsItsWatchesIsKeptOutByAReaderThatCameSince) {
+  auto writers = connect(uri());
+  auto readers = connect(uri());
+  auto newcomers = connect(uri());
+  const std::string name = tck::unique_mutex("trust");
+  SharedMutex writer = writers.shared_mutex(name);
+  SharedMutex reader = readers.shared_mutex(name);
+  SharedMutex newcomer = newcomers.shared_mutex(name);
+  reader.acquire_shared(5s).unlock();  // the reader's folder: the writer's first look finds it
+  // A look at the readers (the first write), reads that leave watches (the second), then
+  // grants that read nothing.
+  auto write_thrice = [&] {
+    for (int i = 0; i < 3; ++i) writer.acquire(5s).unlock();
+  };
+  auto writer_gets_in = [&] {
+    const bool got = writer.try_lock_for(300ms);
+    if (got) writer.unlock();
+    return got;
+  };
+  write_thrice();
+  {
+    SharedHold reading = reader.acquire_shared(5s);  // a node in a folder the writer watches
+    EXPECT_FALSE(writer_gets_in()) << "the writer got in beside a reader of a folder it knew";
+  }
+  write_thrice();
+  {
+    SharedHold reading = newcomer.acquire_shared(5s);  // a folder the writer never saw
+    EXPECT_FALSE(writer_gets_in()) << "the writer got in beside a reader of a new folder";
+  }
+  write_thrice();  // and it writes again once they are gone
+}
+
 TEST(ZookeeperFencingTest, TokensRiseAcrossSessionsAndAFreeMutexKeepsTheLastOne) {
   const std::string mutex = tck::unique_mutex();
   std::uint64_t last = 0;

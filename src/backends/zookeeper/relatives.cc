@@ -1,4 +1,5 @@
-// What an owner hears of its relatives with its grant: reads sent behind the grant's write.
+// What an owner hears of its relatives with its grant: reads sent behind the grant's write, or
+// none while the watches of the last ones have not fired.
 #include "backends/zookeeper/relatives.h"
 
 #include <algorithm>
@@ -15,17 +16,24 @@ std::optional<Relatives::Look> Relatives::send(const std::string& mutex) {
     look.folders.emplace_back(gate, session_.get(latch_path(gate)));
     return look;
   }
-  std::vector<std::string> known;
+  std::vector<std::string> names;
   {
     internal::MutexLock lock(mutex_);
     auto it = derived_.find(mutex);
     if (it == derived_.end()) return std::nullopt;
-    known = it->second;
+    look.primitive = mutex;
+    look.epoch = it->second.epoch;
+    if (it->second.trusted) {
+      look.trusted = true;
+      return look;
+    }
+    names = it->second.names;
+    watched_[derived_root(mutex)] = mutex;
+    for (const auto& name : names) watched_[latch_path(name)] = mutex;
   }
-  look.primitive = mutex;
-  look.root = session_.children(derived_root(mutex));
-  for (auto& name : known) {
-    Call read = session_.get(latch_path(name));
+  look.root = session_.watch_children(derived_root(mutex));
+  for (auto& name : names) {
+    Call read = session_.watch_children(latch_path(name));
     look.folders.emplace_back(std::move(name), std::move(read));
   }
   return look;
@@ -41,11 +49,19 @@ void Relatives::answer(Look& look, OwnerSnapshot& owner) {
     }
     return;
   }
+  if (look.trusted) {
+    internal::MutexLock lock(mutex_);
+    auto it = derived_.find(look.primitive);
+    if (it != derived_.end() && it->second.epoch == look.epoch) owner.no_derived_held = true;
+    return;
+  }
   bool none_held = true;
+  bool all_watched = true;            // every read left its watch (a node that is gone leaves none)
   std::vector<std::string> read_now;  // sorted, as send() took them
   for (auto& [name, read] : look.folders) {
     Reply folder = read.wait();
     read_now.push_back(name);
+    if (folder.rc != ZOK) all_watched = false;
     if (folder.rc == ZNONODE) continue;  // swept: nothing held
     if (folder.rc != ZOK || folder.stat.numChildren != 0) none_held = false;
   }
@@ -56,14 +72,42 @@ void Relatives::answer(Look& look, OwnerSnapshot& owner) {
   for (const auto& name : names) {
     if (!std::binary_search(read_now.begin(), read_now.end(), name)) none_held = false;
   }
-  saw_derived(look.primitive, std::move(names));
+  const bool trust = none_held && all_watched && root.rc == ZOK && names == read_now;
   owner.no_derived_held = none_held;
+  internal::MutexLock lock(mutex_);
+  Known& known = derived_[look.primitive];
+  // An event since send() (of these watches or of older ones) leaves it untrusted.
+  const bool quiet = known.epoch == look.epoch;
+  known.names = std::move(names);
+  if (trust && quiet) known.trusted = true;
 }
 
 void Relatives::saw_derived(const std::string& primitive, std::vector<std::string> names) {
   std::sort(names.begin(), names.end());
   internal::MutexLock lock(mutex_);
-  derived_[primitive] = std::move(names);
+  Known& known = derived_[primitive];
+  known.names = std::move(names);
+  untrust_locked(known);
+}
+
+void Relatives::changed(const std::string& path) {
+  internal::MutexLock lock(mutex_);
+  auto it = watched_.find(path);
+  if (it == watched_.end()) return;
+  auto known = derived_.find(it->second);
+  if (known != derived_.end()) untrust_locked(known->second);
+  watched_.erase(it);  // a watch fires once; the next reads set it again
+}
+
+void Relatives::session_changed() {
+  internal::MutexLock lock(mutex_);
+  for (auto& [primitive, known] : derived_) untrust_locked(known);
+  watched_.clear();
+}
+
+void Relatives::untrust_locked(Known& known) {
+  known.trusted = false;
+  ++known.epoch;
 }
 
 }  // namespace simba::zookeeper

@@ -13,12 +13,20 @@
 //   left unknown (the caller looks: a lease that ran out is judged there).
 // - A primitive: only once this backend has listed its derived records (list_derived(), as a
 //   shared mutex's writer does when it cannot be told), the children of its derived_root (the
-//   folders of its derived records only, whatever else /simba holds) and each derived latch
-//   folder known then. All known ones empty, and no new one: none is held.
+//   folders of its derived records only, whatever else /simba holds) and the children of each
+//   derived latch folder known then. All known ones empty, and no new one: none is held.
 //   A new one: unknown, and it is known from then on. A plain mutex is never listed so, and
 //   pays nothing.
+//
+// Those reads leave watches on what they read. The server sends a watch's event before the
+// answer to any write it applies after the change, and the client hands both on in that order,
+// so while no event has come since reads that saw none held, none is held at the next grant
+// either: that grant sends no reads (a writer that writes again and again, readers away, pays
+// what a mutex does). Any event on those folders, a listing, or a change of the session ends
+// that trust until reads see none held again.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -38,8 +46,10 @@ class Relatives {
   // nothing to ask.
   struct Look {
     std::string primitive;     // the name whose derived records are asked about; empty for a derived record
-    std::optional<Call> root;  // a primitive's: the children of its derived_root
-    std::vector<std::pair<std::string, Call>> folders;  // their latch folders, each read with its data
+    std::uint64_t epoch = 0;   // a primitive's, when sent: an event since makes the look unknown
+    bool trusted = false;      // a primitive's watches were in place: nothing was read
+    std::optional<Call> root;  // a primitive's: the children of its derived_root (watched)
+    std::vector<std::pair<std::string, Call>> folders;  // their latch folders' children (watched); a gate's folder
   };
   std::optional<Look> send(const std::string& mutex);
   // What `look` says, into `owner` (left as it is where the answer is unknown). Waits for the
@@ -49,10 +59,23 @@ class Relatives {
   // The derived records of `primitive` are `names` (a listing of its derived_root just now).
   void saw_derived(const std::string& primitive, std::vector<std::string> names);
 
+  // On the client's completion thread: a watch fired on `path`, or the session changed (its
+  // watches may be gone). Quick: no call waits here.
+  void changed(const std::string& path);
+  void session_changed();
+
  private:
+  struct Known {
+    std::vector<std::string> names;  // sorted
+    bool trusted = false;            // the watches of reads that saw none held are all still in place
+    std::uint64_t epoch = 0;         // counts the events, listings and session changes that touched it
+  };
+  void untrust_locked(Known& known) REQUIRES(mutex_);
+
   Session& session_;
   internal::AnnotatedMutex mutex_;
-  std::map<std::string, std::vector<std::string>> derived_ GUARDED_BY(mutex_);  // by primitive, sorted
+  std::map<std::string, Known> derived_ GUARDED_BY(mutex_);        // by primitive
+  std::map<std::string, std::string> watched_ GUARDED_BY(mutex_);  // a watched path -> its primitive
 };
 
 }  // namespace simba::zookeeper

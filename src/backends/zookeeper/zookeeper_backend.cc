@@ -161,6 +161,7 @@ double LatchBackend::raw_once() {
 
 // Session changes, on the client's completion thread.
 void LatchBackend::on_state(int state, bool fresh) {
+  relatives_.session_changed();  // its watches may be gone: its next grants read again
   auto everyone = book_.session_changed(state == ZOO_EXPIRED_SESSION_STATE);
   if (state != ZOO_CONNECTED_STATE) {
     // Owners stop believing at once; whether the lease survived shows at the next renewal.
@@ -176,6 +177,7 @@ void LatchBackend::on_state(int state, bool fresh) {
 
 // A node watch fired, on the client's completion thread.
 void LatchBackend::on_node(int type, const std::string& path) {
+  relatives_.changed(path);  // before any later answer on the session (relatives.h)
   if (type == ZOO_CHILD_EVENT) {
     auto woken = book_.observers_of(path);
     if (!woken.empty()) session_.watch_children(path);  // watches fire once: arm it again

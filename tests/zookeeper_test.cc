@@ -417,6 +417,23 @@ TEST(ZookeeperRelativesTest, AWriterThatTrustsItsWatchesIsKeptOutByAReaderThatCa
   write_thrice();  // and it writes again once they are gone
 }
 
+// A reader whose record found no folder of its gate (no writer ever took it) trusts the watch
+// that look left for its making and reads nothing at its next grants (relatives.h). A writer's
+// first take makes the folder, whose event comes before the answer to the reader's next grant:
+// the reader is kept out.
+TEST(ZookeeperRelativesTest, AReaderThatTrustsTheGateIsMissingIsKeptOutByTheFirstWriter) {
+  auto readers = connect(uri());
+  auto writers = connect(uri());
+  const std::string name = tck::unique_mutex("absent");
+  SharedMutex reader = readers.shared_mutex(name);
+  SharedMutex writer = writers.shared_mutex(name);
+  for (int i = 0; i < 3; ++i) reader.acquire_shared(5s).unlock();  // a look, then grants that read nothing
+  SharedHold writing = writer.acquire(5s);                         // makes the gate's folder
+  const bool got = reader.try_lock_shared_for(300ms);
+  if (got) reader.unlock_shared();
+  EXPECT_FALSE(got) << "the reader got in beside the first writer";
+}
+
 TEST(ZookeeperFencingTest, TokensRiseAcrossSessionsAndAFreeMutexKeepsTheLastOne) {
   const std::string mutex = tck::unique_mutex();
   std::uint64_t last = 0;

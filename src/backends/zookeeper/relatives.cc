@@ -12,15 +12,21 @@ std::optional<Relatives::Look> Relatives::send(const std::string& mutex) {
   Look look;
   const auto hash = mutex.rfind('#');
   if (hash != std::string::npos) {
-    const std::string gate = mutex.substr(0, hash);
-    look.folders.emplace_back(gate, session_.get(latch_path(gate)));
+    look.gate = mutex.substr(0, hash);
+    {
+      internal::MutexLock lock(mutex_);
+      Known& known = derived_[look.gate];
+      look.epoch = known.epoch;
+      look.trusted = known.absent;
+    }
+    if (!look.trusted) look.folders.emplace_back(look.gate, session_.get(latch_path(look.gate)));
     return look;
   }
   std::vector<std::string> names;
   {
     internal::MutexLock lock(mutex_);
     auto it = derived_.find(mutex);
-    if (it == derived_.end()) return std::nullopt;
+    if (it == derived_.end() || !it->second.listed) return std::nullopt;
     look.primitive = mutex;
     look.epoch = it->second.epoch;
     if (it->second.trusted) {
@@ -40,10 +46,17 @@ std::optional<Relatives::Look> Relatives::send(const std::string& mutex) {
 }
 
 void Relatives::answer(Look& look, OwnerSnapshot& owner) {
-  if (look.primitive.empty()) {
+  if (!look.gate.empty()) {
+    if (look.trusted) {  // still no folder: the watch for its making has not fired
+      internal::MutexLock lock(mutex_);
+      auto it = derived_.find(look.gate);
+      if (it != derived_.end() && it->second.epoch == look.epoch) owner.parent = OwnerSnapshot::Parent{false, 0};
+      return;
+    }
     Reply gate = look.folders.front().second.wait();
     if (gate.rc == ZNONODE) {
       owner.parent = OwnerSnapshot::Parent{false, 0};  // never made, or swept: free, as read() says
+      watch_absent(look.gate, look.epoch);
     } else if (gate.rc == ZOK && gate.stat.numChildren == 0) {
       owner.parent = OwnerSnapshot::Parent{false, parse_token(gate.value)};
     }
@@ -82,10 +95,27 @@ void Relatives::answer(Look& look, OwnerSnapshot& owner) {
   if (trust && quiet) known.trusted = true;
 }
 
+void Relatives::watch_absent(const std::string& gate, std::uint64_t epoch) {
+  const std::string path = latch_path(gate);
+  {
+    internal::MutexLock lock(mutex_);
+    watched_[path] = gate;
+  }
+  // Not waited for: its answer, on the completion thread, starts the trust if the folder is
+  // still missing and nothing touched the gate since the look.
+  session_.watch_exists(path, [this, gate, epoch](const Reply& reply) {
+    if (reply.rc != ZNONODE) return;
+    internal::MutexLock lock(mutex_);
+    auto it = derived_.find(gate);
+    if (it != derived_.end() && it->second.epoch == epoch) it->second.absent = true;
+  });
+}
+
 void Relatives::saw_derived(const std::string& primitive, std::vector<std::string> names) {
   std::sort(names.begin(), names.end());
   internal::MutexLock lock(mutex_);
   Known& known = derived_[primitive];
+  known.listed = true;
   known.names = std::move(names);
   untrust_locked(known);
 }
@@ -107,6 +137,7 @@ void Relatives::session_changed() {
 
 void Relatives::untrust_locked(Known& known) {
   known.trusted = false;
+  known.absent = false;
   ++known.epoch;
 }
 

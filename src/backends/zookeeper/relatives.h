@@ -10,7 +10,8 @@
 //
 // - A derived record "<name>#<suffix>": the latch folder of <name>, read with its data. Without
 //   nodes it is free and its data is the last token (as read() says); with nodes the answer is
-//   left unknown (the caller looks: a lease that ran out is judged there).
+//   left unknown (the caller looks: a lease that ran out is judged there); no folder: free.
+//   A semaphore's name never has one (its slots and line are its records).
 // - A primitive: only once this backend has listed its derived records (list_derived(), as a
 //   shared mutex's writer does when it cannot be told), the children of its derived_root (the
 //   folders of its derived records only, whatever else /simba holds) and the children of each
@@ -23,7 +24,9 @@
 // so while no event has come since reads that saw none held, none is held at the next grant
 // either: that grant sends no reads (a writer that writes again and again, readers away, pays
 // what a mutex does). Any event on those folders, a listing, or a change of the session ends
-// that trust until reads see none held again.
+// that trust until reads see none held again. Likewise a derived record whose primitive had no
+// folder leaves a watch for its making (an exists), and while it has not fired, the next grants
+// of that primitive's records read nothing: a semaphore's permit pays what a mutex does.
 #pragma once
 
 #include <cstdint>
@@ -46,10 +49,11 @@ class Relatives {
   // nothing to ask.
   struct Look {
     std::string primitive;     // the name whose derived records are asked about; empty for a derived record
-    std::uint64_t epoch = 0;   // a primitive's, when sent: an event since makes the look unknown
-    bool trusted = false;      // a primitive's watches were in place: nothing was read
+    std::string gate;          // a derived record's primitive, whose folder is asked about
+    std::uint64_t epoch = 0;   // the primitive's (gate's), when sent: an event since makes the look unknown
+    bool trusted = false;      // the watches were in place: nothing was read
     std::optional<Call> root;  // a primitive's: the children of its derived_root (watched)
-    std::vector<std::pair<std::string, Call>> folders;  // their latch folders' children (watched); a gate's folder
+    std::vector<std::pair<std::string, Call>> folders;  // their latch folders' children (watched); the gate's folder
   };
   std::optional<Look> send(const std::string& mutex);
   // What `look` says, into `owner` (left as it is where the answer is unknown). Waits for the
@@ -66,11 +70,15 @@ class Relatives {
 
  private:
   struct Known {
+    bool listed = false;             // its derived records were listed (names is what was found)
     std::vector<std::string> names;  // sorted
     bool trusted = false;            // the watches of reads that saw none held are all still in place
+    bool absent = false;             // its latch folder was missing at an exists whose watch is still in place
     std::uint64_t epoch = 0;         // counts the events, listings and session changes that touched it
   };
   void untrust_locked(Known& known) REQUIRES(mutex_);
+  // The gate's folder was missing at a look of epoch `epoch`: watch for its making.
+  void watch_absent(const std::string& gate, std::uint64_t epoch);
 
   Session& session_;
   internal::AnnotatedMutex mutex_;

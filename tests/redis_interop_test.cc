@@ -207,8 +207,8 @@ TEST(RedisInteropTest, AJvmWaiterGetsALeaseOurLockManagerCaches) {
   freeReplyObject(commands.command({"EVAL", kJvmRelease, "2", lock, queue, id}));
 }
 
-// Messages a subscriber to `channels` receives until `sentinel` arrives on the first of them
-// (published after whatever the test did, so anything that action published came first).
+// Messages `subscriber` receives until `sentinel`, published now on `channel` by `commands`,
+// arrives (so anything published before it, by whatever the test did, came first).
 std::vector<std::string> messages_before(Context& subscriber, Context& commands, const std::string& channel,
                                          const std::string& sentinel) {
   freeReplyObject(commands.command({"PUBLISH", channel, sentinel}));

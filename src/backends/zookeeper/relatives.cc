@@ -49,8 +49,7 @@ void Relatives::answer(Look& look, OwnerSnapshot& owner) {
   if (!look.gate.empty()) {
     if (look.trusted) {  // still no folder: the watch for its making has not fired
       internal::MutexLock lock(mutex_);
-      auto it = derived_.find(look.gate);
-      if (it != derived_.end() && it->second.epoch == look.epoch) owner.parent = OwnerSnapshot::Parent{false, 0};
+      if (quiet_locked(look.gate, look.epoch)) owner.parent = OwnerSnapshot::Parent{false, 0};
       return;
     }
     Reply gate = look.folders.front().second.wait();
@@ -64,8 +63,7 @@ void Relatives::answer(Look& look, OwnerSnapshot& owner) {
   }
   if (look.trusted) {
     internal::MutexLock lock(mutex_);
-    auto it = derived_.find(look.primitive);
-    if (it != derived_.end() && it->second.epoch == look.epoch) owner.no_derived_held = true;
+    if (quiet_locked(look.primitive, look.epoch)) owner.no_derived_held = true;
     return;
   }
   bool none_held = true;
@@ -88,11 +86,9 @@ void Relatives::answer(Look& look, OwnerSnapshot& owner) {
   const bool trust = none_held && all_watched && root.rc == ZOK && names == read_now;
   owner.no_derived_held = none_held;
   internal::MutexLock lock(mutex_);
-  Known& known = derived_[look.primitive];
+  derived_[look.primitive].names = std::move(names);
   // An event since send() (of these watches or of older ones) leaves it untrusted.
-  const bool quiet = known.epoch == look.epoch;
-  known.names = std::move(names);
-  if (trust && quiet) known.trusted = true;
+  if (Known* known = trust ? quiet_locked(look.primitive, look.epoch) : nullptr) known->trusted = true;
 }
 
 void Relatives::watch_absent(const std::string& gate, std::uint64_t epoch) {
@@ -106,8 +102,7 @@ void Relatives::watch_absent(const std::string& gate, std::uint64_t epoch) {
   session_.watch_exists(path, [this, gate, epoch](const Reply& reply) {
     if (reply.rc != ZNONODE) return;
     internal::MutexLock lock(mutex_);
-    auto it = derived_.find(gate);
-    if (it != derived_.end() && it->second.epoch == epoch) it->second.absent = true;
+    if (Known* known = quiet_locked(gate, epoch)) known->absent = true;
   });
 }
 
@@ -133,6 +128,11 @@ void Relatives::session_changed() {
   internal::MutexLock lock(mutex_);
   for (auto& [primitive, known] : derived_) untrust_locked(known);
   watched_.clear();
+}
+
+Relatives::Known* Relatives::quiet_locked(const std::string& name, std::uint64_t epoch) {
+  auto it = derived_.find(name);
+  return it != derived_.end() && it->second.epoch == epoch ? &it->second : nullptr;
 }
 
 void Relatives::untrust_locked(Known& known) {

@@ -77,6 +77,8 @@ class Relatives {
     std::uint64_t epoch = 0;         // counts the events, listings and session changes that touched it
   };
   void untrust_locked(Known& known) REQUIRES(mutex_);
+  // The entry of `name` if nothing touched it since its epoch was `epoch`; else null.
+  Known* quiet_locked(const std::string& name, std::uint64_t epoch) REQUIRES(mutex_);
   // The gate's folder was missing at a look of epoch `epoch`: watch for its making.
   void watch_absent(const std::string& gate, std::uint64_t epoch);
 

@@ -284,7 +284,8 @@ TEST_F(MysqlTest, ABatchQuotesItsNamesAndFailsOnlyTheCallWhoseNameDoesNotFit) {
 // A take of a name whose derived records this backend listed (a shared mutex's gate) says
 // whether one of them is held, as the grant saw it: only records derived from that name, only
 // live leases, only to the owner after the take, never to a renewal (its answer is not heard);
-// a name never listed is not asked about.
+// a name never listed is not asked about. With at most two records listed they are read by
+// name, with more by a range: both are tried.
 TEST_F(MysqlTest, AGateListedOnceTellsItsTakesWhetherARecordDerivedFromItIsHeld) {
   auto backend = open_backend(uri_);
   auto* records = backend->administration();
@@ -303,28 +304,69 @@ TEST_F(MysqlTest, AGateListedOnceTellsItsTakesWhetherARecordDerivedFromItIsHeld)
   EXPECT_TRUE(writes()) << "no record is derived from the gate";
   ASSERT_TRUE(backend->release(gate, "writer"));
 
-  ASSERT_EQ(backend->acquire(gate + "#r1", "reader", 10s, 0ms).owner.owner_id, "reader");
-  EXPECT_FALSE(writes()) << "a reader's record is held";
-  EXPECT_FALSE(backend->acquire(gate, "other", 10s, 0ms).no_derived_held) << "told a contender that did not get it";
-  const auto renewal = batches->acquire_batch({{gate, "writer", 10s, 0ms, /*renewal=*/true}});
-  ASSERT_FALSE(renewal.at(0).error);
-  EXPECT_EQ(renewal.at(0).snapshot.owner.owner_id, "writer");
-  ASSERT_TRUE(backend->release(gate, "writer"));
-  ASSERT_TRUE(backend->release(gate + "#r1", "reader"));
+  for (const bool by_range : {false, true}) {
+    SCOPED_TRACE(by_range ? "more records than are read by name" : "records read by name");
+    const std::string reader = gate + (by_range ? "#r9" : "#r1");
+    ASSERT_EQ(backend->acquire(reader, "reader", 10s, 0ms).owner.owner_id, "reader");
+    records->list_derived(gate, 16);
+    EXPECT_FALSE(writes()) << "a reader's record is held";
+    EXPECT_FALSE(backend->acquire(gate, "other", 10s, 0ms).no_derived_held) << "told a contender that did not get it";
+    const auto renewal = batches->acquire_batch({{gate, "writer", 10s, 0ms, /*renewal=*/true}});
+    ASSERT_FALSE(renewal.at(0).error);
+    EXPECT_EQ(renewal.at(0).snapshot.owner.owner_id, "writer");
+    ASSERT_TRUE(backend->release(gate, "writer"));
+    ASSERT_TRUE(backend->release(reader, "reader"));
+    EXPECT_TRUE(writes()) << "a reader's record given back counted as held";
+    ASSERT_TRUE(backend->release(gate, "writer"));
 
-  // Held records that are not the gate's: derived from a derived record, or from another name
-  // that starts with the gate's; and a lease of the gate's own that ran out.
-  ASSERT_EQ(backend->acquire(gate + "#r1#x", "reader", 10s, 0ms).owner.owner_id, "reader");
-  ASSERT_EQ(backend->acquire(gate + "x#r1", "reader", 10s, 0ms).owner.owner_id, "reader");
-  ASSERT_EQ(backend->acquire(gate + "#r2", "reader", 200ms, 0ms).owner.owner_id, "reader");
-  ASSERT_TRUE(wait_until([&] { return backend->read(gate + "#r2").owner.empty(); }, 10s));
-  EXPECT_TRUE(writes()) << "a record not derived from the gate, or one whose lease ran out, counted as held";
-  // A renewal asks nothing; the same call as a grant asks.
-  const auto renewed = batches->acquire_batch({{gate, "writer", 10s, 0ms, /*renewal=*/true}});
-  ASSERT_FALSE(renewed.at(0).error);
-  EXPECT_FALSE(renewed.at(0).snapshot.no_derived_held) << "a renewal asked about the gate's records";
-  EXPECT_TRUE(batches->acquire_batch({{gate, "writer", 10s, 0ms}}).at(0).snapshot.no_derived_held);
-  ASSERT_TRUE(backend->release(gate, "writer"));
+    // Held records that are not the gate's: derived from a derived record, or from another
+    // name that starts with the gate's; and a lease of the gate's own that ran out.
+    ASSERT_EQ(backend->acquire(gate + "#r1#x", "reader", 10s, 0ms).owner.owner_id, "reader");
+    ASSERT_EQ(backend->acquire(gate + "x#r1", "reader", 10s, 0ms).owner.owner_id, "reader");
+    ASSERT_EQ(backend->acquire(gate + "#r2", "reader", 200ms, 0ms).owner.owner_id, "reader");
+    ASSERT_TRUE(wait_until([&] { return backend->read(gate + "#r2").owner.empty(); }, 10s));
+    records->list_derived(gate, 16);
+    EXPECT_TRUE(writes()) << "a record not derived from the gate, or one whose lease ran out, counted as held";
+    // A renewal asks nothing; the same call as a grant asks.
+    const auto renewed = batches->acquire_batch({{gate, "writer", 10s, 0ms, /*renewal=*/true}});
+    ASSERT_FALSE(renewed.at(0).error);
+    EXPECT_FALSE(renewed.at(0).snapshot.no_derived_held) << "a renewal asked about the gate's records";
+    EXPECT_TRUE(batches->acquire_batch({{gate, "writer", 10s, 0ms}}).at(0).snapshot.no_derived_held);
+    ASSERT_TRUE(backend->release(gate, "writer"));
+    for (const auto& other : {gate + "#r1#x", gate + "x#r1"}) ASSERT_TRUE(backend->release(other, "reader"));
+    if (!by_range) {  // three records, one more than are read by name
+      ASSERT_EQ(backend->acquire(gate + "#r3", "maker", 10s, 0ms).owner.owner_id, "maker");
+      ASSERT_TRUE(backend->release(gate + "#r3", "maker"));
+    }
+  }
+}
+
+// A record made after a writer's listing (a reader of a new process) is not among the names
+// the writer's takes read: its making raises the gate's epoch, so the writer's next take says
+// it does not know, and the record's own first take says nothing of the gate (a writer that
+// took the gate between the record's row and its registration is found by the read of the
+// gate that follows). Without the registration the writer would be told no reader is in.
+TEST_F(MysqlTest, ARecordMadeAfterAWritersListingIsNeverOverlookedByTheWriter) {
+  auto writer = open_backend(uri_), reader = open_backend(uri_);
+  const std::string gate = tck::unique_mutex("gate-new");
+  ASSERT_EQ(writer->acquire(gate, "writer", 10s, 0ms).owner.owner_id, "writer");
+  ASSERT_TRUE(writer->release(gate, "writer"));
+  writer->administration()->list_derived(gate, 16);
+  auto write = writer->acquire(gate, "writer", 10s, 0ms);
+  EXPECT_TRUE(write.no_derived_held) << "no record is derived from the gate";
+  ASSERT_TRUE(writer->release(gate, "writer"));
+
+  const auto first = reader->acquire(gate + "#r1", "reader", 10s, 0ms);
+  ASSERT_EQ(first.owner.owner_id, "reader");
+  EXPECT_FALSE(first.parent.has_value()) << "a record's first take answered for the gate it read before registering";
+  write = writer->acquire(gate, "writer", 10s, 0ms);
+  ASSERT_EQ(write.owner.owner_id, "writer");
+  EXPECT_FALSE(write.no_derived_held) << "the writer was told no reader was in, beside a reader made after its listing";
+  ASSERT_TRUE(writer->release(gate, "writer"));
+  const auto again = reader->acquire(gate + "#r1", "reader", 10s, 0ms);  // its row was there: answered
+  ASSERT_TRUE(again.parent.has_value()) << "a take of a record made before said nothing of the gate";
+  EXPECT_FALSE(again.parent->held);
+  ASSERT_TRUE(reader->release(gate + "#r1", "reader"));
 }
 
 // A row written as held inside a transaction of another session (a take in flight, as the

@@ -99,9 +99,9 @@ std::vector<LeaseRow> Connection::query_leases(const std::string& name, const st
   MYSQL_STMT* stmt = bound(name, params, binds, lengths);
   char owner[513] = {}, mutex[513] = {};
   unsigned long owner_length = 0, mutex_length = 0;
-  long long numbers[5] = {}, idle = 0, asked = 0;
-  my_bool nulls[9] = {};
-  MYSQL_BIND result[9] = {};
+  long long numbers[5] = {}, idle = 0, asked = 0, fresh = 0;
+  my_bool nulls[10] = {};
+  MYSQL_BIND result[10] = {};
   result[0].buffer_type = MYSQL_TYPE_STRING;
   result[0].buffer = owner;
   result[0].buffer_length = sizeof owner - 1;
@@ -123,6 +123,9 @@ std::vector<LeaseRow> Connection::query_leases(const std::string& name, const st
   result[8].buffer_type = MYSQL_TYPE_LONGLONG;
   result[8].buffer = &asked;
   result[8].is_null = &nulls[8];
+  result[9].buffer_type = MYSQL_TYPE_LONGLONG;
+  result[9].buffer = &fresh;
+  result[9].is_null = &nulls[9];
   if (mysql_stmt_bind_result(stmt, result) != 0) fail(name.c_str(), mysql_stmt_errno(stmt), mysql_stmt_error(stmt));
   std::vector<LeaseRow> rows;
   int rc;
@@ -144,6 +147,7 @@ std::vector<LeaseRow> Connection::query_leases(const std::string& name, const st
     }
     row.idle = mysql_stmt_field_count(stmt) > 7 && !nulls[7] && idle != 0;
     if (mysql_stmt_field_count(stmt) > 8 && !nulls[8]) row.asked = asked;
+    row.fresh = mysql_stmt_field_count(stmt) > 9 && !nulls[9] && fresh != 0;
     if (!named) break;  // one row is asked for: the rest (if any) is drained below
   }
   if (rc != 0 && rc != MYSQL_DATA_TRUNCATED && rc != MYSQL_NO_DATA) {
@@ -169,7 +173,7 @@ std::vector<LeaseRow> Connection::query_text_leases(const std::string& sql) {
   }
   std::unique_ptr<MYSQL_RES, void (*)(MYSQL_RES*)> result(mysql_store_result(mysql_.get()), mysql_free_result);
   if (!result) fail("a batch", mysql_errno(mysql_.get()), mysql_error(mysql_.get()));
-  if (mysql_num_fields(result.get()) != 8) fail("a batch", 0, "the statement did not return 8 columns");
+  if (mysql_num_fields(result.get()) != 9) fail("a batch", 0, "the statement did not return 9 columns");
   const auto number = [](const char* text) { return text ? std::strtoll(text, nullptr, 10) : 0; };
   std::vector<LeaseRow> rows;
   rows.reserve(mysql_num_rows(result.get()));
@@ -184,6 +188,7 @@ std::vector<LeaseRow> Connection::query_text_leases(const std::string& sql) {
     row.now = number(fields[5]);
     row.wanted_until = number(fields[6]);
     if (fields[7]) row.mutex.assign(fields[7], lengths[7]);
+    row.fresh = number(fields[8]) != 0;
   }
   if (mysql_errno(mysql_.get()) != 0) fail("a batch", mysql_errno(mysql_.get()), mysql_error(mysql_.get()));
   return rows;

@@ -29,6 +29,9 @@ struct LeaseRow {
   // A ninth column, if any and not NULL: what the statement asked beside the row (the
   // backend's statement says how it is encoded).
   std::optional<std::int64_t> asked;
+  // A tenth column (a batch's: a ninth), if any and non-zero: the take inserted the row (its
+  // version is 1), so the row did not exist before it.
+  bool fresh = false;
 };
 
 class Connection {
@@ -43,8 +46,9 @@ class Connection {
   std::optional<LeaseRow> query_lease(const std::string& name, const std::vector<Param>& params);
   // Every LeaseRow a prepared statement returns; `named`: with the mutex as seventh column.
   std::vector<LeaseRow> query_leases(const std::string& name, const std::vector<Param>& params, bool named);
-  // Plain SQL (no parameters) returning LeaseRows with wanted_until as seventh column and the
-  // mutex's name as eighth: a batch's upsert, whose values are literals (quoted()).
+  // Plain SQL (no parameters) returning LeaseRows with wanted_until as seventh column, the
+  // mutex's name as eighth and `fresh` as ninth: a batch's upsert, whose values are literals
+  // (quoted()).
   std::vector<LeaseRow> query_text_leases(const std::string& sql);
   // `text` as a string literal for this connection's character set, quotes included.
   std::string quoted(const std::string& text);

@@ -10,7 +10,9 @@
 #include <mutex>
 #include <thread>
 #include <type_traits>
+#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "backends/common/alone.h"
 #include "backends/common/server.h"
@@ -49,21 +51,24 @@ std::string schema(const char* collation) {
          "  version       int unsigned    NOT NULL DEFAULT 0,"
          "  fencing_token bigint unsigned NOT NULL DEFAULT 0,"
          "  wanted_until  bigint unsigned NOT NULL DEFAULT 0,"
-         "  idle_token    bigint unsigned NOT NULL DEFAULT 0"
+         "  idle_token    bigint unsigned NOT NULL DEFAULT 0,"
+         "  derived_epoch bigint unsigned NOT NULL DEFAULT 0"
          ") ENGINE=InnoDB";
 }
 
 // Our columns beyond Simba's, added to a table made without them: fencing_token (a JVM Simba
 // deployment made the table), wanted_until (a demand on the current owner, simba/backend.h,
-// until then by the database clock; cleared when the owner changes) and idle_token (the token
-// of the lease its owner marked idle, mark_idle; cleared by a new lease). Simba's statements
+// until then by the database clock; cleared when the owner changes), idle_token (the token
+// of the lease its owner marked idle, mark_idle; cleared by a new lease) and derived_epoch
+// (a count that rises whenever a record derived from the row's name is made: kRegister).
+// Simba's statements
 // name their columns: unaffected. MariaDB has IF NOT EXISTS (a concurrent add then only
 // warns); MySQL 8.0 has not.
 // One query says which are there: bit i set for kOurColumns[i].
-constexpr const char* kOurColumns[] = {"fencing_token", "wanted_until", "idle_token"};
+constexpr const char* kOurColumns[] = {"fencing_token", "wanted_until", "idle_token", "derived_epoch"};
 constexpr const char* kOurColumnsPresent =
     "SELECT COALESCE(SUM(CASE column_name WHEN 'fencing_token' THEN 1 WHEN 'wanted_until' THEN 2 "
-    "WHEN 'idle_token' THEN 4 ELSE 0 END), 0) FROM information_schema.columns "
+    "WHEN 'idle_token' THEN 4 WHEN 'derived_epoch' THEN 8 ELSE 0 END), 0) FROM information_schema.columns "
     "WHERE table_schema = DATABASE() AND table_name = 'simba_mutex'";
 std::string add_column(const std::string& column, bool if_missing) {
   return "ALTER TABLE simba_mutex ADD COLUMN " + std::string(if_missing ? "IF NOT EXISTS " : "") + column +
@@ -83,19 +88,20 @@ constexpr const char* kMutexCollation =
 // gives the row after the call whichever happened. Assignments run left to right and see the
 // columns already assigned, so the ones the condition reads (owner_id, transition_at) come
 // last (with owner_id changed, the condition still holds exactly when it held before).
-// A new row's token starts at now x 1000 (see common/sweep.h); rows JVM Simba inserts start at
-// 0. Without RETURNING (MySQL) the same upsert is followed by kRead: the row read then is the
-// owner after the call (or a later one). A batch (acquire_batch) is the same statement over
-// many rows: each row is upserted in turn and RETURNING gives one row per row given, in order.
+// A new row's token starts at now x 1000 (see common/sweep.h), and so does its derived_epoch;
+// rows JVM Simba inserts start at 0. Without RETURNING (MySQL) the same upsert is followed by kRead: the row read then
+// is the owner after the call (or a later one). A batch (acquire_batch) is the same statement over many rows: each row
+// is upserted in turn and RETURNING gives one row per row given, in order.
 constexpr const char* kUpsertInto =
-    "INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token) VALUES ";
+    "INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token, "
+    "derived_epoch) VALUES ";
 
 // One row of the upsert's VALUES from its mutex, ttl (ms), transition (ms) and contender id as
 // SQL: placeholders (params: mutex, ttl, ttl, transition, contender id) or a batch's literals.
 std::string upsert_row(const std::string& mutex, const std::string& ttl, const std::string& transition,
                        const std::string& contender_id) {
   return "(" + mutex + ", " SIMBA_MY_NOW ", " SIMBA_MY_NOW " + " + ttl + ", " SIMBA_MY_NOW " + " + ttl + " + " +
-         transition + ", " + contender_id + ", 1, " SIMBA_MY_NOW " * 1000)";
+         transition + ", " + contender_id + ", 1, " SIMBA_MY_NOW " * 1000, " SIMBA_MY_NOW " * 1000)";
 }
 
 #define SIMBA_MY_ON_DUPLICATE                                                        \
@@ -120,7 +126,14 @@ std::string upsert_row(const std::string& mutex, const std::string& ttl, const s
   " RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, " SIMBA_MY_NOW ", wanted_until"
 
 const std::string kUpsert = kUpsertInto + upsert_row("?", "?", "?", "?") + SIMBA_MY_ON_DUPLICATE;
-const std::string kAcquire = kUpsert + SIMBA_MY_RETURNING;
+
+// The upsert with RETURNING, then `asked` (SQL, NULL for nothing) as the ninth column
+// (LeaseRow::asked) and whether the call made the row as the tenth (LeaseRow::fresh: a new
+// row's version is 1, a take of one that was there adds 1 to at least 1).
+std::string acquire_asking(const std::string& asked) {
+  return kUpsert + SIMBA_MY_RETURNING ", 0, " + asked + ", version = 1";
+}
+const std::string kAcquire = acquire_asking("NULL");
 
 // Whether the row aliased `t` holds a live lease, by the database clock.
 #define SIMBA_MY_HELD(t) "(" t ".owner_id <> '' AND " t ".transition_at >= " SIMBA_MY_NOW ")"
@@ -131,8 +144,15 @@ const std::string kAcquire = kUpsert + SIMBA_MY_RETURNING;
 // writer's upsert of the primitive in flight is waited for and seen, and one that comes after
 // waits for the record's commit, so its look at the readers sees it. Params: kAcquire's, then
 // the primitive.
-const std::string kAcquireDerived = kAcquire + ", 0, (SELECT g.fencing_token * 2 + " +
-                                    SIMBA_MY_HELD("g") " FROM simba_mutex g WHERE g.mutex = ? LOCK IN SHARE MODE)";
+const std::string kAcquireDerived = acquire_asking(
+    "(SELECT g.fencing_token * 2 + " SIMBA_MY_HELD("g") " FROM simba_mutex g WHERE g.mutex = ? LOCK IN SHARE MODE)");
+
+// A derived record's row that a take made (LeaseRow::fresh) registers with its primitive's row
+// before the take's answer is given: the primitive's derived_epoch rises (kAcquireKnown). The
+// epoch follows the database clock (x 1000, as tokens do) so that a primitive's row swept and
+// made again never comes back with an epoch it had before. Params: the primitive.
+constexpr const char* kRegister =
+    "UPDATE simba_mutex SET derived_epoch = GREATEST(derived_epoch, " SIMBA_MY_NOW " * 1000) + 1 WHERE mutex = ?";
 
 // A gate's acquire (a name whose derived records this backend listed: MysqlBackend::gates_)
 // also returns, if the caller owns the row after it, whether no record derived from it
@@ -144,11 +164,36 @@ const std::string kAcquireDerived = kAcquire + ", 0, (SELECT g.fencing_token * 2
 // deadlock, and it is sent again. InnoDB also share-locks the first row after the range for
 // the statement (another name's, in byte order): a take of that row in flight is waited for.
 // Params: kAcquire's, then the contender id and the gate three times.
-const std::string kAcquireGate = kAcquire +
-                                 ", 0, IF(owner_id = ?, (SELECT NOT EXISTS (SELECT 1 FROM simba_mutex d "
-                                 "WHERE d.mutex >= CONCAT(?, '#') AND d.mutex < CONCAT(?, '$') "
-                                 "AND LOCATE('#', SUBSTRING(d.mutex, CHAR_LENGTH(?) + 2)) = 0 "
-                                 "AND " SIMBA_MY_HELD("d") " LOCK IN SHARE MODE)), NULL)";
+const std::string kAcquireGate = acquire_asking(
+    "IF(owner_id = ?, (SELECT NOT EXISTS (SELECT 1 FROM simba_mutex d "
+    "WHERE d.mutex >= CONCAT(?, '#') AND d.mutex < CONCAT(?, '$') "
+    "AND LOCATE('#', SUBSTRING(d.mutex, CHAR_LENGTH(?) + 2)) = 0 "
+    "AND " SIMBA_MY_HELD("d") " LOCK IN SHARE MODE)), NULL)");
+
+// The same answer from what a listing left (KnownRecords): the names of the gate's derived
+// records then, and its derived_epoch read just before. While the epoch is the same, no
+// record was made since: each one there now is one of those names (a name whose row was swept
+// since is read by name all the same), so an equality read of each says whether one is held,
+// with share locks as kAcquireGate's range. A record made after the listing raised the epoch
+// before its take answered: if that was before this take, the answer is NULL (unknown: the
+// writer looks again); if after, this take holds the gate's row and the record's take, whose
+// answer says nothing of the gate (fresh), is followed by a read of the gate that finds it held.
+// The range read costs about 90 us of server time per take, one equality read about 30.
+// Params: kAcquire's, then the contender id, the epoch and each name.
+constexpr std::size_t kMostKnown = 2;
+std::string acquire_known(std::size_t names) {
+  std::string held = "0";
+  for (std::size_t i = 0; i < names; ++i) {
+    held += " OR COALESCE((SELECT " SIMBA_MY_HELD("d") " FROM simba_mutex d WHERE d.mutex = ? LOCK IN SHARE MODE), 0)";
+  }
+  return acquire_asking("IF(owner_id = ? AND derived_epoch = ?, NOT (" + held + "), NULL)");
+}
+std::string acquire_known_name(std::size_t names) { return "acquire_known" + std::to_string(names); }
+
+// Epochs below this one are no clock's (a row JVM Simba made, or one from before the column
+// was added): a listing that finds one leaves nothing known, since a row swept and made again
+// by JVM Simba would have it again.
+constexpr std::uint64_t kLeastEpoch = 1000000000000000;
 
 // Whether the row's lease is marked idle (mark_idle), as a column.
 #define SIMBA_MY_IDLE "(m.idle_token <> 0 AND m.idle_token = m.fencing_token)"
@@ -203,6 +248,14 @@ internal::SqlLeaseRow sql_row(mysql::LeaseRow row) {
   out.mutex = std::move(row.mutex);
   return out;
 }
+
+// What a listing of a gate's derived records left for its takes (kAcquireKnown): their names
+// and the gate's derived_epoch read before it; epoch 0: nothing known (more than kMostKnown
+// records, a truncated listing, or an epoch no clock made), ask with a range read.
+struct KnownRecords {
+  std::vector<std::string> names;
+  std::uint64_t epoch = 0;
+};
 
 // `run()` again after a deadlock or a lock wait timeout (contenders creating the same new rows
 // at once), at most five times, after 1, 2, 4, 8, 16 ms.
@@ -262,13 +315,23 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
   }
 
   // The derived records of `name` as Administration lists them; from now on a take of `name`
-  // answers whether one is held (kAcquireGate).
+  // answers whether one is held: by their names while none was made since (kAcquireKnown), else
+  // by a range read (kAcquireGate).
   MutexListing list_derived(const std::string& name, std::size_t limit) override {
-    if (returning_ && name.find('#') == std::string::npos) {
-      internal::MutexLock lock(gates_mutex_);
-      if (gates_.size() < kMaxGates) gates_.insert(name);
+    if (!returning_ || name.find('#') != std::string::npos) return SqlBackend::list_derived(name, limit);
+    const auto epoch = static_cast<std::uint64_t>(pool().with([&](Connection& connection) {
+      return connection.scalar(
+          "SELECT COALESCE((SELECT derived_epoch FROM simba_mutex WHERE mutex = " + connection.quoted(name) + "), 0)");
+    }));  // before the listing: a record made after this read raised it
+    auto listing = SqlBackend::list_derived(name, limit);
+    KnownRecords known;
+    if (epoch >= kLeastEpoch && !listing.truncated && listing.records.size() <= kMostKnown) {
+      known.epoch = epoch;
+      for (const auto& record : listing.records) known.names.push_back(record.mutex);
     }
-    return SqlBackend::list_derived(name, limit);
+    internal::MutexLock lock(gates_mutex_);
+    if (gates_.size() < kMaxGates || gates_.count(name) > 0) gates_[name] = std::move(known);
+    return listing;
   }
 
   // With RETURNING (MariaDB 10.5+): the calls of contenders that do not wait go in one upsert
@@ -383,6 +446,10 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
     if (returning_) {
       connection.prepare("acquire_derived", kAcquireDerived);
       connection.prepare("acquire_gate", kAcquireGate);
+      for (std::size_t names = 0; names <= kMostKnown; ++names) {
+        connection.prepare(acquire_known_name(names), acquire_known(names));
+      }
+      connection.prepare("register", kRegister);
     }
     connection.prepare("read", kRead);
     connection.prepare("release", kRelease);
@@ -407,7 +474,7 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
         sql += upsert_row(connection.quoted(call.mutex), std::to_string(call.ttl.count()),
                           std::to_string(call.transition.count()), connection.quoted(call.contender_id));
       }
-      sql += SIMBA_MY_ON_DUPLICATE SIMBA_MY_RETURNING ", mutex";
+      sql += SIMBA_MY_ON_DUPLICATE SIMBA_MY_RETURNING ", mutex, version = 1";
       std::vector<mysql::LeaseRow> rows;
       try {
         rows = retrying_deadlocks(connection, [&] { return connection.query_text_leases(sql); });
@@ -428,6 +495,7 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
         try {
           results[together[k]].snapshot =
               settle(connection, call.mutex, call.contender_id, call.ttl.count() + call.transition.count(), rows[k]);
+          registered(connection, call.mutex, call.contender_id, rows[k]);  // a batch's answer says nothing of it
         } catch (...) {
           if (connection.broken()) throw;
           results[together[k]].error = std::current_exception();
@@ -439,12 +507,36 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
 
   // What a take also asks, with RETURNING: of a derived record, its primitive's row; of a gate
   // (a name listed by list_derived), whether a record derived from it is held.
-  enum class Asks { nothing, primitive, derived };
+  struct Asks {
+    enum What { nothing, primitive, derived } what = nothing;
+    KnownRecords known;  // derived: what the gate's last listing left
+  };
   Asks asks_about(const std::string& mutex) {
-    if (!returning_) return Asks::nothing;
-    if (mutex.find('#') != std::string::npos) return Asks::primitive;
+    if (!returning_) return {};
+    if (mutex.find('#') != std::string::npos) return {Asks::primitive, {}};
     internal::MutexLock lock(gates_mutex_);
-    return gates_.count(mutex) > 0 ? Asks::derived : Asks::nothing;
+    const auto gate = gates_.find(mutex);
+    if (gate == gates_.end()) return {};
+    return {Asks::derived, gate->second};
+  }
+
+  // After a take that left `contender_id` the owner of `mutex`: a derived record's row the take
+  // made (or one whose registration failed before) registers with its primitive (kRegister)
+  // before the take answers. Returns false if it did: what the take read of the primitive was
+  // read before the registration, and the caller must read it again after.
+  bool registered(Connection& connection, const std::string& mutex, const std::string& contender_id,
+                  const mysql::LeaseRow& row) {
+    const auto hash = mutex.rfind('#');
+    if (!returning_ || hash == std::string::npos || row.owner.owner_id != contender_id) return true;
+    {
+      internal::MutexLock lock(unregistered_mutex_);
+      if (!row.fresh && unregistered_.count(mutex) == 0) return true;
+      unregistered_.insert(mutex);  // until the registration is done: a failure leaves it here
+    }
+    connection.execute("register", {mutex.substr(0, hash)});
+    internal::MutexLock lock(unregistered_mutex_);
+    unregistered_.erase(mutex);
+    return false;
   }
 
   // acquire(); `relatives`: also say what an owner hears of its relatives (OwnerSnapshot), not
@@ -467,11 +559,16 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
       return retrying_deadlocks(connection, [&] {
         std::vector<mysql::Param> params = {mutex, ttl.count(), ttl.count(), transition.count(), contender_id};
         std::optional<mysql::LeaseRow> row;
-        const auto asks = relatives ? asks_about(mutex) : Asks::nothing;
-        if (asks == Asks::primitive) {
+        const auto asks = relatives ? asks_about(mutex) : Asks{};
+        if (asks.what == Asks::primitive) {
           params.emplace_back(mutex.substr(0, mutex.rfind('#')));
           row = connection.query_lease("acquire_derived", params);
-        } else if (asks == Asks::derived) {
+        } else if (asks.what == Asks::derived && asks.known.epoch != 0) {
+          params.emplace_back(contender_id);
+          params.emplace_back(static_cast<std::int64_t>(asks.known.epoch));
+          for (const auto& name : asks.known.names) params.emplace_back(name);
+          row = connection.query_lease(acquire_known_name(asks.known.names.size()), params);
+        } else if (asks.what == Asks::derived) {
           params.emplace_back(contender_id);
           for (int i = 0; i < 3; ++i) params.emplace_back(mutex);
           row = connection.query_lease("acquire_gate", params);
@@ -483,11 +580,12 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
         }
         if (!row) throw Error(errc::internal, where() + ": acquire returned no row");
         auto snapshot = settle(connection, mutex, contender_id, lease, *row);
+        const bool answer_stands = registered(connection, mutex, contender_id, *row);
         if (row->asked && snapshot.owner.owner_id == contender_id) {
-          if (asks == Asks::primitive && *row->asked >= 0) {
+          if (asks.what == Asks::primitive && *row->asked >= 0 && answer_stands) {
             snapshot.parent =
                 OwnerSnapshot::Parent{(*row->asked & 1) != 0, static_cast<std::uint64_t>(*row->asked) >> 1};
-          } else if (asks == Asks::derived) {
+          } else if (asks.what == Asks::derived) {
             snapshot.no_derived_held = *row->asked != 0;
           }
         }
@@ -545,7 +643,11 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
   // takes ask whether one is held. At most kMaxGates; a name beyond only goes unanswered.
   static constexpr std::size_t kMaxGates = 4096;
   internal::AnnotatedMutex gates_mutex_;
-  std::unordered_set<std::string> gates_ GUARDED_BY(gates_mutex_);
+  std::unordered_map<std::string, KnownRecords> gates_ GUARDED_BY(gates_mutex_);
+  // Derived records whose rows a take of this backend made and whose registration has not
+  // been done (it failed): a later take of one registers it then.
+  internal::AnnotatedMutex unregistered_mutex_;
+  std::unordered_set<std::string> unregistered_ GUARDED_BY(unregistered_mutex_);
   internal::AnnotatedMutex waiting_mutex_;
   std::unordered_set<std::string> waiting_
       GUARDED_BY(waiting_mutex_);  // contenders of this process that last saw another owner

@@ -61,8 +61,7 @@ std::string schema(const char* collation) {
 // until then by the database clock; cleared when the owner changes), idle_token (the token
 // of the lease its owner marked idle, mark_idle; cleared by a new lease) and derived_epoch
 // (a count that rises whenever a record derived from the row's name is made: kRegister).
-// Simba's statements
-// name their columns: unaffected. MariaDB has IF NOT EXISTS (a concurrent add then only
+// Simba's statements name their columns: unaffected. MariaDB has IF NOT EXISTS (a concurrent add then only
 // warns); MySQL 8.0 has not.
 // One query says which are there: bit i set for kOurColumns[i].
 constexpr const char* kOurColumns[] = {"fencing_token", "wanted_until", "idle_token", "derived_epoch"};
@@ -89,9 +88,10 @@ constexpr const char* kMutexCollation =
 // columns already assigned, so the ones the condition reads (owner_id, transition_at) come
 // last (with owner_id changed, the condition still holds exactly when it held before).
 // A new row's token starts at now x 1000 (see common/sweep.h), and so does its derived_epoch;
-// rows JVM Simba inserts start at 0. Without RETURNING (MySQL) the same upsert is followed by kRead: the row read then
-// is the owner after the call (or a later one). A batch (acquire_batch) is the same statement over many rows: each row
-// is upserted in turn and RETURNING gives one row per row given, in order.
+// rows JVM Simba inserts start at 0. Without RETURNING (MySQL) the same upsert is followed by
+// kRead: the row read then is the owner after the call (or a later one). A batch
+// (acquire_batch) is the same statement over many rows: each row is upserted in turn and
+// RETURNING gives one row per row given, in order.
 constexpr const char* kUpsertInto =
     "INSERT INTO simba_mutex (mutex, acquired_at, ttl_at, transition_at, owner_id, version, fencing_token, "
     "derived_epoch) VALUES ";
@@ -256,6 +256,9 @@ struct KnownRecords {
   std::vector<std::string> names;
   std::uint64_t epoch = 0;
 };
+
+// The primitive a derived record ("<name>#<suffix>") belongs to (a name with a '#').
+std::string primitive_of(const std::string& record) { return record.substr(0, record.rfind('#')); }
 
 // `run()` again after a deadlock or a lock wait timeout (contenders creating the same new rows
 // at once), at most five times, after 1, 2, 4, 8, 16 ms.
@@ -526,14 +529,13 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
   // read before the registration, and the caller must read it again after.
   bool registered(Connection& connection, const std::string& mutex, const std::string& contender_id,
                   const mysql::LeaseRow& row) {
-    const auto hash = mutex.rfind('#');
-    if (!returning_ || hash == std::string::npos || row.owner.owner_id != contender_id) return true;
+    if (!returning_ || mutex.find('#') == std::string::npos || row.owner.owner_id != contender_id) return true;
     {
       internal::MutexLock lock(unregistered_mutex_);
       if (!row.fresh && unregistered_.count(mutex) == 0) return true;
       unregistered_.insert(mutex);  // until the registration is done: a failure leaves it here
     }
-    connection.execute("register", {mutex.substr(0, hash)});
+    connection.execute("register", {primitive_of(mutex)});
     internal::MutexLock lock(unregistered_mutex_);
     unregistered_.erase(mutex);
     return false;
@@ -561,7 +563,7 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
         std::optional<mysql::LeaseRow> row;
         const auto asks = relatives ? asks_about(mutex) : Asks{};
         if (asks.what == Asks::primitive) {
-          params.emplace_back(mutex.substr(0, mutex.rfind('#')));
+          params.emplace_back(primitive_of(mutex));
           row = connection.query_lease("acquire_derived", params);
         } else if (asks.what == Asks::derived && asks.known.epoch != 0) {
           params.emplace_back(contender_id);

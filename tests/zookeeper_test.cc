@@ -434,44 +434,6 @@ TEST(ZookeeperRelativesTest, AReaderThatTrustsTheGateIsMissingIsKeptOutByTheFirs
   EXPECT_FALSE(got) << "the reader got in beside the first writer";
 }
 
-// What a writer's watches would have told is lost with its session: a server that forgot every
-// session (restarted on an empty data folder) fires none of them. Any change of the session's
-// state ends the trust (Relatives::session_changed), so a reader that came in on the new
-// server keeps the writer out. The writer's client is back (a read of another name answers)
-// before the reader comes, so a writer kept out is not one still reconnecting. Fails 3 runs of
-// 3 with session_changed() doing nothing.
-TEST(ZookeeperRelativesTest, AWritersTrustEndsWithItsSession) {
-  const auto folder = std::filesystem::path(env("SIMBA_TEST_ZK_START")).parent_path() / "data";
-  const std::string options = "session_timeout=2s&connect_timeout=2s";
-  auto writers = connect(uri(options));
-  auto readers = connect(uri(options));
-  const std::string name = tck::unique_mutex("session");
-  SharedMutex writer = writers.shared_mutex(name);
-  SharedMutex reader = readers.shared_mutex(name);
-  reader.acquire_shared(5s).unlock();
-  for (int i = 0; i < 3; ++i) writer.acquire(5s).unlock();  // a look, reads with watches, trust
-  ASSERT_NO_FATAL_FAILURE(kill_server());
-  std::filesystem::remove_all(folder / "version-2");
-  ASSERT_NO_FATAL_FAILURE(start_server());
-  const auto back = [](Client& client) {  // on a new session: a read of another name answers
-    return wait_until(
-        [&] {
-          try {
-            client.owner(tck::unique_mutex("ping"));
-            return true;
-          } catch (const Error&) {
-            return false;
-          }
-        },
-        30s);
-  };
-  ASSERT_TRUE(back(writers)) << "the writer's client did not come back";
-  SharedHold reading = reader.acquire_shared(30s);
-  const bool got = writer.try_lock_for(2s);
-  if (got) writer.unlock();
-  EXPECT_FALSE(got) << "the writer got in beside a reader that came after its session ended";
-}
-
 TEST(ZookeeperFencingTest, TokensRiseAcrossSessionsAndAFreeMutexKeepsTheLastOne) {
   const std::string mutex = tck::unique_mutex();
   std::uint64_t last = 0;

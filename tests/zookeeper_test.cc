@@ -434,6 +434,50 @@ TEST(ZookeeperRelativesTest, AReaderThatTrustsTheGateIsMissingIsKeptOutByTheFirs
   EXPECT_FALSE(got) << "the reader got in beside the first writer";
 }
 
+// What a writer's watches would have told is lost with its session: a server that forgot every
+// session (restarted on an empty data folder) fires none of them. Any change of the session's
+// state ends the trust (Relatives::session_changed), so a reader that came in on the new
+// server keeps the writer out. The writer's client is back (a read of another name answers)
+// before the reader comes, so a writer kept out is not one still reconnecting. The readers are
+// other processes (`simba lock --shared`): two sessions of one process that lose their server at
+// once race inside libzookeeper_mt (both log the loss into one buffer), which ThreadSanitizer
+// reports. Fails with session_changed() doing nothing.
+TEST(ZookeeperRelativesTest, AWritersTrustEndsWithItsSession) {
+  ASSERT_TRUE(have_cli()) << "needs the simba CLI in $SIMBA_CLI (ctest sets it)";
+  const auto folder = std::filesystem::path(env("SIMBA_TEST_ZK_START")).parent_path() / "data";
+  const std::string options = "session_timeout=2s&connect_timeout=2s";
+  auto writers = connect(uri(options));
+  const std::string name = tck::unique_mutex("session");
+  SharedMutex writer = writers.shared_mutex(name);
+  {  // a reader that came and went: the writer's looks find the primitive's folder
+    test::ChildProcess once({env("SIMBA_CLI"), "lock", "--backend", uri(options), "--shared", name, "--", "true"});
+    ASSERT_EQ(once.exit_status(30s), 0) << "the first reader did not get in";
+  }
+  for (int i = 0; i < 3; ++i) writer.acquire(5s).unlock();  // a look, reads with watches, trust
+  ASSERT_NO_FATAL_FAILURE(kill_server());
+  std::filesystem::remove_all(folder / "version-2");
+  ASSERT_NO_FATAL_FAILURE(start_server());
+  const bool back = wait_until(  // on a new session: a read of another name answers
+      [&] {
+        try {
+          writers.owner(tck::unique_mutex("ping"));
+          return true;
+        } catch (const Error&) {
+          return false;
+        }
+      },
+      30s);
+  ASSERT_TRUE(back) << "the writer's client did not come back";
+  const auto marker = std::filesystem::temp_directory_path() / ("simba-reader-" + contender_id::uuid());
+  test::ChildProcess reader({env("SIMBA_CLI"), "lock", "--backend", uri(options), "--shared", name, "--", "sh", "-c",
+                             "touch '" + marker.string() + "'; exec sleep 600"});
+  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(marker); }, 30s)) << "the reader did not get in";
+  std::filesystem::remove(marker);
+  const bool got = writer.try_lock_for(2s);
+  if (got) writer.unlock();
+  EXPECT_FALSE(got) << "the writer got in beside a reader that came after its session ended";
+}
+
 TEST(ZookeeperFencingTest, TokensRiseAcrossSessionsAndAFreeMutexKeepsTheLastOne) {
   const std::string mutex = tck::unique_mutex();
   std::uint64_t last = 0;

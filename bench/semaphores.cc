@@ -38,11 +38,7 @@ double handover(Take take, Wait wait, Asked asked) {
   Held held = take();
   const auto taken = Clock::now();
   auto waiting = wait();
-  const auto deadline = taken + 30s;
-  while (!asked()) {
-    if (Clock::now() > deadline) throw Error(errc::timeout, "semaphore: the waiter never asked for the held record");
-    std::this_thread::sleep_for(100us);
-  }
+  await(asked, "the waiter to ask for the held record", 30s, 100us);
   std::this_thread::sleep_until(taken + kHeldAtLeast);
   const auto released = Clock::now();
   held = Held();

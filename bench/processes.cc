@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <thread>
 
 #include "report.h"
@@ -107,6 +108,15 @@ std::uint64_t round_trips(const MetricsSnapshot& metrics) {
   return rounds - metrics.batched_rounds + metrics.batches;
 }
 
+// The leases lost so far, by why ({} for none).
+nlohmann::json lost_reasons(const MetricsSnapshot& metrics) {
+  auto out = nlohmann::json::object();
+  for (std::size_t r = 0; r < kLostReasons; ++r) {
+    if (metrics.lost[r] != 0) out[to_string(static_cast<LostReason>(r))] = metrics.lost[r];
+  }
+  return out;
+}
+
 // One process holds `n` mutexes (ttl 5s, transition 1s) for `duration`: how long taking them
 // all took, the threads it needs, resident memory per held mutex, round trips per ttl while
 // holding (renewals; batched where the engine takes batches), and renewals missed (an owner
@@ -116,11 +126,18 @@ nlohmann::json scale(const Client& client, const std::string& engine, std::size_
   options.ttl = 5s;
   options.transition = 1s;
   Client held(client.backend(), options, client.runtime());
+  // Every lease lost, by the Client's count: a contender hears the latest state only, so a
+  // lease lost and won again before its callbacks ran would not reach lost().
+  const auto lost_leases = [&] {
+    const auto metrics = held.metrics();
+    return static_cast<long>(std::accumulate(metrics.lost.begin(), metrics.lost.end(), std::uint64_t{0}));
+  };
   const auto begun = Clock::now();
   const long rss_before = resident_bytes();
   std::atomic<long> acquired{0}, lost{0};
   std::mutex latency_mutex;
-  std::vector<double> latencies;
+  std::vector<double> latencies;  // of each mutex's first acquisition
+  std::vector<bool> taken_once(n) /* GUARDED_BY(latency_mutex) */;
   std::vector<std::unique_ptr<MutexContendService>> services;
   services.reserve(n);
   const std::string prefix = "bench/scale/" + contender_id::uuid() + "/";
@@ -128,10 +145,11 @@ nlohmann::json scale(const Client& client, const std::string& engine, std::size_
     auto started = Clock::now();
     auto contender = make_contender(
         prefix + std::to_string(i),
-        [&, started](const MutexState&) {
+        [&, started, i](const MutexState&) {
           acquired.fetch_add(1);
           std::lock_guard lock(latency_mutex);
-          latencies.push_back(micros(Clock::now() - started));
+          if (!taken_once[i]) latencies.push_back(micros(Clock::now() - started));
+          taken_once[i] = true;
         },
         [&](const MutexState&) { lost.fetch_add(1); });
     services.push_back(held.contend_service(contender));
@@ -140,12 +158,16 @@ nlohmann::json scale(const Client& client, const std::string& engine, std::size_
   try {
     // At least 30 s, and 1 ms a mutex: ZooKeeper takes 100,000 in about a minute here.
     const auto timeout = std::max<std::chrono::milliseconds>(30s, std::chrono::milliseconds(n));
-    await([&] { return acquired.load() == static_cast<long>(n); }, "every mutex to be held", timeout, 1ms);
+    // A lease lost meanwhile is taken again: held is acquisitions less losses.
+    await([&] { return acquired.load() - lost.load() == static_cast<long>(n); }, "every mutex to be held", timeout,
+          1ms);
   } catch (const Error& e) {
-    throw Error(errc::timeout, std::string(e.what()) + " (" + std::to_string(acquired.load()) + " of " +
-                                   std::to_string(n) + " held, " + std::to_string(lost.load()) + " lost)");
+    throw Error(errc::timeout, std::string(e.what()) + " (" + std::to_string(acquired.load() - lost.load()) + " of " +
+                                   std::to_string(n) + " held, " + std::to_string(lost.load()) +
+                                   " lost: " + lost_reasons(held.metrics()).dump() + ")");
   }
   const auto all_held = Clock::now() - begun;
+  const long lost_taking = lost_leases();
   const long rss_held = resident_bytes();
   const int threads = thread_count();
   const auto trips_before = round_trips(held.metrics());
@@ -153,10 +175,14 @@ nlohmann::json scale(const Client& client, const std::string& engine, std::size_
   std::this_thread::sleep_for(duration);
   const auto trips = round_trips(held.metrics()) - trips_before;
   const double held_s = std::chrono::duration<double>(Clock::now() - holding_since).count();
-  const long missed = lost.load();
+  const long missed = lost_leases();
   std::size_t owners = 0;
   for (auto& service : services) owners += service->is_owner();
+  const auto lost_by_reason = lost_reasons(held.metrics());
+  const auto stopping_since = Clock::now();
   for (auto& service : services) service->stop();
+  const auto stopped = Clock::now() - stopping_since;
+  std::lock_guard lock(latency_mutex);
   auto out = line(engine, "scale", n, stats_of(latencies));
   out["duration_s"] = duration.count();
   out["ttl_ms"] = options.ttl.count();
@@ -166,7 +192,12 @@ nlohmann::json scale(const Client& client, const std::string& engine, std::size_
   out["threads"] = threads;
   out["rss_per_mutex_bytes"] = (rss_held - rss_before) / static_cast<long>(n);
   out["missed_renewals"] = missed;
+  out["missed_while_acquiring"] = lost_taking;
+  out["lost_by_reason"] = lost_by_reason;
   out["owners_at_end"] = owners;
+  // Stopping releases every lease, one at a time: a lease that ran out meanwhile is lost too.
+  out["stop_all_ms"] = round2(std::chrono::duration<double, std::milli>(stopped).count());
+  out["lost_while_stopping"] = lost_leases() - missed;
   return out;
 }
 

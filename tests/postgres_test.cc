@@ -10,6 +10,7 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "kit.h"
 #include "server_test.h"
@@ -93,6 +94,69 @@ TEST_F(PostgresTest, ABatchInOneTransactionFailsOnlyTheCallThatFails) {
   }
   EXPECT_EQ(backend->read(held).owner.owner_id, "one");
   EXPECT_TRUE(backend->release(held, "one"));
+}
+
+// A batch's renewals go in one statement (kTakeMany), and each still gets the answer it would
+// get alone: a live lease renewed with its token, one lost to another owner told that owner
+// an expired one of another contender taken with a new token; each with its own ttl. Names with the array
+// syntax's own characters reach the right rows, and a name twice in the batch is judged in
+// turn. A renewal that fails (a name that is not UTF-8) fails alone.
+TEST_F(PostgresTest, ABatchOfRenewalsAnswersEachLeaseAsAlone) {
+  auto backend = open_backend(uri_);
+  auto* batches = backend->batches();
+  ASSERT_NE(batches, nullptr);
+  const std::string base = tck::unique_mutex("renewals");
+  const std::vector<std::string> live = {base + "-plain", base + "-\"quoted\"", base + "-back\\slash",
+                                         base + "-{braces},comma", base + "- NULL"};
+  const std::string taken_by_other = base + "-other";
+  const std::string expired = base + "-expired";
+  std::vector<std::uint64_t> tokens;
+  for (const auto& name : live) tokens.push_back(backend->acquire(name, "me", 10s, 1s).owner.fencing_token);
+  backend->acquire(taken_by_other, "someone", 10s, 1s);
+  const auto old_token = backend->acquire(expired, "gone", 1ms, 0ms).owner.fencing_token;
+  std::this_thread::sleep_for(20ms);  // by the server's clock too: the lease was 1 ms
+
+  std::vector<AcquireCall> calls;
+  for (std::size_t i = 0; i < live.size(); ++i) calls.push_back({live[i], "me", 10s + std::chrono::seconds(i), 1s});
+  calls.push_back({taken_by_other, "me", 10s, 1s});
+  calls.push_back({expired, "me", 10s, 1s});
+  calls.push_back({live[0], "me", 10s, 1s});  // twice
+  for (auto& call : calls) call.renewal = true;
+  auto results = batches->acquire_batch(calls);
+  ASSERT_EQ(results.size(), calls.size());
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    ASSERT_FALSE(results[i].error) << live[i];
+    EXPECT_EQ(results[i].snapshot.owner.owner_id, "me") << live[i];
+    EXPECT_EQ(results[i].snapshot.owner.fencing_token, tokens[i]) << live[i] << ": a renewal changed the token";
+    const auto& owner = results[i].snapshot.owner;
+    EXPECT_EQ(owner.transition_at - owner.acquired_at, (calls[i].ttl + calls[i].transition).count())
+        << live[i] << ": renewed with another call's ttl";
+    EXPECT_EQ(backend->read(live[i]).owner.owner_id, "me") << live[i];
+  }
+  ASSERT_FALSE(results[5].error);
+  EXPECT_EQ(results[5].snapshot.owner.owner_id, "someone") << "a renewal took a lease another contender holds";
+  EXPECT_EQ(backend->read(taken_by_other).owner.owner_id, "someone");
+  ASSERT_FALSE(results[6].error);
+  EXPECT_EQ(results[6].snapshot.owner.owner_id, "me");
+  EXPECT_GT(results[6].snapshot.owner.fencing_token, old_token) << "an expired lease was taken with its old token";
+  ASSERT_FALSE(results[7].error);
+  EXPECT_EQ(results[7].snapshot.owner.owner_id, "me");
+  EXPECT_EQ(results[7].snapshot.owner.fencing_token, tokens[0]);
+
+  // A renewal that fails sends the statement's calls one by one: only that call fails.
+  calls.push_back({base + "-bad-\xff", "me", 10s, 1s});
+  calls.back().renewal = true;
+  results = batches->acquire_batch(calls);
+  ASSERT_EQ(results.size(), calls.size());
+  ASSERT_TRUE(results.back().error) << "a name that is not UTF-8 was taken";
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    ASSERT_FALSE(results[i].error) << live[i];
+    EXPECT_EQ(results[i].snapshot.owner.fencing_token, tokens[i]) << live[i];
+  }
+  EXPECT_EQ(results[5].snapshot.owner.owner_id, "someone");
+  for (const auto& name : live) EXPECT_TRUE(backend->release(name, "me"));
+  EXPECT_TRUE(backend->release(expired, "me"));
+  EXPECT_TRUE(backend->release(taken_by_other, "someone"));
 }
 
 // A session of its own, to hold a transaction open as another process would mid-step.

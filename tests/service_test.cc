@@ -512,6 +512,31 @@ TEST(ServiceTest, ARenewalThatLeavesAfterTheLeaseRanOutIsALoss) {
   service->stop();
 }
 
+TEST(ServiceTest, ASlowRoundTripDoesNotEatTheRenewalsSlack) {
+  // Every call takes 0.6 of the transition. A lease counts from when its round was sent, and so
+  // does the wait for its next renewal: each renewal then comes back 0.4 of the transition
+  // before the lease would run out. Counted from the answer instead, each renewal would go a
+  // round trip late and come back 0.2 of the transition after it (a loss at every renewal).
+  ContendOptions options;
+  options.ttl = 1500ms;
+  options.transition = 1500ms;
+  const auto round_trip = options.transition * 6 / 10;
+  auto slow = std::make_shared<simba::testing::FaultInjectingBackend>(make_memory_backend());
+  slow->set_delay(round_trip);
+  Client client(slow, options, std::make_shared<Runtime>());
+  auto recorder = std::make_shared<Recorder>("slow-round-trip");
+  auto service = client.contend_service(recorder);
+  service->start();
+  ASSERT_TRUE(wait_until([&] { return recorder->acquired_count() == 1; }, kSoon));
+  const auto calls = slow->calls();
+  // Three renewals.
+  ASSERT_TRUE(wait_until([&] { return slow->calls() >= calls + 3; }, 3 * (options.ttl + round_trip) + kSoon));
+  EXPECT_EQ(recorder->released_count(), 0) << "a renewal came back after its lease had run out";
+  EXPECT_EQ(recorder->acquired_count(), 1);
+  EXPECT_TRUE(service->is_owner());
+  service->stop();
+}
+
 TEST(ServiceTest, ALeaseReleasedByForceIsALossAtTheNextRenewal) {
   // An operator's `simba release --force` deletes the lease; the owner's next renewal then takes
   // the mutex anew with a new token. That is a loss (someone may have held it in between), then

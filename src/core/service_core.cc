@@ -495,13 +495,16 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     const auto delay = next_round_delay(snapshot.owner, snapshot.now,
                                         contender_ ? contender_->contender_id() : std::string_view(), policy, rng());
     again_ = false;
+    // An owner's next renewal counts from when this round was sent, as its lease does: a round
+    // trip that took long (a queue of batches, a busy server) then shortens the wait for the
+    // renewal, not the transition that is its slack.
+    const auto due = ours ? std::max(sent + delay, now) : now + delay;
     // Batched, renewals of many leases go together (renewal_tick).
     if (!dormant_)
-      arm_timer_locked(generation,
-                       ours && context_->batcher ? renewal_tick(now + delay, now, context_->options.ttl) : now + delay);
+      arm_timer_locked(generation, ours && context_->batcher ? renewal_tick(due, now, context_->options.ttl) : due);
     // A renewal due no sooner than the deadline (no transition, a lease the backend cut
     // short) would arm it too late: arm it now.
-    if (ours && now + delay >= lease_deadline_) arm_deadline_locked(generation);
+    if (ours && due >= lease_deadline_) arm_deadline_locked(generation);
   }
   if (unconfirmed) round_when_watched(generation, std::move(unconfirmed), /*first=*/false);
   if (demanded && hooks_ && hooks_->on_demand) hooks_->on_demand();

@@ -8,11 +8,13 @@
 #include <mutex>
 #include <numeric>
 #include <string_view>
+#include <unordered_set>
 
 #include "backends/common/server.h"
 #include "backends/common/sql_backend.h"
 #include "backends/postgres/connection.h"
 #include "backends/postgres/listener.h"
+#include "base/log.h"
 #include "simba/error.h"
 
 namespace simba {
@@ -82,6 +84,32 @@ constexpr const char* kTake =
     "WHERE mutex = $1 AND (transition_at < " SIMBA_PG_NOW " OR (owner_id = $2 AND transition_at > " SIMBA_PG_NOW
     "))"
     " RETURNING owner_id, acquired_at, ttl_at, transition_at, fencing_token, acquired_at, wanted_until >= acquired_at";
+
+// kTake over many rows in one statement: $1..$4 are arrays of kTake's parameters, one element
+// per call (the names distinct). Rows are locked in byte order of the name, as a batch of kTake
+// runs locks them (acquire_batch), so two batches never deadlock. Returns kTake's columns for
+// each row taken or renewed, and the call's place in the arrays (from 1); a call that took
+// nothing returns no row.
+#define SIMBA_PG_MAY_TAKE \
+  "(m.transition_at < " SIMBA_PG_NOW " OR (m.owner_id = c.owner_id AND m.transition_at > " SIMBA_PG_NOW "))"
+constexpr const char* kTakeMany = R"sql(
+WITH c AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
+    WITH ORDINALITY AS c(mutex, owner_id, ttl, transition, i)
+), locked AS (
+  SELECT m.mutex FROM simba_mutex m JOIN c ON m.mutex = c.mutex WHERE )sql" SIMBA_PG_MAY_TAKE R"sql(
+  ORDER BY m.mutex COLLATE "C" FOR UPDATE OF m
+)
+UPDATE simba_mutex m SET fencing_token = m.fencing_token + (m.owner_id <> c.owner_id)::int,
+  wanted_until = CASE WHEN m.owner_id <> c.owner_id THEN 0 ELSE m.wanted_until END,
+  idle_token = CASE WHEN m.owner_id = c.owner_id AND m.transition_at > )sql" SIMBA_PG_NOW R"sql(
+               THEN m.idle_token ELSE 0 END,
+  acquired_at = )sql" SIMBA_PG_NOW R"sql(, ttl_at = )sql" SIMBA_PG_NOW R"sql( + c.ttl,
+  transition_at = )sql" SIMBA_PG_NOW R"sql( + c.ttl + c.transition, owner_id = c.owner_id, version = m.version + 1
+FROM c JOIN locked l ON l.mutex = c.mutex
+WHERE m.mutex = c.mutex AND )sql" SIMBA_PG_MAY_TAKE R"sql(
+RETURNING m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token, m.acquired_at,
+  m.wanted_until >= m.acquired_at, c.i)sql";
 
 // Otherwise: create the row race-free, or take it if it became free meanwhile, or note that
 // we wait (until two of our leases from now) and want it (a demand, for one lease). Always
@@ -235,76 +263,44 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
     });
   }
 
-  // Every call's "take" pipelined on one connection in one transaction, in name order (one
-  // round trip and one commit; two batches lock their rows in the same order, so they never
-  // deadlock; calls on one name run in turn, as acquire() one after the other). A call that is
-  // not a renewal also hears its relatives, as acquire() does (take_with_relatives' statements
-  // around its take; a renewal's answer would not be heard). If a run fails (a name too long,
-  // a deadlock with another statement), the transaction rolls back and each call's "take" goes
-  // in its own transaction, so only that call fails (and none hears its relatives). The calls
-  // that took nothing (a new row, or another owner) then go on as acquire() does,
-  // "take_or_wait" pipelined too, each in its own transaction: two round trips for a batch of
-  // new mutexes (a new row's grant there hears nothing of its relatives).
+  // A batch in at most three round trips:
+  //  1. The renewals (their names distinct) in one statement, kTakeMany, in its own transaction:
+  //     the steady state of a process holding many leases costs the server one statement per
+  //     batch, not one per lease.
+  //  2. The other calls' "take" pipelined on one connection in one transaction, in name order
+  //     (one round trip and one commit; calls on one name run in turn, as acquire() one after
+  //     the other). A call that is not a renewal also hears its relatives, as acquire() does
+  //     (take_with_relatives' statements around its take; a renewal's answer would not be
+  //     heard). If a run fails (a name too long, a deadlock with another statement), the
+  //     transaction rolls back and each call's "take" goes in its own transaction, so only that
+  //     call fails (and none hears its relatives).
+  //  3. The calls that took nothing (a new row, another owner, a lease lost) go on as acquire()
+  //     does, "take_or_wait" pipelined, each in its own transaction (a new row's grant there
+  //     hears nothing of its relatives).
+  // Both kinds of transaction lock rows in byte order of the name, so batches never deadlock.
   std::vector<AcquireResult> acquire_batch(const std::vector<AcquireCall>& calls) override {
     return pool().with([&](Connection& connection) {
-      std::vector<std::size_t> order(calls.size());
-      std::iota(order.begin(), order.end(), std::size_t{0});
-      std::stable_sort(order.begin(), order.end(),
-                       [&](std::size_t a, std::size_t b) { return calls[a].mutex < calls[b].mutex; });
-      std::vector<std::vector<std::string>> each;
-      each.reserve(calls.size());
-      for (const auto& call : calls) {
-        each.push_back(
-            {call.mutex, call.contender_id, std::to_string(call.ttl.count()), std::to_string(call.transition.count())});
-      }
-      struct Runs {
-        std::size_t take = 0;
-        std::optional<std::size_t> relatives;  // where it hears them
-        bool derived = false;
-      };
-      std::vector<Runs> at(calls.size());
-      std::vector<Connection::Run> runs;
-      for (const std::size_t i : order) {
-        std::optional<Look> look;
-        if (!calls[i].renewal) look = look_of(calls[i].mutex);
-        at[i].derived = look && look->derived;
-        if (look && look->derived) {
-          at[i].relatives = runs.size();
-          runs.push_back(look->run);
-        }
-        at[i].take = runs.size();
-        runs.push_back({"take", each[i]});
-        if (look && !look->derived) {
-          at[i].relatives = runs.size();
-          runs.push_back(look->run);
-        }
-      }
-      std::vector<Connection::Answer> answers(calls.size());
-      std::vector<Result> relatives(calls.size());
-      if (auto together = connection.execute_together(runs)) {
-        for (std::size_t i = 0; i < calls.size(); ++i) {
-          answers[i].result = std::move((*together)[at[i].take]);
-          if (at[i].relatives) relatives[i] = std::move((*together)[*at[i].relatives]);
-        }
-      } else {
-        answers = connection.execute_each("take", each);
-      }
       std::vector<AcquireResult> results(calls.size());
       std::vector<std::size_t> rest;  // calls that took nothing
-      std::vector<std::vector<std::string>> rest_params;
-      for (std::size_t i = 0; i < calls.size(); ++i) {
-        if (answers[i].error) {
-          results[i].error = answers[i].error;
-        } else if (PQntuples(answers[i].result.get()) == 1) {
-          results[i].snapshot = snapshot_of(row_of(answers[i].result.get()));
-          results[i].snapshot.demanded = demanded(answers[i].result.get());
-          if (relatives[i]) answer_relatives(relatives[i].get(), at[i].derived, results[i].snapshot);
-        } else {
-          rest.push_back(i);
-          rest_params.push_back(each[i]);
+      std::vector<std::size_t> renewals, others;
+      {
+        std::unordered_set<std::string_view> names;
+        for (std::size_t i = 0; i < calls.size(); ++i) {
+          (calls[i].renewal && names.insert(calls[i].mutex).second ? renewals : others).push_back(i);
         }
       }
+      if (renewals.size() < 2) {
+        others.insert(others.end(), renewals.begin(), renewals.end());
+        renewals.clear();
+      }
+      if (!renewals.empty() && !take_many(connection, calls, renewals, results, rest)) {
+        others.insert(others.end(), renewals.begin(), renewals.end());
+      }
+      if (!others.empty()) take_each(connection, calls, others, results, rest);
       if (rest.empty()) return results;
+      std::vector<std::vector<std::string>> rest_params;
+      rest_params.reserve(rest.size());
+      for (const std::size_t i : rest) rest_params.push_back(params_of(calls[i]));
       auto waited = connection.execute_each("take_or_wait", rest_params);
       for (std::size_t k = 0; k < rest.size(); ++k) {
         const std::size_t i = rest[k];
@@ -321,6 +317,119 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
       }
       return results;
     });
+  }
+
+  static std::vector<std::string> params_of(const AcquireCall& call) {
+    return {call.mutex, call.contender_id, std::to_string(call.ttl.count()), std::to_string(call.transition.count())};
+  }
+
+  // Step 1 of acquire_batch: the calls `which` (renewals, names distinct) in one kTakeMany.
+  // Fills the results of the calls that took their row and adds the others to `rest`; false
+  // if the statement failed but the connection did not (then nothing was taken: the calls go
+  // the way of the others).
+  static bool take_many(Connection& connection, const std::vector<AcquireCall>& calls,
+                        const std::vector<std::size_t>& which, std::vector<AcquireResult>& results,
+                        std::vector<std::size_t>& rest) {
+    std::vector<std::string> arrays(4, "{");
+    for (const std::size_t i : which) {
+      const auto params = params_of(calls[i]);
+      for (std::size_t p = 0; p < arrays.size(); ++p) {
+        if (arrays[p].size() > 1) arrays[p] += ',';
+        append_array_element(arrays[p], params[p]);
+      }
+    }
+    for (auto& array : arrays) array += '}';
+    Result taken;
+    try {
+      taken = connection.execute("take_many", arrays);
+    } catch (const Error& e) {
+      if (connection.broken()) throw;
+      internal::log_warn(std::string("postgresql: a batch of ") + std::to_string(which.size()) +
+                         " renewals failed as one statement (they go one by one): " + e.what());
+      return false;
+    }
+    std::vector<bool> answered(which.size(), false);
+    for (int row = 0; row < PQntuples(taken.get()); ++row) {
+      const auto k = integer(taken.get(), 7, row) - 1;
+      if (k < 0 || static_cast<std::size_t>(k) >= which.size() || answered[k]) {
+        throw Error(errc::internal, "postgresql: a batch of renewals got an answer for call " + std::to_string(k + 1) +
+                                        " of " + std::to_string(which.size()));
+      }
+      answered[k] = true;
+      auto& result = results[which[k]];
+      result.snapshot = snapshot_of(row_of(taken.get(), row));
+      result.snapshot.demanded = flag(taken.get(), 6, row);
+    }
+    for (std::size_t k = 0; k < which.size(); ++k) {
+      if (!answered[k]) rest.push_back(which[k]);
+    }
+    return true;
+  }
+
+  // A PostgreSQL array literal's element: quoted, with its quotes and backslashes escaped.
+  static void append_array_element(std::string& array, std::string_view element) {
+    array += '"';
+    for (const char c : element) {
+      if (c == '"' || c == '\\') array += '\\';
+      array += c;
+    }
+    array += '"';
+  }
+
+  // Step 2 of acquire_batch: the calls `which`, their "take" (and their relatives' statements)
+  // pipelined in one transaction. Fills the results of the calls that took their row or
+  // failed, and adds the others to `rest`.
+  void take_each(Connection& connection, const std::vector<AcquireCall>& calls, std::vector<std::size_t> which,
+                 std::vector<AcquireResult>& results, std::vector<std::size_t>& rest) {
+    std::stable_sort(which.begin(), which.end(),
+                     [&](std::size_t a, std::size_t b) { return calls[a].mutex < calls[b].mutex; });
+    std::vector<std::vector<std::string>> each;
+    each.reserve(which.size());
+    for (const std::size_t i : which) each.push_back(params_of(calls[i]));
+    struct Runs {
+      std::size_t take = 0;
+      std::optional<std::size_t> relatives;  // where it hears them
+      bool derived = false;
+    };
+    std::vector<Runs> at(which.size());
+    std::vector<Connection::Run> runs;
+    for (std::size_t k = 0; k < which.size(); ++k) {
+      std::optional<Look> look;
+      if (!calls[which[k]].renewal) look = look_of(calls[which[k]].mutex);
+      at[k].derived = look && look->derived;
+      if (look && look->derived) {
+        at[k].relatives = runs.size();
+        runs.push_back(look->run);
+      }
+      at[k].take = runs.size();
+      runs.push_back({"take", each[k]});
+      if (look && !look->derived) {
+        at[k].relatives = runs.size();
+        runs.push_back(look->run);
+      }
+    }
+    std::vector<Connection::Answer> answers(which.size());
+    std::vector<Result> relatives(which.size());
+    if (auto together = connection.execute_together(runs)) {
+      for (std::size_t k = 0; k < which.size(); ++k) {
+        answers[k].result = std::move((*together)[at[k].take]);
+        if (at[k].relatives) relatives[k] = std::move((*together)[*at[k].relatives]);
+      }
+    } else {
+      answers = connection.execute_each("take", each);
+    }
+    for (std::size_t k = 0; k < which.size(); ++k) {
+      auto& result = results[which[k]];
+      if (answers[k].error) {
+        result.error = answers[k].error;
+      } else if (PQntuples(answers[k].result.get()) == 1) {
+        result.snapshot = snapshot_of(row_of(answers[k].result.get()));
+        result.snapshot.demanded = demanded(answers[k].result.get());
+        if (relatives[k]) answer_relatives(relatives[k].get(), at[k].derived, result.snapshot);
+      } else {
+        rest.push_back(which[k]);
+      }
+    }
   }
 
   // A take (`statement`: "take" or "take_or_wait") together with what an owner hears of its
@@ -437,6 +546,7 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
 
   static void prepare(Connection& connection) {
     connection.prepare("take", kTake);
+    connection.prepare("take_many", kTakeMany);
     connection.prepare("take_or_wait", kTakeOrWait);
     connection.prepare("read", kRead);
     connection.prepare("release", kRelease);

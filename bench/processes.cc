@@ -163,7 +163,7 @@ nlohmann::json scale(const Client& client, const std::string& engine, std::size_
           1ms);
   } catch (const Error& e) {
     throw Error(errc::timeout, std::string(e.what()) + " (" + std::to_string(acquired.load() - lost.load()) + " of " +
-                                   std::to_string(n) + " held, " + std::to_string(lost.load()) +
+                                   std::to_string(n) + " held, " + std::to_string(lost_leases()) +
                                    " lost: " + lost_reasons(held.metrics()).dump() + ")");
   }
   const auto all_held = Clock::now() - begun;

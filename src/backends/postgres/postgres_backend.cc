@@ -207,7 +207,7 @@ bool flag(const PGresult* result, int column, int row = 0) {
 }
 
 // Column 6 of a take or a read: a demand is pending.
-bool demanded(const PGresult* result) { return flag(result, 6); }
+bool demanded(const PGresult* result, int row = 0) { return flag(result, 6, row); }
 
 std::int64_t integer(const PGresult* result, int column, int row = 0) {
   return PQgetisnull(result, row, column) ? 0 : std::strtoll(PQgetvalue(result, row, column), nullptr, 10);
@@ -243,8 +243,7 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
   OwnerSnapshot acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
                         std::chrono::milliseconds transition) override {
     return pool().with([&](Connection& connection) {
-      const std::vector<std::string> params = {mutex, contender_id, std::to_string(ttl.count()),
-                                               std::to_string(transition.count())};
+      const auto params = params_of({mutex, contender_id, ttl, transition});
       auto taken = take_with_relatives(connection, "take", params);
       if (PQntuples(taken.row.get()) == 1) {
         auto snapshot = snapshot_of(row_of(taken.row.get()));
@@ -358,7 +357,7 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
       answered[k] = true;
       auto& result = results[which[k]];
       result.snapshot = snapshot_of(row_of(taken.get(), row));
-      result.snapshot.demanded = flag(taken.get(), 6, row);
+      result.snapshot.demanded = demanded(taken.get(), row);
     }
     for (std::size_t k = 0; k < which.size(); ++k) {
       if (!answered[k]) rest.push_back(which[k]);

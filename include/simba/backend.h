@@ -66,6 +66,12 @@ struct Capabilities {
   bool multi_process = false;                    // Contenders in different processes can share it.
   bool multi_host = false;                       // Contenders on different hosts can share it.
   std::size_t max_mutex_bytes = 0;               // Longest mutex name accepted; 0 = no limit.
+  // A contender's watch can wait until the contender waits: watch() starts at once (no round
+  // trip) and never reports WatchEvent::lost, so it tells an owner nothing. The core then opens
+  // a contender's watch only after a round that did not win, and looks again once it is open:
+  // a process holding many mutexes keeps no watch for those it holds. (ForwardingBackend says
+  // false: a subclass may watch otherwise.)
+  bool watch_when_waiting = false;
   // Facts about records and leases, for tools and the kit (the core does not branch on them):
   // a free mutex's record stays until sweep() (false: the engine forgets idle records by
   // itself, as memory does after 4,096 changes); an unrenewed lease ends at its transition_at
@@ -412,7 +418,11 @@ class ForwardingBackend : public Backend,
                                       std::function<void(WatchEvent)> on_change) override {
     return target_->watch(mutex, contender_id, std::move(on_change));
   }
-  Capabilities capabilities() const override { return target_->capabilities(); }
+  Capabilities capabilities() const override {
+    Capabilities caps = target_->capabilities();
+    caps.watch_when_waiting = false;  // an override of watch() may report WatchEvent::lost
+    return caps;
+  }
   std::string describe() const override { return target_->describe(); }
   const Push* push() const noexcept override { return target_->push() ? this : nullptr; }
   const DemandSignal* demand_signal() const noexcept override { return target_->demand_signal() ? this : nullptr; }

@@ -49,6 +49,7 @@ CoreContext::CoreContext(std::shared_ptr<Backend> backend_, std::shared_ptr<Runt
       push(backend->push() != nullptr),
       push_acquisitions(push && backend->push()->pushes_acquisitions()),
       waiters_hear_acquisitions(push && backend->push()->waiters_hear_acquisitions()),
+      watch_when_waiting(backend->capabilities().watch_when_waiting),
       poll(poll_of(*backend, options)) {}
 
 namespace {
@@ -80,10 +81,14 @@ ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever, std::shared_
 
 ServiceCore::~ServiceCore() {
   internal::MutexLock lock(mutex_);
-  if (timer_) context_->runtime->cancel(*timer_);  // (disarmed: it would fire to nothing)
+  if (timer_ != 0) context_->runtime->cancel(timer_);  // (disarmed: it would fire to nothing)
 }
 
 const std::string& ServiceCore::contender_id() const { return contender_ ? contender_->contender_id() : kNoContender; }
+
+void ServiceCore::settled_locked() {
+  if (settle_waiters_ > 0) context_->settled.notify_all();
+}
 
 bool ServiceCore::current_locked(std::uint64_t generation) const {
   return generation == generation_ && is_active(status_.load());
@@ -98,7 +103,7 @@ void ServiceCore::start(bool first_round_inline) {
   std::uint64_t generation;
   {
     internal::UniqueMutexLock lock(mutex_);
-    round_settled_.wait(lock.native(), [&]() REQUIRES(mutex_) { return stale_releases_ == 0; });
+    await_settled_locked(lock, Clock::time_point::max(), [&]() REQUIRES(mutex_) { return stale_releases_ == 0; });
     generation = ++generation_;
     failures_ = 0;
     dormant_ = owned_ = again_ = false;
@@ -107,34 +112,32 @@ void ServiceCore::start(bool first_round_inline) {
   if (!one_shot_) {
     strand_.post([self = shared_from_this()] {
       internal::MutexLock lock(self->mutex_);
-      self->state_ = MutexState{};
+      self->keep_locked(MutexState{});
     });
   }
   bool inline_round = first_round_inline && context_->options.initial_delay.count() == 0;
-  std::shared_ptr<Subscription> subscription;
+  // A contender whose watch opens once it waits has none yet; any other opens it now.
+  const bool deferred = contender_ && context_->watch_when_waiting;
+  std::shared_ptr<Subscription> subscription = deferred ? nullptr : open_watch(generation);
   bool after_watch = false;  // the first round waits for the watch, off this thread
-  // A push channel, or a watch that only reports the server's loss, or none (nullptr).
-  {
+  if (subscription) {
     try {
-      std::weak_ptr<ServiceCore> weak = shared_from_this();
-      subscription = context_->backend->watch(mutex(), contender_id(), [weak, generation](WatchEvent event) {
-        if (auto self = weak.lock()) self->on_watch(generation, event);
-      });
       // An observer reports every change from its first round on: its watch is in place
       // first. So is a contender's where the engine needs it (ready_before_first_round): here
       // for a first round on this thread, else off it. Any other contender's first round goes
       // at once (finish_round waits if it lost).
-      const bool ready_first = subscription && contender_ && subscription->ready_before_first_round();
-      if (subscription && (!contender_ || (ready_first && inline_round))) subscription->wait_ready();
+      const bool ready_first = contender_ && subscription->ready_before_first_round();
+      if (!contender_ || (ready_first && inline_round)) subscription->wait_ready();
       after_watch = ready_first && !inline_round;
     } catch (const std::exception& e) {
       log_warn("cannot watch mutex '" + mutex() + "' (" + e.what() + "); polling instead");
+      subscription.reset();
     }
   }
   {
     internal::MutexLock lock(mutex_);
     subscription_ = subscription;
-    watch_unconfirmed_ = contender_ && subscription_;
+    watch_unconfirmed_ = contender_ && (subscription_ || deferred);
     awaiting_watch_ = after_watch;
     if (after_watch) {
       // round_when_watched, below
@@ -159,29 +162,66 @@ void ServiceCore::start(bool first_round_inline) {
   }
 }
 
+std::shared_ptr<Subscription> ServiceCore::open_watch(std::uint64_t generation) {
+  try {
+    std::weak_ptr<ServiceCore> weak = shared_from_this();
+    return context_->backend->watch(mutex(), contender_id(), [weak, generation](WatchEvent event) {
+      if (auto self = weak.lock()) self->on_watch(generation, event);
+    });
+  } catch (const std::exception& e) {
+    log_warn("cannot watch mutex '" + mutex() + "' (" + e.what() + "); polling instead");
+    return nullptr;
+  }
+}
+
 void ServiceCore::round_when_watched(std::uint64_t generation, std::shared_ptr<Subscription> subscription, bool first) {
-  context_->runtime->post_io([self = shared_from_this(), generation, subscription = std::move(subscription), first] {
-    subscription->wait_ready();
-    {
-      internal::MutexLock lock(self->mutex_);
-      if (!self->current_locked(generation)) return;
-      self->watch_unconfirmed_ = false;  // in place now: a first round that loses need not wait again
-      if (first) {
-        if (!self->awaiting_watch_) return;
-        self->awaiting_watch_ = false;
-        if (self->context_->options.initial_delay.count() > 0) {
-          self->arm_timer_locked(generation, self->context_->options.initial_delay);
-          return;
+  context_->runtime->post_io(
+      [self = shared_from_this(), generation, subscription = std::move(subscription), first]() mutable {
+        if (!subscription) {
+          // Opened only now that this contender waits (CoreContext::watch_when_waiting). One
+          // that comes too late is let go when this task is (outside the core's lock: a watch's
+          // end waits for its calls, which take that lock).
+          subscription = self->open_watch(generation);
+          internal::MutexLock lock(self->mutex_);
+          if (!self->current_locked(generation)) return;
+          if (!self->subscription_) self->subscription_ = subscription;
         }
-      }
-    }
-    self->trigger(generation, /*from_timer=*/first);
-  });
+        if (subscription) subscription->wait_ready();
+        {
+          internal::MutexLock lock(self->mutex_);
+          if (!self->current_locked(generation)) return;
+          self->watch_unconfirmed_ = false;  // in place now: a first round that loses need not wait again
+          if (first) {
+            if (!self->awaiting_watch_) return;
+            self->awaiting_watch_ = false;
+            if (self->context_->options.initial_delay.count() > 0) {
+              self->arm_timer_locked(generation, self->context_->options.initial_delay);
+              return;
+            }
+          }
+        }
+        self->trigger(generation, /*from_timer=*/first);
+      });
 }
 
 MutexState ServiceCore::mutex_state() const {
   internal::MutexLock lock(mutex_);
-  return state_;
+  return delivered_locked();
+}
+
+MutexState ServiceCore::delivered_locked() const {
+  MutexState state = state_;
+  if (before_ours_) state.before.owner_id = contender_id();
+  if (after_ours_) state.after.owner_id = contender_id();
+  return state;
+}
+
+void ServiceCore::keep_locked(MutexState state) {
+  before_ours_ = contender_ && state.before.is_owner(contender_->contender_id());
+  after_ours_ = contender_ && state.after.is_owner(contender_->contender_id());
+  if (before_ours_) state.before.owner_id = std::string();  // its storage too
+  if (after_ours_) state.after.owner_id = std::string();
+  state_ = std::move(state);
 }
 
 bool ServiceCore::is_owner() const {
@@ -311,7 +351,7 @@ void ServiceCore::trigger(std::uint64_t generation, bool from_timer) {
     // A renewal that does not come back in time must still end the ownership at the lease's
     // deadline. Armed here, not at the win: a hold shorter than its first renewal (most) never
     // sets this timer.
-    if (renewal && !deadline_timer_) arm_deadline_locked(generation);
+    if (renewal && deadline_timer_ == 0) arm_deadline_locked(generation);
   }
   if (context_->batcher && contender_ && context_->batcher->takes(renewal)) {
     context_->batcher->submit(shared_from_this(), generation, renewal);
@@ -385,7 +425,8 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
                                const OwnerSnapshot& snapshot) {
   const bool claims = contender_ && snapshot.owner.is_owner(contender_->contender_id());
   bool demanded = false;
-  std::shared_ptr<Subscription> unconfirmed;  // a watch to wait for, then look again
+  bool look_when_watched = false;             // once the watch is in place, look again
+  std::shared_ptr<Subscription> unconfirmed;  // that watch (null: to be opened)
   RoundTimes times{sent, {}};
   {
     internal::UniqueMutexLock lock(mutex_);
@@ -398,7 +439,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       return;
     }
     in_flight_ = false;
-    round_settled_.notify_all();
+    settled_locked();
     failures_ = 0;
     last_error_.clear();
     last_owner_ours_ = contender_ && snapshot.owner.owner_id == contender_->contender_id();
@@ -453,8 +494,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
         won_locked(now);
       }
       // Renewed: the next renewal arms the deadline again (trigger()).
-      if (deadline_timer_) context_->runtime->cancel(*deadline_timer_);
-      deadline_timer_.reset();
+      cancel_deadline_locked();
       post_apply(generation, snapshot.owner);
       demanded = snapshot.demanded;
     } else if (claims) {
@@ -473,8 +513,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
                  (snapshot.owner.empty() ? std::string("free") : "owned by '" + snapshot.owner.owner_id + "'") +
                  " at a renewal; no longer owner");
         owned_ = false;
-        if (deadline_timer_) context_->runtime->cancel(*deadline_timer_);
-        deadline_timer_.reset();
+        cancel_deadline_locked();
         lost_locked(generation, LostReason::evicted);
       }
       post_apply(generation, snapshot.owner);
@@ -482,7 +521,8 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     if (!ours && watch_unconfirmed_) {
       // A release between this round and the watch's start would go unheard.
       watch_unconfirmed_ = false;
-      unconfirmed = subscription_;
+      look_when_watched = true;
+      unconfirmed = subscription_;  // null: not opened yet
     }
     RoundPolicy policy;
     policy.observer = !contender_;
@@ -506,7 +546,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     // short) would arm it too late: arm it now.
     if (ours && due >= lease_deadline_) arm_deadline_locked(generation);
   }
-  if (unconfirmed) round_when_watched(generation, std::move(unconfirmed), /*first=*/false);
+  if (look_when_watched) round_when_watched(generation, std::move(unconfirmed), /*first=*/false);
   if (demanded && hooks_ && hooks_->on_demand) hooks_->on_demand();
   if (hooks_ && hooks_->on_round) hooks_->on_round(times);
 }
@@ -523,7 +563,7 @@ void ServiceCore::fail_round(std::uint64_t generation, Clock::time_point sent, c
       return;
     }
     in_flight_ = false;
-    round_settled_.notify_all();
+    settled_locked();
     ++failures_;
     last_owner_id_.clear();
     last_owner_ours_ = false;
@@ -553,12 +593,12 @@ void ServiceCore::end_stale_round(std::optional<std::uint64_t> next, bool releas
   }
   release_remote(why);
   internal::MutexLock lock(mutex_);
-  if (--stale_releases_ == 0) round_settled_.notify_all();
+  if (--stale_releases_ == 0) settled_locked();
 }
 
 std::optional<std::uint64_t> ServiceCore::settle_stale_locked() {
   in_flight_ = false;
-  round_settled_.notify_all();
+  settled_locked();
   if (!again_) return std::nullopt;
   // The current generation asked for a round while this one ran (trigger() found it in
   // flight): nothing else will start it.
@@ -573,6 +613,10 @@ void ServiceCore::arm_deadline_locked(std::uint64_t generation) {
   });
 }
 
+void ServiceCore::cancel_deadline_locked() {
+  if (deadline_timer_ != 0) context_->runtime->cancel(std::exchange(deadline_timer_, 0));
+}
+
 void ServiceCore::on_lease_deadline(std::uint64_t generation) {
   internal::MutexLock lock(mutex_);
   if (!current_locked(generation) || !owned_ || Clock::now() < lease_deadline_) return;
@@ -583,8 +627,7 @@ void ServiceCore::on_lease_deadline(std::uint64_t generation) {
 
 void ServiceCore::revoke_locked(std::uint64_t generation, LostReason reason) {
   owned_ = false;
-  if (deadline_timer_) context_->runtime->cancel(*deadline_timer_);
-  deadline_timer_.reset();
+  cancel_deadline_locked();
   lost_locked(generation, reason);
   post_apply(generation, MutexOwner::none());
 }
@@ -630,8 +673,8 @@ void ServiceCore::arm_timer_locked(std::uint64_t generation, std::chrono::millis
 void ServiceCore::arm_timer_locked(std::uint64_t generation, Clock::time_point at) {
   due_generation_ = generation;
   due_at_ = at;
-  if (timer_ && timer_at_ <= at) return;  // it fires first, then arms again for due_at_
-  if (timer_) context_->runtime->cancel(*timer_);
+  if (timer_ != 0 && timer_at_ <= at) return;  // it fires first, then arms again for due_at_
+  if (timer_ != 0) context_->runtime->cancel(timer_);
   schedule_timer_locked(at);
 }
 
@@ -649,7 +692,7 @@ void ServiceCore::on_timer(std::uint64_t sequence) {
   {
     internal::MutexLock lock(mutex_);
     if (sequence != timer_sequence_) return;  // replaced while it fired: the new one is pending
-    timer_.reset();
+    timer_ = 0;
     if (due_generation_ == 0) return;
     if (Clock::now() < due_at_) {
       schedule_timer_locked(due_at_);
@@ -667,11 +710,10 @@ void ServiceCore::apply(std::uint64_t generation, const MutexOwner& owner) {
     if (!current_locked(generation)) {
       // Stale: drop it, unless it tells an owner that it is no longer owner.
       bool claims = contender_ && owner.is_owner(contender_->contender_id());
-      bool we_own = contender_ && state_.after.is_owner(contender_->contender_id());
-      if (claims || !we_own) return;
+      if (claims || !after_ours_) return;
     }
-    next = MutexState{state_.after, owner};
-    state_ = next;
+    next = MutexState{delivered_locked().after, owner};
+    keep_locked(next);
   }
   try {
     retriever_->notify_owner(next);

@@ -53,7 +53,13 @@ struct CoreContext {
   const bool push;                       // the backend pushes changes (Backend::push())
   const bool push_acquisitions;          // ... acquisitions too
   const bool waiters_hear_acquisitions;  // ... and waiters hear them
+  const bool watch_when_waiting;         // a contender's watch opens once it waits (Capabilities)
   const std::chrono::milliseconds poll;  // the options' poll interval, else the backend's
+  // Where start() and stop() wait for a core's round or stale release to settle: one for all
+  // the cores (a condition variable each would cost 48 bytes a mutex), told only when one of
+  // them waits (ServiceCore::settle_waiters_). A condition_variable_any, as its waiters hold
+  // different mutexes.
+  mutable std::condition_variable_any settled;
 };
 
 // What one contender adds to its core: the lock manager's hooks.
@@ -149,9 +155,13 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   bool delivers_notifications() const { return !one_shot_; }
 
  private:
+  // The watch of `generation` (a push channel, or a watch that only reports the server's loss),
+  // or null: none, or it could not be opened (logged; the core polls).
+  std::shared_ptr<Subscription> open_watch(std::uint64_t generation);
   // Once `subscription` is in place (waited for on an I/O thread, which it blocks), a round of
   // `generation`: its first (after the initial delay), or another look after a first round
-  // that lost before the watch was confirmed.
+  // that lost before the watch was confirmed. Null `subscription`: a contender's watch not yet
+  // opened (CoreContext::watch_when_waiting), opened first.
   void round_when_watched(std::uint64_t generation, std::shared_ptr<Subscription> subscription, bool first);
   void trigger(std::uint64_t generation, bool from_timer);
   void on_watch(std::uint64_t generation, WatchEvent event);
@@ -181,6 +191,14 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void apply(std::uint64_t generation, const MutexOwner& owner);
   void release_remote(const char* why) noexcept;
   bool current_locked(std::uint64_t generation) const REQUIRES(mutex_);
+  // A round ended or a stale release was done: tells whoever waits for it.
+  void settled_locked() REQUIRES(mutex_);
+  // Waits on context_->settled until `done`, at most until `deadline`. Returns done().
+  template <class Done>
+  bool await_settled_locked(internal::UniqueMutexLock& lock, Clock::time_point deadline, Done done) REQUIRES(mutex_);
+  MutexState delivered_locked() const REQUIRES(mutex_);
+  void keep_locked(MutexState state) REQUIRES(mutex_);
+  void cancel_deadline_locked() REQUIRES(mutex_);
   const std::string& last_owner_locked() const REQUIRES(mutex_);
   // A round of an earlier generation ended: the generation due a round meanwhile (again_), to
   // trigger once unlocked, if any.
@@ -193,25 +211,18 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // Unlocked, after the above: releases again (`release`), or triggers the round due meanwhile.
   void end_stale_round(std::optional<std::uint64_t> next, bool release, const char* why);
 
+  // Ordered so that the flags pack together: at 100,000 mutexes a byte each is 100 KB.
   const std::shared_ptr<MutexRetriever> retriever_;
   const std::shared_ptr<MutexContender> contender_;  // null: observer
   const std::shared_ptr<const CoreContext> context_;
+  std::atomic<ServiceStatus> status_{ServiceStatus::initial};
   const bool one_shot_;  // CoreHooks::one_shot
   // The hooks' functions; null when it has none (a service's contender or observer).
   const std::unique_ptr<const CoreHooks> hooks_;
   const Strand strand_;    // where notifications go; none for a one_shot core, which posts none
   MutexSlot* const slot_;  // in context_->telemetry, if any
 
-  std::atomic<ServiceStatus> status_{ServiceStatus::initial};
-
   mutable internal::AnnotatedMutex mutex_;
-  std::uint64_t generation_ GUARDED_BY(mutex_) = 0;
-  std::optional<Runtime::TimerId> timer_ GUARDED_BY(mutex_);  // the round timer pending in the runtime
-  std::uint64_t timer_sequence_ GUARDED_BY(mutex_) = 0;       // of the last one scheduled
-  Clock::time_point timer_at_ GUARDED_BY(mutex_);             // when it fires
-  std::uint64_t due_generation_ GUARDED_BY(mutex_) = 0;       // the round it is armed for (0: none)
-  Clock::time_point due_at_ GUARDED_BY(mutex_);
-  std::optional<Runtime::TimerId> deadline_timer_ GUARDED_BY(mutex_);
   // A round is queued or running, of this generation or (after a stop() on a runtime thread,
   // which does not wait for it) of an earlier one: one at a time per contender.
   bool in_flight_ GUARDED_BY(mutex_) = false;
@@ -219,44 +230,74 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // generation, its end starts the round (settle_stale_locked).
   bool again_ GUARDED_BY(mutex_) = false;
   bool dormant_ GUARDED_BY(mutex_) = false;
-  int failures_ GUARDED_BY(mutex_) = 0;
   bool owned_ GUARDED_BY(mutex_) = false;
+  bool standing_by_ GUARDED_BY(mutex_) = false;  // telemetry: counted among the waiters
+  // The answer that won the lease now held saw no derived record held (OwnerSnapshot::no_derived_held).
+  bool no_derived_since_won_ GUARDED_BY(mutex_) = false;
+  // What the last answer that won the lease said of the primitive (OwnerSnapshot::parent), and
+  // when its round was sent (parent_token_, parent_round_sent_): parent_seen_since().
+  bool parent_seen_ GUARDED_BY(mutex_) = false;
+  bool parent_held_ GUARDED_BY(mutex_) = false;
+  // The owner the last round saw was this contender (else last_owner_id_).
+  bool last_owner_ours_ GUARDED_BY(mutex_) = false;
+  // A contender's watch may not be in place on the server yet (Subscription::wait_ready), or
+  // not be open yet (CoreContext::watch_when_waiting): the first round that does not win waits
+  // for it (opens it), then looks again.
+  bool watch_unconfirmed_ GUARDED_BY(mutex_) = false;
+  // The first round waits for the watch (Subscription::ready_before_first_round), off the
+  // caller's thread: until it is in place, nothing triggers a round (round_when_watched).
+  bool awaiting_watch_ GUARDED_BY(mutex_) = false;
+  // The owners of state_ that are this contender (kept without its id: keep_locked()).
+  bool before_ours_ GUARDED_BY(mutex_) = false;
+  bool after_ours_ GUARDED_BY(mutex_) = false;
+  int failures_ GUARDED_BY(mutex_) = 0;
+  // Releases of rounds that ended after stop(), in flight: start() waits for them, or one
+  // could give back the lease the next generation (the same contender id) just won.
+  int stale_releases_ GUARDED_BY(mutex_) = 0;
+  // Waiting in start() or stop() (on context_->settled) for a round to end (in_flight_ false)
+  // or the last stale release to be done: settled_locked() tells them.
+  int settle_waiters_ GUARDED_BY(mutex_) = 0;
+
+  std::uint64_t generation_ GUARDED_BY(mutex_) = 0;
+  Runtime::TimerId timer_ GUARDED_BY(mutex_) = 0;        // the round timer pending in the runtime (0: none)
+  std::uint64_t timer_sequence_ GUARDED_BY(mutex_) = 0;  // of the last one scheduled
+  Clock::time_point timer_at_ GUARDED_BY(mutex_);        // when it fires
+  std::uint64_t due_generation_ GUARDED_BY(mutex_) = 0;  // the round it is armed for (0: none)
+  Clock::time_point due_at_ GUARDED_BY(mutex_);
+  Runtime::TimerId deadline_timer_ GUARDED_BY(mutex_) = 0;  // arm_deadline_locked() (0: none)
   Clock::time_point lease_deadline_ GUARDED_BY(mutex_){};
   // When the push channel was last lost: the server may have forgotten every lease, so an
   // answer to a round sent before then proves nothing and restores no ownership.
   Clock::time_point channel_lost_at_ GUARDED_BY(mutex_){};
   Clock::time_point ttl_deadline_ GUARDED_BY(mutex_){};
   Clock::time_point owned_since_ GUARDED_BY(mutex_){};  // telemetry: when owned_ became true
-  bool standing_by_ GUARDED_BY(mutex_) = false;         // telemetry: counted among the waiters
-  // The answer that won the lease now held saw no derived record held (OwnerSnapshot::no_derived_held).
-  bool no_derived_since_won_ GUARDED_BY(mutex_) = false;
-  // What the last answer that won the lease said of the primitive (OwnerSnapshot::parent), and
-  // when its round was sent: parent_seen_since().
-  bool parent_seen_ GUARDED_BY(mutex_) = false;
-  bool parent_held_ GUARDED_BY(mutex_) = false;
   std::uint64_t parent_token_ GUARDED_BY(mutex_) = 0;
   Clock::time_point parent_round_sent_ GUARDED_BY(mutex_){};
   std::uint64_t token_ GUARDED_BY(mutex_) = 0;
-  // The owner the last round saw: this contender (last_owner_ours_), else the id of another
-  // (empty: none, or the round failed). last_owner_locked() says which.
+  // The id of the owner the last round saw when not this contender (last_owner_ours_; empty:
+  // none, or the round failed). last_owner_locked() says which.
   std::string last_owner_id_ GUARDED_BY(mutex_);
-  bool last_owner_ours_ GUARDED_BY(mutex_) = false;
   std::string last_error_ GUARDED_BY(mutex_);
   std::shared_ptr<Subscription> subscription_ GUARDED_BY(mutex_);
-  // A contender's watch may not be in place on the server yet (Subscription::wait_ready): the
-  // first round that does not win waits for it, then looks again.
-  bool watch_unconfirmed_ GUARDED_BY(mutex_) = false;
-  // The first round waits for the watch (Subscription::ready_before_first_round), off the
-  // caller's thread: until it is in place, nothing triggers a round (round_when_watched).
-  bool awaiting_watch_ GUARDED_BY(mutex_) = false;
-  // Releases of rounds that ended after stop(), in flight: start() waits for them, or one
-  // could give back the lease the next generation (the same contender id) just won.
-  int stale_releases_ GUARDED_BY(mutex_) = 0;
-  // Told when a round ends (in_flight_ false) and when the last stale release is done.
-  std::condition_variable round_settled_;
-
-  MutexState state_ GUARDED_BY(mutex_);  // the last delivered to the retriever (not one_shot)
+  // The state last delivered to the retriever (not one_shot), kept without copies of this
+  // contender's own id: an owner that is this contender is kept with an empty id and its flag
+  // set (before_ours_, after_ours_; a held lease would keep its id twice otherwise, on the
+  // heap). delivered_locked() and keep_locked() translate.
+  MutexState state_ GUARDED_BY(mutex_);
 };
+
+template <class Done>
+bool ServiceCore::await_settled_locked(internal::UniqueMutexLock& lock, Clock::time_point deadline, Done done) {
+  ++settle_waiters_;
+  bool result = true;
+  if (deadline == Clock::time_point::max()) {
+    context_->settled.wait(lock.native(), done);
+  } else {
+    result = context_->settled.wait_until(lock.native(), deadline, done);
+  }
+  --settle_waiters_;
+  return result;
+}
 
 // Closes `core` and lets go of it such that the last reference is not dropped by a runtime
 // thread: it waits (up to 10 s: a backend call in flight) until no runtime task still holds

@@ -38,8 +38,7 @@ void ServiceCore::stop() {
       if (context_->telemetry && !one_shot_) held = Clock::now() - owned_since_;  // a lock entry times its holds
     }
     disarm_timer_locked();
-    if (deadline_timer_) context_->runtime->cancel(*deadline_timer_);
-    deadline_timer_.reset();
+    cancel_deadline_locked();
     subscription = std::move(subscription_);
     watch_unconfirmed_ = false;
     owned_ = dormant_ = again_ = false;
@@ -49,7 +48,7 @@ void ServiceCore::stop() {
     // finish_round), so that nothing of ours is left once stop() returns. A runtime thread does
     // not wait: it may be the one that has to run that round, which then releases by itself.
     const auto settled = [&]() REQUIRES(mutex_) { return !in_flight_ && stale_releases_ == 0; };
-    if (!settled() && !on_runtime_thread()) round_settled_.wait_for(lock.native(), kRoundInFlightBound, settled);
+    if (!settled() && !on_runtime_thread()) await_settled_locked(lock, Clock::now() + kRoundInFlightBound, settled);
   }
   subscription.reset();
   if (contender_) release_remote("stop()");

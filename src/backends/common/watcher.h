@@ -93,30 +93,4 @@ std::unique_ptr<Subscription> watch_handle(std::shared_ptr<Watcher> watcher, OnE
   return std::make_unique<WatchHandleWith<OnEnd>>(std::move(watcher), std::move(on_end));
 }
 
-// A contender's watch that starts at its first wait_ready(), which the core calls only after a
-// round that did not win, and looks again once it returns (Subscription::wait_ready): a
-// contender that wins at once, as most do, costs no watcher. For an engine whose watches start
-// at once (no round trip), where the watcher's upkeep is all they cost. `Start` (kept inline,
-// not in a std::function) returns the watch's handle.
-template <class Start>
-class LazyWatch final : public Subscription {
- public:
-  explicit LazyWatch(Start start) : start_(std::move(start)) {}
-
-  void wait_ready() override {
-    internal::MutexLock lock(mutex_);
-    if (!started_) started_ = start_();
-  }
-
- private:
-  internal::AnnotatedMutex mutex_;
-  Start start_;                                               // called once, under mutex_
-  std::unique_ptr<Subscription> started_ GUARDED_BY(mutex_);  // its destructor ends the watch
-};
-
-template <class Start>
-std::unique_ptr<Subscription> lazy_watch(Start start) {
-  return std::make_unique<LazyWatch<Start>>(std::move(start));
-}
-
 }  // namespace simba::internal

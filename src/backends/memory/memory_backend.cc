@@ -145,13 +145,11 @@ class MemoryBackend final
     return true;
   }
 
-  // An observer's watch starts at once; a contender's at its first wait_ready() (LazyWatch).
-  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
+  // Starts at once and never reports WatchEvent::lost: a contender's is opened only once it
+  // waits (Capabilities::watch_when_waiting).
+  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& /*contender_id*/,
                                       std::function<void(WatchEvent)> on_change) override {
-    if (contender_id.empty()) return add_watcher(mutex, std::move(on_change));
-    // The handle goes before the backend (Backend::watch): `this` outlives it.
-    return internal::lazy_watch(
-        [this, mutex, on_change = std::move(on_change)]() mutable { return add_watcher(mutex, std::move(on_change)); });
+    return add_watcher(mutex, std::move(on_change));
   }
 
   // Demand watchers are kept beside the others, under a name no mutex has.
@@ -190,6 +188,7 @@ class MemoryBackend final
     caps.engine = "memory";
     caps.poll_interval = std::chrono::milliseconds(100);
     caps.keeps_idle_records = false;  // kRemembered
+    caps.watch_when_waiting = true;
     return caps;
   }
 

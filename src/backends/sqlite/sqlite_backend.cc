@@ -353,6 +353,7 @@ class SqliteBackend final
     caps.engine = "sqlite";
     caps.poll_interval = options_.poll_interval;
     caps.multi_process = true;
+    caps.watch_when_waiting = true;  // the wake board's watch: a local map, and no WatchEvent::lost
     return caps;
   }
 

@@ -131,7 +131,6 @@ void ServiceCore::start(bool first_round_inline) {
       after_watch = ready_first && !inline_round;
     } catch (const std::exception& e) {
       log_warn("cannot watch mutex '" + mutex() + "' (" + e.what() + "); polling instead");
-      subscription.reset();
     }
   }
   {

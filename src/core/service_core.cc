@@ -209,10 +209,15 @@ MutexState ServiceCore::mutex_state() const {
 }
 
 MutexState ServiceCore::delivered_locked() const {
-  MutexState state = state_;
+  MutexState state{state_.before, delivered_after_locked()};
   if (before_ours_) state.before.owner_id = contender_id();
-  if (after_ours_) state.after.owner_id = contender_id();
   return state;
+}
+
+MutexOwner ServiceCore::delivered_after_locked() const {
+  MutexOwner after = state_.after;
+  if (after_ours_) after.owner_id = contender_id();
+  return after;
 }
 
 void ServiceCore::keep_locked(MutexState state) {
@@ -711,7 +716,7 @@ void ServiceCore::apply(std::uint64_t generation, const MutexOwner& owner) {
       bool claims = contender_ && owner.is_owner(contender_->contender_id());
       if (claims || !after_ours_) return;
     }
-    next = MutexState{delivered_locked().after, owner};
+    next = MutexState{delivered_after_locked(), owner};
     keep_locked(next);
   }
   try {

@@ -193,10 +193,11 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   bool current_locked(std::uint64_t generation) const REQUIRES(mutex_);
   // A round ended or a stale release was done: tells whoever waits for it.
   void settled_locked() REQUIRES(mutex_);
-  // Waits on context_->settled until `done`, at most until `deadline`. Returns done().
+  // Waits on context_->settled until `done`, at most until `deadline`.
   template <class Done>
-  bool await_settled_locked(internal::UniqueMutexLock& lock, Clock::time_point deadline, Done done) REQUIRES(mutex_);
+  void await_settled_locked(internal::UniqueMutexLock& lock, Clock::time_point deadline, Done done) REQUIRES(mutex_);
   MutexState delivered_locked() const REQUIRES(mutex_);
+  MutexOwner delivered_after_locked() const REQUIRES(mutex_);  // its `after` alone (each renewal's apply())
   void keep_locked(MutexState state) REQUIRES(mutex_);
   void cancel_deadline_locked() REQUIRES(mutex_);
   const std::string& last_owner_locked() const REQUIRES(mutex_);
@@ -287,16 +288,14 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
 };
 
 template <class Done>
-bool ServiceCore::await_settled_locked(internal::UniqueMutexLock& lock, Clock::time_point deadline, Done done) {
+void ServiceCore::await_settled_locked(internal::UniqueMutexLock& lock, Clock::time_point deadline, Done done) {
   ++settle_waiters_;
-  bool result = true;
   if (deadline == Clock::time_point::max()) {
     context_->settled.wait(lock.native(), done);
   } else {
-    result = context_->settled.wait_until(lock.native(), deadline, done);
+    context_->settled.wait_until(lock.native(), deadline, done);
   }
   --settle_waiters_;
-  return result;
 }
 
 // Closes `core` and lets go of it such that the last reference is not dropped by a runtime

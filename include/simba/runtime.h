@@ -20,6 +20,7 @@ namespace simba {
 namespace internal {
 class RuntimeImpl;
 class StrandImpl;
+struct RuntimeAccess;
 }  // namespace internal
 
 // Runs posted tasks one at a time, in posting order, on the runtime's callback pool.
@@ -65,12 +66,16 @@ class Runtime {
   // on a slow engine, leases already held are kept.
   enum class Priority { normal, urgent };
   void post_io(std::function<void()> task, Priority priority = Priority::normal);
+  // Runs `task` on the callback pool as soon as a thread is free, in no order with other
+  // tasks: a Strand keeps its tasks in order.
+  void post_callback(std::function<void()> task);
   // A new strand on the callback pool.
   Strand make_strand();
 
   Options options() const;
 
  private:
+  friend struct internal::RuntimeAccess;
   std::unique_ptr<internal::RuntimeImpl> impl_;
 };
 

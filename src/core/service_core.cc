@@ -19,7 +19,8 @@
 namespace simba::internal {
 namespace {
 
-const std::string kNoContender;
+// An empty id: an observer's contender id, or the owner a failed round saw.
+const std::string kEmptyId;
 
 // Jitter needs no per-service generator (2.5 KB each): one per thread will do.
 std::mt19937_64& rng() {
@@ -67,7 +68,6 @@ ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever, std::shared_
       context_(std::move(context)),
       one_shot_(hooks.one_shot),
       hooks_(boxed(std::move(hooks))),
-      strand_(one_shot_ ? Strand(nullptr) : context_->runtime->make_strand()),
       slot_(context_->telemetry ? &context_->telemetry->slot(retriever_->mutex()) : nullptr) {
   validate_mutex_name(retriever_->mutex());
   if (contender_) validate_contender_id(contender_->contender_id());
@@ -84,7 +84,7 @@ ServiceCore::~ServiceCore() {
   if (timer_ != 0) context_->runtime->cancel(timer_);  // (disarmed: it would fire to nothing)
 }
 
-const std::string& ServiceCore::contender_id() const { return contender_ ? contender_->contender_id() : kNoContender; }
+const std::string& ServiceCore::contender_id() const { return contender_ ? contender_->contender_id() : kEmptyId; }
 
 void ServiceCore::settled_locked() {
   if (settle_waiters_ > 0) context_->settled.notify_all();
@@ -108,12 +108,12 @@ void ServiceCore::start(bool first_round_inline) {
     failures_ = 0;
     dormant_ = owned_ = again_ = false;
     standing_by_locked(true);
-  }
-  if (!one_shot_) {
-    strand_.post([self = shared_from_this()] {
-      internal::MutexLock lock(self->mutex_);
-      self->keep_locked(MutexState{});
-    });
+    if (!one_shot_) {
+      notify_locked([self = shared_from_this()] {
+        internal::MutexLock lock(self->mutex_);
+        self->keep_locked(MutexState{});
+      });
+    }
   }
   bool inline_round = first_round_inline && context_->options.initial_delay.count() == 0;
   // A contender whose watch opens once it waits has none yet; any other opens it now.
@@ -285,7 +285,7 @@ ServiceCore::Lease ServiceCore::lease(Clock::time_point now) const {
   lease.token = lease.owner ? token_ : 0;
   lease.generation = generation_;
   lease.deadline = owned_ ? lease_deadline_ : Clock::time_point{};
-  lease.rival_seen = !last_owner_id_.empty();  // another's (our own is not kept there)
+  lease.rival_seen = !last_failed_ && !last_seen_.empty();  // another's (our own is not kept there)
   lease.now = now;
   return lease;
 }
@@ -295,11 +295,14 @@ std::string ServiceCore::last_owner_id() const {
   return last_owner_locked();
 }
 
-const std::string& ServiceCore::last_owner_locked() const { return last_owner_ours_ ? contender_id() : last_owner_id_; }
+const std::string& ServiceCore::last_owner_locked() const {
+  if (last_failed_) return kEmptyId;
+  return last_owner_ours_ ? contender_id() : last_seen_;
+}
 
 std::string ServiceCore::last_error() const {
   internal::MutexLock lock(mutex_);
-  return last_error_;
+  return last_failed_ ? last_seen_ : std::string();
 }
 
 std::uint64_t ServiceCore::generation() const {
@@ -307,14 +310,41 @@ std::uint64_t ServiceCore::generation() const {
   return generation_;
 }
 
-void ServiceCore::deliver(std::uint64_t generation, const MutexOwner& owner) { post_apply(generation, owner); }
+void ServiceCore::deliver(std::uint64_t generation, const MutexOwner& owner) {
+  internal::MutexLock lock(mutex_);
+  post_apply_locked(generation, owner);
+}
 
 void ServiceCore::flush() {
   if (one_shot_) return;  // it posts nothing
   auto delivered = std::make_shared<std::promise<void>>();
   auto done = delivered->get_future();
-  strand_.post([delivered] { delivered->set_value(); });
-  if (!strand_.running_in_this_thread()) done.wait();
+  {
+    internal::MutexLock lock(mutex_);
+    notify_locked([delivered] { delivered->set_value(); });
+  }
+  if (!SerialQueue::running_in_this_thread(this)) done.wait();
+}
+
+void ServiceCore::notify_locked(SerialQueue::Task task) {
+  if (notifications_.push(std::move(task))) {
+    context_->runtime->post_callback([self = shared_from_this()] { self->drain_notifications(); });
+  }
+}
+
+void ServiceCore::drain_notifications() {
+  std::vector<SerialQueue::Task> batch;
+  {
+    internal::MutexLock lock(mutex_);
+    batch = notifications_.take();
+  }
+  SerialQueue::run(this, batch);
+  bool again;
+  {
+    internal::MutexLock lock(mutex_);
+    again = notifications_.rearm();
+  }
+  if (again) context_->runtime->post_callback([self = shared_from_this()] { self->drain_notifications(); });
 }
 
 void ServiceCore::on_watch(std::uint64_t generation, WatchEvent event) {
@@ -445,12 +475,12 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     in_flight_ = false;
     settled_locked();
     failures_ = 0;
-    last_error_.clear();
+    last_failed_ = false;
     last_owner_ours_ = contender_ && snapshot.owner.owner_id == contender_->contender_id();
     if (last_owner_ours_) {
-      std::string().swap(last_owner_id_);  // its storage too: every held lease would keep a copy
+      std::string().swap(last_seen_);  // its storage too: every held lease would keep a copy
     } else {
-      last_owner_id_ = snapshot.owner.owner_id;
+      last_seen_ = snapshot.owner.owner_id;
     }
     if (owned_ && sent >= lease_deadline_) {
       // The renewal left after our lease had run out by our own clock (the process stalled,
@@ -499,7 +529,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       }
       // Renewed: the next renewal arms the deadline again (trigger()).
       cancel_deadline_locked();
-      post_apply(generation, snapshot.owner);
+      post_apply_locked(generation, snapshot.owner);
       demanded = snapshot.demanded;
     } else if (claims) {
       // The answer came back after the lease it granted had run out by our clock, or was sent
@@ -520,7 +550,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
         cancel_deadline_locked();
         lost_locked(generation, LostReason::evicted);
       }
-      post_apply(generation, snapshot.owner);
+      post_apply_locked(generation, snapshot.owner);
     }
     if (!ours && watch_unconfirmed_) {
       // A release between this round and the watch's start would go unheard.
@@ -569,9 +599,9 @@ void ServiceCore::fail_round(std::uint64_t generation, Clock::time_point sent, c
     in_flight_ = false;
     settled_locked();
     ++failures_;
-    last_owner_id_.clear();
     last_owner_ours_ = false;
-    last_error_ = what;
+    last_failed_ = true;
+    last_seen_ = what;
     if (owned_) revoke_locked(generation, LostReason::error);
     auto delay = backoff_delay(failures_, context_->options.backoff_initial, context_->options.ttl, rng());
     if ((failures_ & (failures_ - 1)) == 0) {  // 1st, 2nd, 4th, 8th... failure in a row
@@ -611,10 +641,10 @@ std::optional<std::uint64_t> ServiceCore::settle_stale_locked() {
 }
 
 void ServiceCore::arm_deadline_locked(std::uint64_t generation) {
-  std::weak_ptr<ServiceCore> weak = shared_from_this();
-  deadline_timer_ = context_->runtime->schedule_after(lease_deadline_ - Clock::now(), [weak, generation] {
-    if (auto self = weak.lock()) self->on_lease_deadline(generation);
-  });
+  deadline_timer_ = RuntimeAccess::schedule_weak_at(
+      *context_->runtime, lease_deadline_, weak_from_this(),
+      [](void* self, std::uint64_t generation) { static_cast<ServiceCore*>(self)->on_lease_deadline(generation); },
+      generation);
 }
 
 void ServiceCore::cancel_deadline_locked() {
@@ -633,7 +663,7 @@ void ServiceCore::revoke_locked(std::uint64_t generation, LostReason reason) {
   owned_ = false;
   cancel_deadline_locked();
   lost_locked(generation, reason);
-  post_apply(generation, MutexOwner::none());
+  post_apply_locked(generation, MutexOwner::none());
 }
 
 void ServiceCore::won_locked(Clock::time_point now) {
@@ -665,9 +695,9 @@ void ServiceCore::lost_locked(std::uint64_t generation, LostReason reason) {
   }
 }
 
-void ServiceCore::post_apply(std::uint64_t generation, const MutexOwner& owner) {
+void ServiceCore::post_apply_locked(std::uint64_t generation, const MutexOwner& owner) {
   if (one_shot_) return;
-  strand_.post([self = shared_from_this(), generation, owner] { self->apply(generation, owner); });
+  notify_locked([self = shared_from_this(), generation, owner] { self->apply(generation, owner); });
 }
 
 void ServiceCore::arm_timer_locked(std::uint64_t generation, std::chrono::milliseconds delay) {
@@ -683,12 +713,11 @@ void ServiceCore::arm_timer_locked(std::uint64_t generation, Clock::time_point a
 }
 
 void ServiceCore::schedule_timer_locked(Clock::time_point at) {
-  std::weak_ptr<ServiceCore> weak = shared_from_this();
-  const std::uint64_t sequence = ++timer_sequence_;
   timer_at_ = at;
-  timer_ = context_->runtime->schedule_at(at, [weak, sequence] {
-    if (auto self = weak.lock()) self->on_timer(sequence);
-  });
+  timer_ = RuntimeAccess::schedule_weak_at(
+      *context_->runtime, at, weak_from_this(),
+      [](void* self, std::uint64_t sequence) { static_cast<ServiceCore*>(self)->on_timer(sequence); },
+      ++timer_sequence_);
 }
 
 void ServiceCore::on_timer(std::uint64_t sequence) {

@@ -17,6 +17,7 @@
 
 #include "base/thread_annotations.h"
 #include "metrics/telemetry.h"
+#include "runtime/serial_queue.h"
 #include "simba/backend.h"
 #include "simba/contender.h"
 #include "simba/options.h"
@@ -187,7 +188,11 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // waits for the mutex (counted among the waiters) or no longer does.
   void won_locked(Clock::time_point now) REQUIRES(mutex_);
   void standing_by_locked(bool waiting) REQUIRES(mutex_);
-  void post_apply(std::uint64_t generation, const MutexOwner& owner);
+  void post_apply_locked(std::uint64_t generation, const MutexOwner& owner) REQUIRES(mutex_);
+  // Queues `task` among the notifications (notifications_), and a drain if none is scheduled.
+  void notify_locked(SerialQueue::Task task) REQUIRES(mutex_);
+  // On the callback pool: runs the notifications queued so far.
+  void drain_notifications();
   void apply(std::uint64_t generation, const MutexOwner& owner);
   void release_remote(const char* why) noexcept;
   bool current_locked(std::uint64_t generation) const REQUIRES(mutex_);
@@ -220,10 +225,12 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   const bool one_shot_;  // CoreHooks::one_shot
   // The hooks' functions; null when it has none (a service's contender or observer).
   const std::unique_ptr<const CoreHooks> hooks_;
-  const Strand strand_;    // where notifications go; none for a one_shot core, which posts none
   MutexSlot* const slot_;  // in context_->telemetry, if any
 
   mutable internal::AnnotatedMutex mutex_;
+  // Where notifications wait for the callback pool, delivered one at a time and in order (a
+  // strand of its own would cost 120 bytes a mutex); none for a one_shot core.
+  SerialQueue notifications_ GUARDED_BY(mutex_);
   // A round is queued or running, of this generation or (after a stop() on a runtime thread,
   // which does not wait for it) of an earlier one: one at a time per contender.
   bool in_flight_ GUARDED_BY(mutex_) = false;
@@ -239,8 +246,10 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // when its round was sent (parent_token_, parent_round_sent_): parent_seen_since().
   bool parent_seen_ GUARDED_BY(mutex_) = false;
   bool parent_held_ GUARDED_BY(mutex_) = false;
-  // The owner the last round saw was this contender (else last_owner_id_).
+  // The owner the last round saw was this contender (else last_seen_).
   bool last_owner_ours_ GUARDED_BY(mutex_) = false;
+  // The last round failed: last_seen_ is its error.
+  bool last_failed_ GUARDED_BY(mutex_) = false;
   // A contender's watch may not be in place on the server yet (Subscription::wait_ready), or
   // not be open yet (CoreContext::watch_when_waiting): the first round that does not win waits
   // for it (opens it), then looks again.
@@ -275,10 +284,10 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   std::uint64_t parent_token_ GUARDED_BY(mutex_) = 0;
   Clock::time_point parent_round_sent_ GUARDED_BY(mutex_){};
   std::uint64_t token_ GUARDED_BY(mutex_) = 0;
-  // The id of the owner the last round saw when not this contender (last_owner_ours_; empty:
-  // none, or the round failed). last_owner_locked() says which.
-  std::string last_owner_id_ GUARDED_BY(mutex_);
-  std::string last_error_ GUARDED_BY(mutex_);
+  // What the last round saw, in one string (each held lease keeps one, not two): its error if
+  // it failed (last_failed_), else the id of the owner it saw when not this contender
+  // (last_owner_ours_; empty: none). last_owner_locked() and last_error() say which.
+  std::string last_seen_ GUARDED_BY(mutex_);
   std::shared_ptr<Subscription> subscription_ GUARDED_BY(mutex_);
   // The state last delivered to the retriever (not one_shot), kept without copies of this
   // contender's own id: an owner that is this contender is kept with an empty id and its flag

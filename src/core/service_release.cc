@@ -58,7 +58,10 @@ void ServiceCore::stop() {
   }
   // Deliver on_released (if we owned) before returning: a release is applied even though
   // this generation is no longer running.
-  post_apply(generation, MutexOwner::none());
+  {
+    internal::MutexLock lock(mutex_);
+    post_apply_locked(generation, MutexOwner::none());
+  }
   if (!one_shot_) flush();
   status_.store(ServiceStatus::initial);
 }

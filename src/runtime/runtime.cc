@@ -6,23 +6,21 @@
 
 #include <condition_variable>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "base/log.h"
 #include "runtime/runtime_internal.h"
+#include "runtime/serial_queue.h"
+#include "runtime/timer_queue.h"
 
 namespace simba {
 namespace internal {
 
 thread_local bool runtime_thread = false;
 bool on_runtime_thread() noexcept { return runtime_thread; }
-
-namespace {
 
 void run_logged(const std::function<void()>& task, const char* where) noexcept {
   try {
@@ -33,8 +31,6 @@ void run_logged(const std::function<void()>& task, const char* where) noexcept {
     log_error(std::string("uncaught non-standard exception in a ") + where + " task");
   }
 }
-
-}  // namespace
 
 // The queue of a pool. Its threads and strands hold it by shared_ptr, so whichever thread
 // drops the last reference to the runtime (even one of the pool's own, inside a task), no
@@ -134,61 +130,36 @@ class StrandImpl : public std::enable_shared_from_this<StrandImpl> {
     bool schedule;
     {
       internal::MutexLock lock(mutex_);
-      tasks_.push_back(std::move(task));
-      schedule = !scheduled_;
-      scheduled_ = true;
+      schedule = queue_.push(std::move(task));
     }
     if (schedule) pool_->post([self = shared_from_this()] { self->drain(); });
   }
 
-  bool running_in_this_thread() const { return current_ == this; }
+  bool running_in_this_thread() const { return SerialQueue::running_in_this_thread(this); }
 
  private:
-  // Runs what was queued when it started, in order; tasks posted meanwhile run in the next
-  // turn, after other strands had theirs.
   void drain() {
-    std::vector<std::function<void()>> batch;
+    std::vector<SerialQueue::Task> batch;
     {
       internal::MutexLock lock(mutex_);
-      batch.swap(tasks_);
+      batch = queue_.take();
     }
-    const StrandImpl* outer = current_;
-    current_ = this;
-    for (auto& task : batch) {
-      run_logged(task, "callback");
-      task = nullptr;  // release what it holds now: a later flush() proves it is released
-    }
-    current_ = outer;
-    batch.clear();
+    SerialQueue::run(this, batch);
+    bool again;
     {
       internal::MutexLock lock(mutex_);
-      if (tasks_.empty()) {
-        scheduled_ = false;
-        return;
-      }
+      again = queue_.rearm();
     }
-    pool_->post([self = shared_from_this()] { self->drain(); });
+    if (again) pool_->post([self = shared_from_this()] { self->drain(); });
   }
 
-  static thread_local const StrandImpl* current_;
   std::shared_ptr<PoolState> pool_;
   internal::AnnotatedMutex mutex_;
-  std::vector<std::function<void()>> tasks_ GUARDED_BY(mutex_);  // not a deque: that allocates 0.5 KB up front
-  bool scheduled_ GUARDED_BY(mutex_) = false;
+  SerialQueue queue_ GUARDED_BY(mutex_);
 };
-
-thread_local const StrandImpl* StrandImpl::current_ = nullptr;
 
 // Timers, in deadline order. The timer thread holds this by shared_ptr (see PoolState).
 struct TimerState {
-  struct Key {
-    std::chrono::steady_clock::time_point deadline;
-    Runtime::TimerId id;
-    bool operator<(const Key& other) const {
-      return deadline != other.deadline ? deadline < other.deadline : id < other.id;
-    }
-  };
-
   explicit TimerState(std::shared_ptr<PoolState> target) : io(std::move(target)) {}
 
   static void loop(const std::shared_ptr<TimerState>& state) {
@@ -200,47 +171,59 @@ struct TimerState {
         state->sleeping_until = std::chrono::steady_clock::time_point::min();
         continue;
       }
-      auto first = state->timers.begin();
-      // A copy: cancel() may erase the node while the wait has the lock released.
-      const auto deadline = first->first.deadline;
+      const auto deadline = state->timers.next_deadline();
       if (deadline > std::chrono::steady_clock::now()) {
         state->sleeping_until = deadline;
         state->cv.wait_until(lock.native(), deadline);
         state->sleeping_until = std::chrono::steady_clock::time_point::min();
         continue;
       }
-      auto task = std::move(first->second);
-      state->deadlines.erase(first->first.id);
-      state->timers.erase(first);
+      auto task = state->timers.pop();
       lock.unlock();
       // Ahead of normal work: a timer task is short (it decides and posts the real work with
       // its own priority) and may be a lease that is due.
-      state->io->post(std::move(task), /*urgent=*/true);
+      state->io->post(runnable(std::move(task)), /*urgent=*/true);
       lock.lock();
     }
   }
 
   void stop() {
-    std::map<Key, std::function<void()>> dropped;
+    std::vector<TimerQueue::Task> dropped;
     {
       internal::MutexLock lock(mutex);
       stopped = true;
-      dropped.swap(timers);
-      deadlines.clear();
+      dropped = timers.clear();
     }
     cv.notify_all();
+  }
+
+  Runtime::TimerId add(std::chrono::steady_clock::time_point deadline, TimerQueue::Task task) {
+    Runtime::TimerId id;
+    bool earliest;
+    {
+      internal::MutexLock lock(mutex);
+      if (stopped) return 0;
+      id = timers.add(deadline, std::move(task));
+      earliest = deadline < sleeping_until;
+    }
+    if (earliest) cv.notify_one();
+    return id;
+  }
+
+  bool cancel(Runtime::TimerId id) {
+    TimerQueue::Task dropped;  // destroyed outside the lock
+    internal::MutexLock lock(mutex);
+    return timers.cancel(id, &dropped);
   }
 
   const std::shared_ptr<PoolState> io;
   internal::AnnotatedMutex mutex;
   std::condition_variable cv;
-  std::map<Key, std::function<void()>> timers GUARDED_BY(mutex);
-  std::unordered_map<Runtime::TimerId, std::chrono::steady_clock::time_point> deadlines GUARDED_BY(mutex);
-  Runtime::TimerId next_id GUARDED_BY(mutex) = 0;
+  TimerQueue timers GUARDED_BY(mutex);
   bool stopped GUARDED_BY(mutex) = false;
   // When the thread waits: until when (max: no timers). min: it is awake and will look at
-  // the map before waiting again. Lets schedule_after() skip waking it for a later deadline
-  // (cancel() never wakes it: it wakes at the old deadline, finds nothing due, waits again).
+  // the queue before waiting again. Lets add() skip waking it for a later deadline (cancel()
+  // never wakes it: it wakes at the old deadline, finds nothing due, waits again).
   std::chrono::steady_clock::time_point sleeping_until GUARDED_BY(mutex) = std::chrono::steady_clock::time_point::min();
 };
 
@@ -268,32 +251,11 @@ class RuntimeImpl {
                        std::move(task));
   }
 
-  Runtime::TimerId schedule_at(std::chrono::steady_clock::time_point deadline, std::function<void()> task) {
-    Runtime::TimerId id;
-    bool earliest;
-    {
-      internal::MutexLock lock(timers_->mutex);
-      if (timers_->stopped) return 0;
-      id = ++timers_->next_id;
-      timers_->timers.emplace(TimerState::Key{deadline, id}, std::move(task));
-      timers_->deadlines.emplace(id, deadline);
-      earliest = deadline < timers_->sleeping_until;
-    }
-    if (earliest) timers_->cv.notify_one();
-    return id;
+  Runtime::TimerId schedule_at(std::chrono::steady_clock::time_point deadline, TimerQueue::Task task) {
+    return timers_->add(deadline, std::move(task));
   }
 
-  bool cancel(Runtime::TimerId id) {
-    std::function<void()> dropped;  // destroyed outside the lock
-    internal::MutexLock lock(timers_->mutex);
-    auto it = timers_->deadlines.find(id);
-    if (it == timers_->deadlines.end()) return false;
-    auto timer = timers_->timers.find(TimerState::Key{it->second, id});
-    dropped = std::move(timer->second);
-    timers_->timers.erase(timer);
-    timers_->deadlines.erase(it);
-    return true;
-  }
+  bool cancel(Runtime::TimerId id) { return timers_->cancel(id); }
 
   const Runtime::Options options_;
   TaskPool io_;
@@ -324,10 +286,18 @@ Runtime::TimerId Runtime::schedule_after(std::chrono::steady_clock::duration del
 Runtime::TimerId Runtime::schedule_at(std::chrono::steady_clock::time_point deadline, std::function<void()> task) {
   return impl_->schedule_at(deadline, std::move(task));
 }
+Runtime::TimerId internal::RuntimeAccess::schedule_weak_at(Runtime& runtime,
+                                                           std::chrono::steady_clock::time_point deadline,
+                                                           std::weak_ptr<void> target,
+                                                           void (*fire)(void* target, std::uint64_t arg),
+                                                           std::uint64_t arg) {
+  return runtime.impl_->schedule_at(deadline, TimerQueue::WeakCall{std::move(target), fire, arg});
+}
 bool Runtime::cancel(TimerId id) { return impl_->cancel(id); }
 void Runtime::post_io(std::function<void()> task, Priority priority) {
   impl_->io_.post(std::move(task), priority == Priority::urgent);
 }
+void Runtime::post_callback(std::function<void()> task) { impl_->callbacks_.post(std::move(task)); }
 Strand Runtime::make_strand() { return Strand(std::make_shared<internal::StrandImpl>(impl_->callbacks_.state())); }
 Runtime::Options Runtime::options() const { return impl_->options_; }
 

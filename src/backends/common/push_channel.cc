@@ -60,7 +60,7 @@ std::unique_ptr<Subscription> PushChannel::watch(std::vector<std::string> keys,
   {
     internal::MutexLock lock(mutex_);
     if (when == Subscribe::lazily) {
-      lazy_.insert(watcher);
+      watcher->pending = true;
     } else {
       requested = listen_locked(watcher);
     }
@@ -83,15 +83,21 @@ std::unique_ptr<Subscription> PushChannel::watch(std::vector<std::string> keys,
 
 bool PushChannel::listen_locked(const std::shared_ptr<Watcher>& watcher) {
   bool requested = false;
-  for (const auto& key : watcher->keys) {
-    auto& list = keys_[key].watchers;
+  watcher->listened.reserve(watcher->keys.size());
+  for (auto& key : watcher->keys) {
+    // (try_emplace moves the key only if it inserts it.) A node of keys_ stays while it has
+    // watchers: the pointer in `listened` lives as long as the watcher listens.
+    const auto it = keys_.try_emplace(std::move(key)).first;
+    auto& list = it->second.watchers;
     // Still subscribed if it only lingers idle; else ask the thread to subscribe.
-    if (list.empty() && idle_.erase(key) == 0) {
-      requests_.emplace_back(true, key);
+    if (list.empty() && idle_.erase(it->first) == 0) {
+      requests_.emplace_back(true, it->first);
       requested = true;
     }
     list.push_back(watcher);
+    watcher->listened.push_back(&it->first);
   }
+  std::vector<std::string>().swap(watcher->keys);  // kept by keys_ from now on
   return requested;
 }
 
@@ -104,31 +110,31 @@ void PushChannel::wait_ready(const std::shared_ptr<Watcher>& watcher) {
   bool requested = false;
   {
     internal::MutexLock lock(mutex_);
-    if (lazy_.erase(watcher) > 0) requested = listen_locked(watcher);  // its keys from now on
+    if (std::exchange(watcher->pending, false)) requested = listen_locked(watcher);  // its keys from now on
   }
   if (requested) wake_thread();
   if (options_.ready_timeout.count() <= 0) return;
   internal::UniqueMutexLock lock(mutex_);
   ready_changed_.wait_for(lock.native(), options_.ready_timeout, [&]() REQUIRES(mutex_) {
     return connect_failed_ || stopping_ ||
-           (connected_ &&
-            std::all_of(watcher->keys.begin(), watcher->keys.end(), [&](const std::string& key) REQUIRES(mutex_) {
-              const auto it = keys_.find(key);
-              return it != keys_.end() && it->second.confirmed;
-            }));
+           (connected_ && std::all_of(watcher->listened.begin(), watcher->listened.end(),
+                                      [&](const std::string* key) REQUIRES(mutex_) {
+                                        const auto it = keys_.find(*key);
+                                        return it != keys_.end() && it->second.confirmed;
+                                      }));
   });
 }
 
 void PushChannel::remove(const std::shared_ptr<Watcher>& watcher) {
   internal::MutexLock lock(mutex_);
   watchers_.erase(watcher);
-  if (lazy_.erase(watcher) > 0) return;  // never listened
+  if (std::exchange(watcher->pending, false)) return;  // never listened
   const auto now = std::chrono::steady_clock::now();
-  for (const auto& key : watcher->keys) {
-    auto it = keys_.find(key);
+  for (const std::string* key : std::exchange(watcher->listened, {})) {
+    auto it = keys_.find(*key);
     if (it == keys_.end()) continue;
     std::erase(it->second.watchers, watcher);
-    if (it->second.watchers.empty()) idle_[key] = now;  // unsubscribed by the thread once it has lingered
+    if (it->second.watchers.empty()) idle_[it->first] = now;  // unsubscribed by the thread once it has lingered
   }
 }
 

@@ -126,8 +126,8 @@ class PushChannel final : private PushSink {
   bool connected_ GUARDED_BY(mutex_) = false;
   bool connect_failed_ GUARDED_BY(mutex_) = false;  // the last connection attempt failed
   std::thread thread_ GUARDED_BY(mutex_);
+  // Every watch (a lazy one whose keys it does not listen to yet has Watcher::pending set).
   std::set<std::shared_ptr<Watcher>> watchers_ GUARDED_BY(mutex_);
-  std::set<std::shared_ptr<Watcher>> lazy_ GUARDED_BY(mutex_);  // lazy watches whose keys are not listened to yet
   // A key listened to (subscribed, or asked to be): its watchers (none while it idles), and
   // whether the server confirmed it on the current connection. One entry per key: at 100,000
   // contenders a second copy of each key would cost more than its watchers.

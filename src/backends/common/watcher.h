@@ -31,8 +31,14 @@ struct Watcher {
 
   internal::AnnotatedMutex mutex;
   bool alive GUARDED_BY(mutex) = true;
+  // A push channel's lazy watch whose keys it does not listen to yet (under the channel's lock).
+  bool pending = false;
   const std::function<void(WatchEvent)> on_event;
-  const std::vector<std::string> keys;  // what it listens to (channels, mutex names)
+  // What it listens to (channels, mutex names). A push channel, under its own lock, moves them
+  // into its table of keys once it listens, and keeps pointers to them in `listened`: each key
+  // is stored once, however many watch it (two keys a contender on Redis, about 100 bytes each).
+  std::vector<std::string> keys;
+  std::vector<const std::string*> listened;
 };
 
 using WatcherList = std::vector<std::shared_ptr<Watcher>>;

@@ -71,7 +71,7 @@ TEST(TimerQueueTest, ACancelTakesOutThatTimerOnceAndASpentIdNeverCancelsItsSlots
 TEST(TimerQueueTest, ManyRandomAddsCancelsAndPopsMatchAnOrderedMap) {
   std::mt19937_64 rng(42);
   TimerQueue queue;
-  std::map<std::pair<int, int>, int> model;  // (deadline ms, order) -> value
+  std::map<std::pair<int, int>, int> model;                            // (deadline ms, order) -> value
   std::map<int, std::pair<TimerQueue::Id, std::pair<int, int>>> live;  // value -> id, key
   std::vector<TimerQueue::Id> spent;
   std::vector<int> out;

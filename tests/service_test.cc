@@ -473,6 +473,89 @@ TEST(ServiceTest, AContenderOpensItsWatchOnceItWaitsAndHearsTheReleaseThroughIt)
   held->close();
 }
 
+// A backend whose contenders watch only once they wait and whose push channel can be lost
+// (PostgreSQL, MariaDB): the memory engine, with a channel watch the test drops (lose()).
+class LosableChannel final : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  Capabilities capabilities() const override {
+    Capabilities caps = ForwardingBackend::capabilities();
+    caps.watch_when_waiting = true;
+    return caps;
+  }
+  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
+                                      std::function<void(WatchEvent)> on_change) override {
+    watches_.fetch_add(1);
+    return ForwardingBackend::watch(mutex, contender_id, std::move(on_change));
+  }
+  std::unique_ptr<Subscription> watch_channel(std::function<void(WatchEvent)> on_change) override {
+    std::lock_guard lock(mutex_);
+    ++channel_watches_;
+    on_channel_ = std::move(on_change);
+    return std::make_unique<Ends>(*this);
+  }
+  // The channel drops: what its watch hears.
+  void lose() {
+    std::lock_guard lock(mutex_);
+    if (on_channel_) on_channel_(WatchEvent::lost);
+  }
+  int watches() const { return watches_.load(); }
+  int channel_watches() const {
+    std::lock_guard lock(mutex_);
+    return channel_watches_;
+  }
+
+ private:
+  struct Ends final : Subscription {
+    explicit Ends(LosableChannel& backend) : backend(backend) {}
+    ~Ends() override {
+      std::lock_guard lock(backend.mutex_);
+      backend.on_channel_ = nullptr;
+    }
+    LosableChannel& backend;
+  };
+
+  std::atomic<int> watches_{0};
+  mutable std::mutex mutex_;
+  int channel_watches_ = 0;                     // guarded by mutex_
+  std::function<void(WatchEvent)> on_channel_;  // guarded by mutex_
+};
+
+TEST(ServiceTest, OwnersWithoutAWatchOfTheirOwnHearALostChannelThroughTheClientsOne) {
+  // Leases of a minute: within kSoon only the channel's loss can end an ownership.
+  auto runtime = std::make_shared<Runtime>();
+  auto channel = std::make_shared<LosableChannel>(make_memory_backend());
+  ContendOptions options = fast();
+  options.ttl = 60s;
+  options.transition = 1s;
+  auto context = std::make_shared<const internal::CoreContext>(channel, runtime, options);
+  auto first = std::make_shared<Recorder>("liveness-a", "first");
+  auto second = std::make_shared<Recorder>("liveness-b", "second");
+  auto one = std::make_shared<internal::ServiceCore>(first, first, context);
+  auto two = std::make_shared<internal::ServiceCore>(second, second, context);
+  one->start();
+  two->start();
+  ASSERT_TRUE(wait_until([&] { return one->is_owner() && two->is_owner(); }, kSoon));
+  EXPECT_EQ(channel->watches(), 0) << "an owner opened a watch of its own";
+  EXPECT_EQ(channel->channel_watches(), 1) << "not one channel watch for the Client";
+  channel->lose();
+  // Revoked on the I/O pool right after the loss; both contend again at once and win again.
+  EXPECT_TRUE(wait_until([&] { return first->released_count() == 1 && second->released_count() == 1; }, kSoon))
+      << "an owner did not hear the channel's loss";
+  EXPECT_TRUE(wait_until([&] { return first->acquired_count() == 2 && second->acquired_count() == 2; }, kSoon))
+      << "an owner did not contend again after the loss";
+  // A stopped contender hears nothing more; the running one still does.
+  one->stop();
+  const int released = first->released_count();
+  channel->lose();
+  EXPECT_TRUE(wait_until([&] { return second->released_count() == 2; }, kSoon));
+  one->flush();
+  EXPECT_EQ(first->released_count(), released) << "a stopped contender heard the channel";
+  EXPECT_EQ(channel->channel_watches(), 1);
+  two->close();
+  one->close();
+}
+
 TEST(ServiceTest, DuplicateAcquisitionIsReportedOnce) {
   Quiet q;
   q.core->start();

@@ -66,11 +66,13 @@ struct Capabilities {
   bool multi_process = false;                    // Contenders in different processes can share it.
   bool multi_host = false;                       // Contenders on different hosts can share it.
   std::size_t max_mutex_bytes = 0;               // Longest mutex name accepted; 0 = no limit.
-  // A contender's watch can wait until the contender waits: watch() starts at once (no round
-  // trip) and never reports WatchEvent::lost, so it tells an owner nothing. The core then opens
-  // a contender's watch only after a round that did not win, and looks again once it is open:
-  // a process holding many mutexes keeps no watch for those it holds. (ForwardingBackend says
-  // false: a subclass may watch otherwise.)
+  // A contender's watch can wait until the contender waits: it tells an owner nothing the
+  // owner needs, as watch() never reports WatchEvent::lost (memory, SQLite: a local watch that
+  // starts at once) or watch_channel() reports that loss for every lease at once (PostgreSQL,
+  // MariaDB). The core then opens a contender's watch only after a round that did not win,
+  // and looks again once it is open; its owners hear a lost channel through one
+  // watch_channel() per Client: a process holding many mutexes keeps no watch for those it
+  // holds. (ForwardingBackend says false: a subclass may watch otherwise.)
   bool watch_when_waiting = false;
   // Facts about records and leases, for tools and the kit (the core does not branch on them):
   // a free mutex's record stays until sweep() (false: the engine forgets idle records by
@@ -336,6 +338,12 @@ class Backend {
     (void)mutex, (void)contender_id, (void)on_change;
     return nullptr;
   }
+  // The push channel's own health, for the owners of a process: WatchEvent::lost when the
+  // channel drops (the server may have forgotten leases), `released` once it is back; nothing
+  // about any mutex. Where Capabilities::watch_when_waiting holds, the core opens one per
+  // Client for its contenders instead of a watch each while they own. Same threading rules as
+  // watch(). Blocks: as watch(). Default: none.
+  virtual std::unique_ptr<Subscription> watch_channel(std::function<void(WatchEvent)> /*on_change*/) { return nullptr; }
 
   // What this backend can do. Never blocks; constant for the backend's life.
   virtual Capabilities capabilities() const = 0;
@@ -417,6 +425,9 @@ class ForwardingBackend : public Backend,
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override {
     return target_->watch(mutex, contender_id, std::move(on_change));
+  }
+  std::unique_ptr<Subscription> watch_channel(std::function<void(WatchEvent)> on_change) override {
+    return target_->watch_channel(std::move(on_change));
   }
   Capabilities capabilities() const override {
     Capabilities caps = target_->capabilities();

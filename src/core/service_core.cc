@@ -51,7 +51,8 @@ CoreContext::CoreContext(std::shared_ptr<Backend> backend_, std::shared_ptr<Runt
       push_acquisitions(push && backend->push()->pushes_acquisitions()),
       waiters_hear_acquisitions(push && backend->push()->waiters_hear_acquisitions()),
       watch_when_waiting(backend->capabilities().watch_when_waiting),
-      poll(poll_of(*backend, options)) {}
+      poll(poll_of(*backend, options)),
+      liveness(*backend, *runtime) {}
 
 namespace {
 // The hooks worth a box of their own: none for a core without functions.
@@ -80,6 +81,7 @@ ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever, std::shared_
 }
 
 ServiceCore::~ServiceCore() {
+  context_->liveness.leave(*this);
   internal::MutexLock lock(mutex_);
   if (timer_ != 0) context_->runtime->cancel(timer_);  // (disarmed: it would fire to nothing)
 }
@@ -116,8 +118,11 @@ void ServiceCore::start(bool first_round_inline) {
     }
   }
   bool inline_round = first_round_inline && context_->options.initial_delay.count() == 0;
-  // A contender whose watch opens once it waits has none yet; any other opens it now.
+  // A contender whose watch opens once it waits has none yet (if it owns, it hears a lost
+  // channel through the context's liveness, open before its first round); any other opens
+  // its watch now.
   const bool deferred = contender_ && context_->watch_when_waiting;
+  if (deferred) context_->liveness.join(*this);
   std::shared_ptr<Subscription> subscription = deferred ? nullptr : open_watch(generation);
   bool after_watch = false;  // the first round waits for the watch, off this thread
   if (subscription) {
@@ -345,6 +350,15 @@ void ServiceCore::drain_notifications() {
     again = notifications_.rearm();
   }
   if (again) context_->runtime->post_callback([self = shared_from_this()] { self->drain_notifications(); });
+}
+
+void ServiceCore::on_channel_lost() {
+  std::uint64_t generation;
+  {
+    internal::MutexLock lock(mutex_);
+    generation = generation_;
+  }
+  on_watch(generation, WatchEvent::lost);
 }
 
 void ServiceCore::on_watch(std::uint64_t generation, WatchEvent event) {

@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "base/thread_annotations.h"
+#include "core/channel_liveness.h"
 #include "metrics/telemetry.h"
 #include "runtime/serial_queue.h"
 #include "simba/backend.h"
@@ -61,6 +62,9 @@ struct CoreContext {
   // them waits (ServiceCore::settle_waiters_). A condition_variable_any, as its waiters hold
   // different mutexes.
   mutable std::condition_variable_any settled;
+  // Where its contenders hear that the push channel was lost, when they watch only once they
+  // wait (watch_when_waiting): one watch of the channel for all of them.
+  mutable ChannelLiveness liveness;
 };
 
 // What one contender adds to its core: the lock manager's hooks.
@@ -147,6 +151,9 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // The error of the last round if it failed, else empty.
   std::string last_error() const;
 
+  // The backend's push channel was lost (ChannelLiveness): as a watch's WatchEvent::lost.
+  void on_channel_lost();
+
   // Test seams: the current generation, and delivering a result as if a round of
   // `generation` had produced it.
   std::uint64_t generation() const;
@@ -156,6 +163,8 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   bool delivers_notifications() const { return !one_shot_; }
 
  private:
+  friend class ChannelLiveness;  // liveness_
+
   // The watch of `generation` (a push channel, or a watch that only reports the server's loss),
   // or null: none, or it could not be opened (logged; the core polls).
   std::shared_ptr<Subscription> open_watch(std::uint64_t generation);
@@ -226,6 +235,9 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // The hooks' functions; null when it has none (a service's contender or observer).
   const std::unique_ptr<const CoreHooks> hooks_;
   MutexSlot* const slot_;  // in context_->telemetry, if any
+  // Its place among the contenders that hear a lost channel through context_->liveness
+  // (guarded by that one's lock).
+  LivenessLink liveness_;
 
   mutable internal::AnnotatedMutex mutex_;
   // Where notifications wait for the callback pool, delivered one at a time and in order (a

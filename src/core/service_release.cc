@@ -51,6 +51,7 @@ void ServiceCore::stop() {
     if (!settled() && !on_runtime_thread()) await_settled_locked(lock, Clock::now() + kRoundInFlightBound, settled);
   }
   subscription.reset();
+  context_->liveness.leave(*this);
   if (contender_) release_remote("stop()");
   if (gave_back && context_->telemetry && !one_shot_) {
     context_->telemetry->ended(*slot_, held);

@@ -85,6 +85,9 @@ class SqlBackend : public BackendOffering<DemandSignal, IdleMarks, Administratio
     caps.multi_process = true;
     caps.multi_host = true;
     caps.max_mutex_bytes = 66;  // varchar(66), as Simba's table
+    // An owner hears a lost channel through the engine's watch_channel() (PostgreSQL's LISTEN
+    // connection, MariaDB's monitor): a contender's watch waits until it waits.
+    caps.watch_when_waiting = true;
     return caps;
   }
 

@@ -381,6 +381,12 @@ class MysqlBackend final : public internal::SqlBackend<Connection, Batches> {
     return SqlBackend::release(mutex, contender_id);
   }
 
+  // The monitor: its loss (the server went) reaches every owner of a Client through one watch
+  // (Capabilities::watch_when_waiting).
+  std::unique_ptr<Subscription> watch_channel(std::function<void(WatchEvent)> on_change) override {
+    return monitor_->watch({}, std::move(on_change));
+  }
+
   // The server's loss (the monitor), and releases in any process (the wake locks).
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string&,
                                       std::function<void(WatchEvent)> on_change) override {

@@ -473,13 +473,20 @@ class PostgresBackend final : public internal::SqlBackend<Connection, Push, Dema
     return {{"no_derived_held", {mutex}}, false};
   }
 
-  // A contender's LISTEN starts once it waits (wait_ready): an owner that never waits costs
-  // the server no channel (a session's LISTEN grows slower with every channel it has).
+  // A contender's watch opens once it waits (Capabilities::watch_when_waiting), and its LISTEN
+  // starts at its wait_ready(): an owner that never waits costs the server no channel (a
+  // session's LISTEN grows slower with every channel it has).
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override {
     return listener_->watch({mutex}, std::move(on_change),
                             contender_id.empty() ? internal::PushChannel::Subscribe::before_return
                                                  : internal::PushChannel::Subscribe::lazily);
+  }
+
+  // The LISTEN connection itself: its loss reaches every owner of a Client through one watch
+  // (Capabilities::watch_when_waiting). Returns once the connection is up (bounded as watch()).
+  std::unique_ptr<Subscription> watch_channel(std::function<void(WatchEvent)> on_change) override {
+    return listener_->watch({}, std::move(on_change), internal::PushChannel::Subscribe::before_return);
   }
 
   // Demands come on the one LISTEN channel too, under a key no mutex has.

@@ -67,9 +67,9 @@ ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever, std::shared_
     : retriever_(std::move(retriever)),
       contender_(std::move(contender)),
       context_(std::move(context)),
-      one_shot_(hooks.one_shot),
-      hooks_(boxed(std::move(hooks))),
-      slot_(context_->telemetry ? &context_->telemetry->slot(retriever_->mutex()) : nullptr) {
+      hooks_(boxed(std::move(hooks))),  // (a move leaves hooks.one_shot as it was)
+      slot_(context_->telemetry ? &context_->telemetry->slot(retriever_->mutex()) : nullptr),
+      one_shot_(hooks.one_shot) {
   validate_mutex_name(retriever_->mutex());
   if (contender_) validate_contender_id(contender_->contender_id());
   auto max_bytes = context_->backend->capabilities().max_mutex_bytes;
@@ -719,7 +719,8 @@ void ServiceCore::arm_timer_locked(std::uint64_t generation, std::chrono::millis
 }
 
 void ServiceCore::arm_timer_locked(std::uint64_t generation, Clock::time_point at) {
-  due_generation_ = generation;
+  if (generation != generation_) return;  // (an ended generation's round never runs)
+  due_ = true;
   due_at_ = at;
   if (timer_ != 0 && timer_at_ <= at) return;  // it fires first, then arms again for due_at_
   if (timer_ != 0) context_->runtime->cancel(timer_);
@@ -740,12 +741,13 @@ void ServiceCore::on_timer(std::uint64_t sequence) {
     internal::MutexLock lock(mutex_);
     if (sequence != timer_sequence_) return;  // replaced while it fired: the new one is pending
     timer_ = 0;
-    if (due_generation_ == 0) return;
+    if (!due_) return;
     if (Clock::now() < due_at_) {
       schedule_timer_locked(due_at_);
       return;
     }
-    generation = std::exchange(due_generation_, 0);
+    due_ = false;
+    generation = generation_;
   }
   trigger(generation, true);
 }

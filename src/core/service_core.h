@@ -188,7 +188,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // its renewal period schedules a runtime timer once a period, not once a hold.
   void arm_timer_locked(std::uint64_t generation, std::chrono::milliseconds delay) REQUIRES(mutex_);
   void arm_timer_locked(std::uint64_t generation, Clock::time_point at) REQUIRES(mutex_);  // `at`: read already
-  void disarm_timer_locked() REQUIRES(mutex_) { due_generation_ = 0; }
+  void disarm_timer_locked() REQUIRES(mutex_) { due_ = false; }
   void schedule_timer_locked(Clock::time_point at) REQUIRES(mutex_);
   void on_timer(std::uint64_t sequence);
   void revoke_locked(std::uint64_t generation, LostReason reason) REQUIRES(mutex_);
@@ -231,7 +231,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   const std::shared_ptr<MutexContender> contender_;  // null: observer
   const std::shared_ptr<const CoreContext> context_;
   std::atomic<ServiceStatus> status_{ServiceStatus::initial};
-  const bool one_shot_;  // CoreHooks::one_shot
+  int failures_ GUARDED_BY(mutex_) = 0;  // rounds failed in a row (here: it fills status_'s word)
   // The hooks' functions; null when it has none (a service's contender or observer).
   const std::unique_ptr<const CoreHooks> hooks_;
   MutexSlot* const slot_;  // in context_->telemetry, if any
@@ -272,20 +272,25 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // The owners of state_ that are this contender (kept without its id: keep_locked()).
   bool before_ours_ GUARDED_BY(mutex_) = false;
   bool after_ours_ GUARDED_BY(mutex_) = false;
-  int failures_ GUARDED_BY(mutex_) = 0;
-  // Releases of rounds that ended after stop(), in flight: start() waits for them, or one
-  // could give back the lease the next generation (the same contender id) just won.
-  int stale_releases_ GUARDED_BY(mutex_) = 0;
-  // Waiting in start() or stop() (on context_->settled) for a round to end (in_flight_ false)
-  // or the last stale release to be done: settled_locked() tells them.
-  int settle_waiters_ GUARDED_BY(mutex_) = 0;
+  // The round timer is armed (arm_timer_locked), for the current generation, at due_at_.
+  bool due_ GUARDED_BY(mutex_) = false;
+  const bool one_shot_;  // CoreHooks::one_shot
+  // Releases of rounds that ended after stop(), in flight (one a generation at most, and
+  // generations follow stop() and start() calls): start() waits for them, or one could give
+  // back the lease the next generation (the same contender id) just won.
+  std::uint16_t stale_releases_ GUARDED_BY(mutex_) = 0;
+  // Threads waiting in start() or stop() (on context_->settled) for a round to end (in_flight_
+  // false) or the last stale release to be done: settled_locked() tells them.
+  std::uint16_t settle_waiters_ GUARDED_BY(mutex_) = 0;
+  // Of the last round timer scheduled; one that fires with another is stale. (32 bits: a stale
+  // timer would need 4 billion timers scheduled after it while it is pending to be taken for
+  // the current one.)
+  std::uint32_t timer_sequence_ GUARDED_BY(mutex_) = 0;
 
   std::uint64_t generation_ GUARDED_BY(mutex_) = 0;
-  Runtime::TimerId timer_ GUARDED_BY(mutex_) = 0;        // the round timer pending in the runtime (0: none)
-  std::uint64_t timer_sequence_ GUARDED_BY(mutex_) = 0;  // of the last one scheduled
-  Clock::time_point timer_at_ GUARDED_BY(mutex_);        // when it fires
-  std::uint64_t due_generation_ GUARDED_BY(mutex_) = 0;  // the round it is armed for (0: none)
-  Clock::time_point due_at_ GUARDED_BY(mutex_);
+  Runtime::TimerId timer_ GUARDED_BY(mutex_) = 0;           // the round timer pending in the runtime (0: none)
+  Clock::time_point timer_at_ GUARDED_BY(mutex_);           // when it fires
+  Clock::time_point due_at_ GUARDED_BY(mutex_);             // when the round it is armed for is due (due_)
   Runtime::TimerId deadline_timer_ GUARDED_BY(mutex_) = 0;  // arm_deadline_locked() (0: none)
   Clock::time_point lease_deadline_ GUARDED_BY(mutex_){};
   // When the push channel was last lost: the server may have forgotten every lease, so an

@@ -425,56 +425,9 @@ TEST(ServiceTest, ARenewalSentBeforeThePushChannelWasLostRestoresNoOwnership) {
   core->close();
 }
 
-// Counts the watches opened, and says, as its target (memory) does, that a contender's watch
-// can wait until the contender waits (ForwardingBackend alone says it cannot).
-class CountedWatches final : public ForwardingBackend {
- public:
-  using ForwardingBackend::ForwardingBackend;
-  Capabilities capabilities() const override {
-    Capabilities caps = ForwardingBackend::capabilities();
-    caps.watch_when_waiting = true;  // this watch only counts
-    return caps;
-  }
-  std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
-                                      std::function<void(WatchEvent)> on_change) override {
-    opened_.fetch_add(1);
-    return ForwardingBackend::watch(mutex, contender_id, std::move(on_change));
-  }
-  int opened() const { return opened_.load(); }
-
- private:
-  std::atomic<int> opened_{0};
-};
-
-TEST(ServiceTest, AContenderOpensItsWatchOnceItWaitsAndHearsTheReleaseThroughIt) {
-  // Leases of a minute and a poll of a minute: within kSoon, only the watch can tell the
-  // waiter that the mutex is free.
-  auto runtime = std::make_shared<Runtime>();
-  auto counted = std::make_shared<CountedWatches>(make_memory_backend());
-  ContendOptions options = fast();
-  options.ttl = 60s;
-  options.transition = 1s;
-  options.poll_interval = 60s;
-  auto context = std::make_shared<const internal::CoreContext>(counted, runtime, options);
-  auto holder = std::make_shared<Recorder>("opens-when-waiting", "holder");
-  auto waiter = std::make_shared<Recorder>("opens-when-waiting", "waiter");
-  auto held = std::make_shared<internal::ServiceCore>(holder, holder, context);
-  auto waits = std::make_shared<internal::ServiceCore>(waiter, waiter, context);
-  held->start();
-  ASSERT_TRUE(wait_until([&] { return held->is_owner(); }, kSoon));
-  EXPECT_EQ(counted->opened(), 0) << "a contender that won at once opened a watch";
-  waits->start();
-  ASSERT_TRUE(wait_until([&] { return counted->opened() == 1; }, kSoon)) << "the waiter opened no watch";
-  EXPECT_FALSE(waits->is_owner());
-  held->stop();
-  EXPECT_TRUE(wait_until([&] { return waits->is_owner(); }, kSoon)) << "the waiter did not hear the release";
-  EXPECT_EQ(counted->opened(), 1);
-  waits->close();
-  held->close();
-}
-
-// A backend whose contenders watch only once they wait and whose push channel can be lost
-// (PostgreSQL, MariaDB): the memory engine, with a channel watch the test drops (lose()).
+// The memory engine, saying that a contender's watch can wait until the contender waits (as
+// memory does; ForwardingBackend alone says it cannot), counting the watches opened, and with
+// a channel watch the test can drop (lose()), as PostgreSQL's and MariaDB's can be lost.
 class LosableChannel final : public ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
@@ -520,6 +473,33 @@ class LosableChannel final : public ForwardingBackend {
   int channel_watches_ = 0;                     // guarded by mutex_
   std::function<void(WatchEvent)> on_channel_;  // guarded by mutex_
 };
+
+TEST(ServiceTest, AContenderOpensItsWatchOnceItWaitsAndHearsTheReleaseThroughIt) {
+  // Leases of a minute and a poll of a minute: within kSoon, only the watch can tell the
+  // waiter that the mutex is free.
+  auto runtime = std::make_shared<Runtime>();
+  auto counted = std::make_shared<LosableChannel>(make_memory_backend());
+  ContendOptions options = fast();
+  options.ttl = 60s;
+  options.transition = 1s;
+  options.poll_interval = 60s;
+  auto context = std::make_shared<const internal::CoreContext>(counted, runtime, options);
+  auto holder = std::make_shared<Recorder>("opens-when-waiting", "holder");
+  auto waiter = std::make_shared<Recorder>("opens-when-waiting", "waiter");
+  auto held = std::make_shared<internal::ServiceCore>(holder, holder, context);
+  auto waits = std::make_shared<internal::ServiceCore>(waiter, waiter, context);
+  held->start();
+  ASSERT_TRUE(wait_until([&] { return held->is_owner(); }, kSoon));
+  EXPECT_EQ(counted->watches(), 0) << "a contender that won at once opened a watch";
+  waits->start();
+  ASSERT_TRUE(wait_until([&] { return counted->watches() == 1; }, kSoon)) << "the waiter opened no watch";
+  EXPECT_FALSE(waits->is_owner());
+  held->stop();
+  EXPECT_TRUE(wait_until([&] { return waits->is_owner(); }, kSoon)) << "the waiter did not hear the release";
+  EXPECT_EQ(counted->watches(), 1);
+  waits->close();
+  held->close();
+}
 
 TEST(ServiceTest, OwnersWithoutAWatchOfTheirOwnHearALostChannelThroughTheClientsOne) {
   // Leases of a minute: within kSoon only the channel's loss can end an ownership.

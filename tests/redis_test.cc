@@ -256,6 +256,41 @@ TEST(RedisWakeTest, ADeadContendersQueueEntryNeverSwallowsTheWakeUp) {
   second->stop();
 }
 
+// An owner that never waited keeps no subscription (a process holding many leases would keep
+// one per lease); a contender subscribes to its waiter channel once it has found the mutex held,
+// and is woken there by the release.
+TEST(RedisWakeTest, OnlyAWaiterSubscribesAndItsReleaseWakesIt) {
+  RedisServer server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  ContendOptions options = tck::fast_options();
+  options.ttl = 5s;  // a wake-up by expiry would take far longer than the bound below
+  options.transition = 2s;
+  auto client = Client(open_backend(server.uri()), options, std::make_shared<Runtime>());
+  auto owner = std::make_shared<tck::Recorder>("subs");
+  auto waiter = std::make_shared<tck::Recorder>("subs");
+  // Subscribers of a channel, by the server's count.
+  auto subscribers = [&](const std::string& channel) {
+    const std::string out = redis_cli(server.port(), {"PUBSUB", "NUMSUB", channel});
+    return std::atoi(out.substr(out.find('\n') + 1).c_str());
+  };
+  auto first = client.contend_service(owner);
+  first->start();
+  ASSERT_TRUE(wait_until([&] { return first->is_owner(); }, 5s));
+  EXPECT_EQ(subscribers("simba:{subs}:" + owner->contender_id()), 0);
+  EXPECT_EQ(subscribers("simba:{subs}"), 0);
+  auto second = client.contend_service(waiter);
+  second->start();
+  ASSERT_TRUE(wait_until([&] { return second->after_owner().owner_id == owner->contender_id(); }, 5s));
+  ASSERT_TRUE(wait_until([&] { return subscribers("simba:{subs}:" + waiter->contender_id()) == 1; }, 5s));
+  EXPECT_EQ(subscribers("simba:{subs}"), 1);  // the waiter hears acquisitions too
+  EXPECT_EQ(subscribers("simba:{subs}:" + owner->contender_id()), 0);
+  auto released = std::chrono::steady_clock::now();
+  first->stop();
+  ASSERT_TRUE(wait_until([&] { return second->is_owner(); }, 5s));
+  EXPECT_LT(std::chrono::steady_clock::now() - released, options.ttl / 2);  // expiry would take a ttl
+  second->stop();
+}
+
 TEST(RedisWakeTest, AJvmSimbaReleaseWakesOurWaiterAtOnce) {
   RedisServer server;
   ASSERT_NO_FATAL_FAILURE(server.start());

@@ -439,16 +439,21 @@ class RedisBackend final
   // looks again, which takes a JVM owner's entry out of the queue (Simba never does) before
   // that owner's release could wake itself. An observer listens on the mutex channel and on
   // the channel every release also goes to. Nobody hears their own acquisitions or releases.
+  // A contender's watch opens once it has found the mutex held (Capabilities::watch_when_waiting):
+  // an owner that never waited keeps no subscription; owners hear a lost connection through
+  // watch_channel().
   std::unique_ptr<Subscription> watch(const std::string& mutex, const std::string& contender_id,
                                       std::function<void(WatchEvent)> on_change) override {
     if (contender_id.empty()) return subscriber_->watch({lock_key(mutex), lock_key(mutex) + ":"}, std::move(on_change));
-    // Subscribed before the first round (not lazily, as PostgreSQL's): a waiter that hears every
-    // acquisition takes a JVM owner's entry out of Simba's queue, which a lazy watch would miss
-    // for a while (redis.jvm_interop_mixed_contest then found a JVM entry left behind). The
-    // first round waits for it off the caller's thread: many contenders started at once
-    // subscribe together.
+    // The look after it waits for the server's confirmation (wait_ready), off the caller's thread.
     return subscriber_->watch({lock_key(mutex) + ":" + contender_id, lock_key(mutex)}, std::move(on_change),
                               internal::PushChannel::Subscribe::before_first_round);
+  }
+
+  // The pub/sub connection itself: lost when it drops (the server may have restarted and
+  // forgotten every lease).
+  std::unique_ptr<Subscription> watch_channel(std::function<void(WatchEvent)> on_change) override {
+    return subscriber_->watch({}, std::move(on_change), internal::PushChannel::Subscribe::before_return);
   }
 
   // The owner listens on the demand channel ("<prefix>:{<mutex>}:demand", beside Simba's keys
@@ -465,6 +470,7 @@ class RedisBackend final
     caps.multi_process = true;
     caps.multi_host = true;
     caps.max_mutex_bytes = 64 * 1024;
+    caps.watch_when_waiting = true;
     return caps;
   }
 

@@ -32,6 +32,8 @@ class LatchBackend final
                                       std::function<void(WatchEvent)> on_change) override;
   std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& owner_id,
                                              std::function<void()> on_demand) override;
+  // The session: lost when it disconnects or expires (every node of ours may be gone).
+  std::unique_ptr<Subscription> watch_channel(std::function<void(WatchEvent)> on_change) override;
   bool evict(const std::string& mutex, const std::string& owner_id) override;                 // records.cc
   bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) override;  // records.cc
   MutexListing list(const std::string& prefix, std::size_t limit) override;

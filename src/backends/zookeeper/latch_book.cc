@@ -134,6 +134,16 @@ void LatchBook::drop_locked(Watchers& watchers, const std::string& key,
   }
 }
 
+void LatchBook::add_session_watcher(std::shared_ptr<internal::Watcher> watcher) {
+  internal::MutexLock lock(mutex_);
+  session_watchers_.emplace(std::string(), std::move(watcher));
+}
+
+void LatchBook::drop_session_watcher(const std::shared_ptr<internal::Watcher>& watcher) {
+  internal::MutexLock lock(mutex_);
+  drop_locked(session_watchers_, std::string(), watcher);
+}
+
 WatcherList LatchBook::observers_of(const std::string& folder) {
   internal::MutexLock lock(mutex_);
   WatcherList out;
@@ -162,6 +172,7 @@ LatchBook::Everyone LatchBook::session_changed(bool expired) {
     waiting_.clear();
   }
   for (auto& [key, watcher] : contenders_) out.watchers.push_back(watcher);
+  for (auto& [key, watcher] : session_watchers_) out.watchers.push_back(watcher);
   for (auto& [folder, watcher] : observers_) {
     out.watchers.push_back(watcher);
     if (out.folders.empty() || out.folders.back() != folder) out.folders.push_back(folder);

@@ -71,6 +71,9 @@ class LatchBook {
   void drop_contender(const std::string& key, const std::shared_ptr<internal::Watcher>& watcher);
   void add_observer(const std::string& folder, std::shared_ptr<internal::Watcher> watcher);
   void drop_observer(const std::string& folder, const std::shared_ptr<internal::Watcher>& watcher);
+  // A session's watcher (Backend::watch_channel): told of session changes only.
+  void add_session_watcher(std::shared_ptr<internal::Watcher> watcher);
+  void drop_session_watcher(const std::shared_ptr<internal::Watcher>& watcher);
   WatcherList observers_of(const std::string& folder);
   // The contenders waiting behind the node at `path`, which was deleted; they no longer wait.
   WatcherList woken_by_deletion(const std::string& path);
@@ -103,6 +106,7 @@ class LatchBook {
   std::map<std::string, std::int64_t> emptied_at_ GUARDED_BY(mutex_);        // by mutex: see take_emptied_at()
   Watchers contenders_ GUARDED_BY(mutex_);                                   // by key_of(mutex, contender)
   Watchers observers_ GUARDED_BY(mutex_);                                    // by latch folder
+  Watchers session_watchers_ GUARDED_BY(mutex_);                             // all under ""
 };
 
 }  // namespace simba::zookeeper

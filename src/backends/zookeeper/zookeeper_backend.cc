@@ -121,6 +121,16 @@ std::unique_ptr<Subscription> LatchBackend::watch(const std::string& mutex, cons
   return handle;
 }
 
+// Told of the session's changes only: an owner (which keeps no watch of its own,
+// Capabilities::watch_when_waiting) stops believing at a disconnection, as a waiter does.
+std::unique_ptr<Subscription> LatchBackend::watch_channel(std::function<void(WatchEvent)> on_change) {
+  auto watcher = std::make_shared<Watcher>(std::move(on_change));
+  book_.add_session_watcher(watcher);
+  auto handle = std::make_unique<WatchHandle>(watcher, [this, watcher] { book_.drop_session_watcher(watcher); });
+  session_.ensure();
+  return handle;
+}
+
 // The owner watches the latch's children: a node joining behind its own is a demand (a
 // waiter leaving fires too: harmless). The listing that arms the watch shows one already there.
 std::unique_ptr<Subscription> LatchBackend::watch_demand(const std::string& mutex, const std::string& /*owner_id*/,
@@ -144,6 +154,8 @@ Capabilities LatchBackend::capabilities() const {
   caps.multi_process = true;
   caps.multi_host = true;
   caps.lease_lapses_by_time = false;  // a leader's node stays until a waiter removes it, or its session ends
+  // A waiter's watch is its predecessor's deletion: an owner needs only the session's (watch_channel).
+  caps.watch_when_waiting = true;
   return caps;
 }
 

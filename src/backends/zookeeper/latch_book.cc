@@ -33,7 +33,10 @@ std::optional<Entry> LatchBook::entry(const std::string& key) {
 
 void LatchBook::remember(const std::string& key, const Entry& entry) {
   internal::MutexLock lock(mutex_);
-  entries_[key] = entry;
+  Entry& kept = entries_[key];
+  kept = entry;
+  // Found by its path from now on: its guid's storage goes (48 bytes a lease).
+  if (!kept.path.empty()) std::string().swap(kept.guid);
 }
 
 void LatchBook::forget(const std::string& key) {

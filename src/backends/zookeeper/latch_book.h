@@ -26,9 +26,9 @@ using internal::WatcherList;
 // Our node of one contender on one mutex.
 struct Entry {
   std::uint64_t generation = 0;  // of the session that created it (the node dies with it)
-  std::string guid;
-  std::string path;         // empty while the answer to its create is unknown
-  std::uint64_t token = 0;  // the node's czxid
+  std::string guid;              // kept by LatchBook only while `path` is empty (recover() needs it)
+  std::string path;              // empty while the answer to its create is unknown
+  std::uint64_t token = 0;       // the node's czxid
   Lease lease;
   bool claimed = false;       // owns and renews, rather than waits
   bool idle = false;          // claimed, and its data marks the lease idle (mark_idle)

@@ -69,10 +69,11 @@ struct Capabilities {
   // A contender's watch can wait until the contender waits: it tells an owner nothing the
   // owner needs, as watch() never reports WatchEvent::lost (memory, SQLite: a local watch that
   // starts at once) or watch_channel() reports that loss for every lease at once (Redis's
-  // pub/sub connection, PostgreSQL's LISTEN, MariaDB's monitor, ZooKeeper's session). The core then opens a contender's
-  // watch only after a round that did not win, and looks again once it is open; its owners hear a lost channel through
-  // one watch_channel() per Client: a process holding many mutexes keeps no watch for those it holds.
-  // (ForwardingBackend says false: a subclass may watch otherwise.)
+  // pub/sub connection, PostgreSQL's LISTEN, MariaDB's monitor, ZooKeeper's session). The core
+  // then opens a contender's watch only after a round that did not win, and looks again once
+  // it is open; its owners hear a lost channel through one watch_channel() per Client: a
+  // process holding many mutexes keeps no watch for those it holds. (ForwardingBackend says
+  // false: a subclass may watch otherwise.)
   bool watch_when_waiting = false;
   // Facts about records and leases, for tools and the kit (the core does not branch on them):
   // a free mutex's record stays until sweep() (false: the engine forgets idle records by

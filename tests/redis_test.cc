@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <random>
 
 #include "kit.h"
@@ -232,40 +234,60 @@ TEST(RedisFaultTest, RestartMidRunRevokesOwnersAtOnceAndResumesWithoutLeaks) {
   second->stop();
 }
 
-TEST(RedisWakeTest, ADeadContendersQueueEntryNeverSwallowsTheWakeUp) {
+// A redis-server of its own and a Client on it with leases of 5 s: a wake-up by expiry would take
+// far longer than the bounds below.
+class RedisWakeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(server.start());
+    options.ttl = 5s;
+    options.transition = 2s;
+    client.emplace(open_backend(server.uri()), options, std::make_shared<Runtime>());
+  }
+
+  // `contender` started, once it owns.
+  std::unique_ptr<MutexContendService> owning(const std::shared_ptr<tck::Recorder>& contender) {
+    auto service = client->contend_service(contender);
+    service->start();
+    EXPECT_TRUE(wait_until([&] { return service->is_owner(); }, 5s));
+    return service;
+  }
+  // `contender` started, once it has seen `owner_id` own.
+  std::unique_ptr<MutexContendService> waiting_for(const std::shared_ptr<tck::Recorder>& contender,
+                                                   const std::string& owner_id) {
+    auto service = client->contend_service(contender);
+    service->start();
+    EXPECT_TRUE(wait_until([&] { return service->after_owner().owner_id == owner_id; }, 5s));
+    return service;
+  }
+  // The owner stops; the waiter owns within ttl/2 (by expiry it would take a ttl).
+  void expect_stop_wakes(MutexContendService& owner, MutexContendService& waiter) {
+    auto released = std::chrono::steady_clock::now();
+    owner.stop();
+    ASSERT_TRUE(wait_until([&] { return waiter.is_owner(); }, 5s));
+    EXPECT_LT(std::chrono::steady_clock::now() - released, options.ttl / 2);
+  }
+
   RedisServer server;
-  ASSERT_NO_FATAL_FAILURE(server.start());
   ContendOptions options = tck::fast_options();
-  options.ttl = 5s;  // a wake-up by expiry would take far longer than the bound below
-  options.transition = 2s;
-  auto client = Client(open_backend(server.uri()), options, std::make_shared<Runtime>());
+  std::optional<Client> client;
+};
+
+TEST_F(RedisWakeTest, ADeadContendersQueueEntryNeverSwallowsTheWakeUp) {
   auto owner = std::make_shared<tck::Recorder>("queue");
   auto waiter = std::make_shared<tck::Recorder>("queue");
-  auto first = client.contend_service(owner);
-  first->start();
-  ASSERT_TRUE(wait_until([&] { return first->is_owner(); }, 5s));
+  auto first = owning(owner);
   // A contender that died while queued, first in line (Simba would wake only it).
   redis_cli(server.port(), {"ZADD", "simba:{queue}:contender", "1", "99:1@gone-host"});
-  auto second = client.contend_service(waiter);
-  second->start();
-  ASSERT_TRUE(wait_until([&] { return second->after_owner().owner_id == owner->contender_id(); }, 5s));
-  auto released = std::chrono::steady_clock::now();
-  first->stop();
-  ASSERT_TRUE(wait_until([&] { return second->is_owner(); }, 5s));
-  EXPECT_LT(std::chrono::steady_clock::now() - released, options.ttl / 2);  // expiry would take a ttl
+  auto second = waiting_for(waiter, owner->contender_id());
+  expect_stop_wakes(*first, *second);
   second->stop();
 }
 
 // An owner that never waited keeps no subscription (a process holding many leases would keep
 // one per lease); a contender subscribes to its waiter channel once it has found the mutex held,
 // and is woken there by the release.
-TEST(RedisWakeTest, OnlyAWaiterSubscribesAndItsReleaseWakesIt) {
-  RedisServer server;
-  ASSERT_NO_FATAL_FAILURE(server.start());
-  ContendOptions options = tck::fast_options();
-  options.ttl = 5s;  // a wake-up by expiry would take far longer than the bound below
-  options.transition = 2s;
-  auto client = Client(open_backend(server.uri()), options, std::make_shared<Runtime>());
+TEST_F(RedisWakeTest, OnlyAWaiterSubscribesAndItsReleaseWakesIt) {
   auto owner = std::make_shared<tck::Recorder>("subs");
   auto waiter = std::make_shared<tck::Recorder>("subs");
   // Subscribers of a channel, by the server's count.
@@ -273,37 +295,22 @@ TEST(RedisWakeTest, OnlyAWaiterSubscribesAndItsReleaseWakesIt) {
     const std::string out = redis_cli(server.port(), {"PUBSUB", "NUMSUB", channel});
     return std::atoi(out.substr(out.find('\n') + 1).c_str());
   };
-  auto first = client.contend_service(owner);
-  first->start();
-  ASSERT_TRUE(wait_until([&] { return first->is_owner(); }, 5s));
+  auto first = owning(owner);
   EXPECT_EQ(subscribers("simba:{subs}:" + owner->contender_id()), 0);
   EXPECT_EQ(subscribers("simba:{subs}"), 0);
-  auto second = client.contend_service(waiter);
-  second->start();
-  ASSERT_TRUE(wait_until([&] { return second->after_owner().owner_id == owner->contender_id(); }, 5s));
+  auto second = waiting_for(waiter, owner->contender_id());
   ASSERT_TRUE(wait_until([&] { return subscribers("simba:{subs}:" + waiter->contender_id()) == 1; }, 5s));
   EXPECT_EQ(subscribers("simba:{subs}"), 1);  // the waiter hears acquisitions too
   EXPECT_EQ(subscribers("simba:{subs}:" + owner->contender_id()), 0);
-  auto released = std::chrono::steady_clock::now();
-  first->stop();
-  ASSERT_TRUE(wait_until([&] { return second->is_owner(); }, 5s));
-  EXPECT_LT(std::chrono::steady_clock::now() - released, options.ttl / 2);  // expiry would take a ttl
+  expect_stop_wakes(*first, *second);
   second->stop();
 }
 
-TEST(RedisWakeTest, AJvmSimbaReleaseWakesOurWaiterAtOnce) {
-  RedisServer server;
-  ASSERT_NO_FATAL_FAILURE(server.start());
-  ContendOptions options = tck::fast_options();
-  options.ttl = 5s;
-  options.transition = 2s;
-  auto client = Client(open_backend(server.uri()), options, std::make_shared<Runtime>());
+TEST_F(RedisWakeTest, AJvmSimbaReleaseWakesOurWaiterAtOnce) {
   // A JVM Simba owner holds the mutex.
   redis_cli(server.port(), {"SET", "simba:{jvm}", "1:777@jvm-host", "NX", "PX", "20000"});
   auto waiter = std::make_shared<tck::Recorder>("jvm");
-  auto service = client.contend_service(waiter);
-  service->start();
-  ASSERT_TRUE(wait_until([&] { return service->after_owner().owner_id == "1:777@jvm-host"; }, 5s));
+  auto service = waiting_for(waiter, "1:777@jvm-host");
   // Simba's queue now lists our waiter, which is where a JVM release is addressed.
   EXPECT_NE(redis_cli(server.port(), {"ZRANGE", "simba:{jvm}:contender", "0", "-1"}).find(waiter->contender_id()),
             std::string::npos);

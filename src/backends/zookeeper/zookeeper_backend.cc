@@ -122,13 +122,12 @@ std::unique_ptr<Subscription> LatchBackend::watch(const std::string& mutex, cons
 }
 
 // Told of the session's changes only: an owner (which keeps no watch of its own,
-// Capabilities::watch_when_waiting) stops believing at a disconnection, as a waiter does.
+// Capabilities::watch_when_waiting) stops believing at a disconnection, as a waiter does. It
+// needs no session to be up: it hears every change from now on, as a contender's watch does.
 std::unique_ptr<Subscription> LatchBackend::watch_channel(std::function<void(WatchEvent)> on_change) {
   auto watcher = std::make_shared<Watcher>(std::move(on_change));
   book_.add_session_watcher(watcher);
-  auto handle = std::make_unique<WatchHandle>(watcher, [this, watcher] { book_.drop_session_watcher(watcher); });
-  session_.ensure();
-  return handle;
+  return std::make_unique<WatchHandle>(watcher, [this, watcher] { book_.drop_session_watcher(watcher); });
 }
 
 // The owner watches the latch's children: a node joining behind its own is a demand (a

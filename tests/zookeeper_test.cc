@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "backends/zookeeper/latch_book.h"
 #include "backends/zookeeper/latch_names.h"
 #include "kit.h"
 #include "server_test.h"
@@ -136,6 +137,75 @@ TEST(ZookeeperNamesTest, DerivedRecordsLiveInTheFolderOfTheirPrimitive) {
   const std::vector<std::string> children = {"r2", "b", "b#r1", "b#r1#x", "r1", "%zz"};
   EXPECT_EQ(zookeeper::derived_among("a", children), (std::vector<std::string>{"a#b", "a#r1", "a#r2"}));
   EXPECT_EQ(zookeeper::derived_among("a#b", children), (std::vector<std::string>{"a#b#r1"}));
+}
+
+// The book keeps an entry packed (its node's path rebuilt from the mutex, the guid, the lease and
+// the sequence number): each field comes back as remembered, and an entry it could not rebuild
+// exactly is kept whole.
+TEST(ZookeeperLatchBookTest, EntriesComeBackAsRememberedWhetherPackedOrKeptWhole) {
+  using zookeeper::Entry;
+  const auto expect_same = [](const std::optional<Entry>& got, const Entry& want) {
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->generation, want.generation);
+    EXPECT_EQ(got->guid, want.guid);
+    EXPECT_EQ(got->path, want.path);
+    EXPECT_EQ(got->token, want.token);
+    EXPECT_EQ(got->lease.ttl, want.lease.ttl);
+    EXPECT_EQ(got->lease.transition, want.lease.transition);
+    EXPECT_EQ(got->claimed, want.claimed);
+    EXPECT_EQ(got->idle, want.idle);
+    EXPECT_EQ(got->joined, want.joined);
+    EXPECT_EQ(got->watching, want.watching);
+  };
+  zookeeper::LatchBook book;
+  const std::string mutex = "jobs/a b#r1";  // encoded and derived: its folder is not the name
+  Entry entry;
+  entry.generation = 7;
+  entry.guid = zookeeper::new_guid();
+  entry.lease = zookeeper::Lease{4321ms, 1234ms};
+  entry.token = 0x1234567890;
+  entry.joined = std::chrono::steady_clock::now();
+  const std::string key = zookeeper::key_of(mutex, "worker-1");
+  book.remember(key, entry);  // created, its answer not in yet
+  expect_same(book.entry(key, 7), entry);
+
+  entry.path = zookeeper::latch_path(mutex) + "/" + zookeeper::node_prefix(entry.guid, entry.lease) + "0000000042";
+  entry.watching = zookeeper::latch_path(mutex) + "/_c_other-latch-0000000041";
+  book.remember(key, entry);
+  expect_same(book.entry(key, 7), entry);
+  entry.claimed = entry.idle = true;
+  entry.watching.clear();
+  book.remember(key, entry);
+  expect_same(book.entry(key), entry);
+
+  // Paths the book cannot rebuild (another client's name, a sequence past 32 bits, another
+  // folder) and a guid not of new_guid(): each entry is kept whole.
+  const std::vector<std::string> odd_paths = {
+      zookeeper::latch_path(mutex) + "/_c_other-latch-0000000043",
+      zookeeper::latch_path(mutex) + "/" + zookeeper::node_prefix(entry.guid, entry.lease) + "99999999999",
+      std::string("/elsewhere/") + zookeeper::node_prefix(entry.guid, entry.lease) + "0000000044"};
+  for (const auto& odd : odd_paths) {
+    Entry kept_whole = entry;
+    kept_whole.path = odd;
+    book.remember(key, kept_whole);
+    expect_same(book.entry(key, 7), kept_whole);
+  }
+  Entry odd_guid = entry;
+  odd_guid.guid = "not-a-guid";
+  odd_guid.path =
+      zookeeper::latch_path(mutex) + "/" + zookeeper::node_prefix(odd_guid.guid, entry.lease) + "0000000045";
+  book.remember(key, odd_guid);
+  expect_same(book.entry(key, 7), odd_guid);
+
+  // An entry of another session is dropped; one forgotten, or gone with an expired session, is gone.
+  EXPECT_FALSE(book.entry(key, 8).has_value());
+  EXPECT_FALSE(book.entry(key).has_value());
+  book.remember(key, entry);
+  book.forget(key);
+  EXPECT_FALSE(book.entry(key).has_value());
+  book.remember(key, entry);
+  book.session_changed(/*expired=*/true);
+  EXPECT_FALSE(book.entry(key).has_value());
 }
 
 TEST(ZookeeperNamesTest, EncodedNamesAreDistinctLeasesOnTheServer) {

@@ -2,6 +2,10 @@
 #include "backends/zookeeper/latch_book.h"
 #include "base/thread_annotations.h"
 
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+
 namespace simba::zookeeper {
 namespace {
 
@@ -16,37 +20,130 @@ std::string key_of(const std::string& mutex, const std::string& contender) { ret
 
 std::optional<Entry> LatchBook::entry(const std::string& key, std::uint64_t generation) {
   internal::MutexLock lock(mutex_);
-  auto it = entries_.find(key);
-  if (it == entries_.end()) return std::nullopt;
-  if (it->second.generation != generation) {
-    erase_locked(it);
+  auto found = find_locked(key);
+  if (found && found->generation != generation) {
+    erase_locked(key);
     return std::nullopt;
   }
-  return it->second;
+  return found;
 }
 
 std::optional<Entry> LatchBook::entry(const std::string& key) {
   internal::MutexLock lock(mutex_);
-  if (auto it = entries_.find(key); it != entries_.end()) return it->second;
-  return std::nullopt;
+  return find_locked(key);
+}
+
+std::optional<Entry> LatchBook::find_locked(const std::string& key) {
+  std::optional<Entry> found;
+  if (auto it = entries_.find(key); it != entries_.end()) {
+    found = unpack(key, it->second);
+  } else if (auto odd = odd_.find(key); odd != odd_.end()) {
+    found = odd->second;
+  } else {
+    return std::nullopt;
+  }
+  if (auto w = watching_.find(key); w != watching_.end()) found->watching = w->second;
+  return found;
 }
 
 void LatchBook::remember(const std::string& key, const Entry& entry) {
   internal::MutexLock lock(mutex_);
-  Entry& kept = entries_[key];
-  kept = entry;
-  // Found by its path from now on: its guid's storage goes (48 bytes a lease).
-  if (!kept.path.empty()) std::string().swap(kept.guid);
+  if (auto packed = pack(key, entry)) {
+    entries_.insert_or_assign(key, *packed);
+    odd_.erase(key);
+  } else {
+    Entry& kept = odd_.insert_or_assign(key, entry).first->second;
+    kept.watching.clear();  // in watching_, as for the others
+    entries_.erase(key);
+  }
+  if (entry.watching.empty()) {
+    watching_.erase(key);
+  } else {
+    watching_.insert_or_assign(key, entry.watching);
+  }
 }
 
 void LatchBook::forget(const std::string& key) {
   internal::MutexLock lock(mutex_);
-  if (auto it = entries_.find(key); it != entries_.end()) erase_locked(it);
+  erase_locked(key);
 }
 
-void LatchBook::erase_locked(std::map<std::string, Entry>::iterator it) {
-  if (!it->second.watching.empty()) unwait_locked(it->second.watching, it->first);
-  entries_.erase(it);
+void LatchBook::erase_locked(const std::string& key) {
+  if (auto w = watching_.find(key); w != watching_.end()) {
+    unwait_locked(w->second, key);
+    watching_.erase(w);
+  }
+  entries_.erase(key);
+  odd_.erase(key);
+}
+
+namespace {
+
+constexpr char kHex[] = "0123456789abcdef";
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// What ZooKeeper appends to a sequential node's name: the sequence number in 10 digits.
+std::string sequence_suffix(std::int32_t sequence) {
+  char digits[16];
+  std::snprintf(digits, sizeof digits, "%010d", sequence);
+  return digits;
+}
+
+std::string node_path(const std::string& key, const std::string& guid, const Lease& lease, std::int32_t sequence) {
+  return latch_path(std::string_view(key).substr(0, key.find('\0'))) + "/" + node_prefix(guid, lease) +
+         sequence_suffix(sequence);
+}
+
+}  // namespace
+
+std::optional<LatchBook::Kept> LatchBook::pack(const std::string& key, const Entry& entry) {
+  Kept kept;
+  if (entry.guid.size() != 2 * kept.guid.size()) return std::nullopt;
+  for (std::size_t i = 0; i < kept.guid.size(); ++i) {
+    const int high = hex_value(entry.guid[2 * i]), low = hex_value(entry.guid[2 * i + 1]);
+    if (high < 0 || low < 0) return std::nullopt;
+    kept.guid[i] = static_cast<std::uint8_t>(high * 16 + low);
+  }
+  const auto ttl = entry.lease.ttl.count(), transition = entry.lease.transition.count();
+  if (ttl < 0 || transition < 0 || ttl > UINT32_MAX || transition > UINT32_MAX) return std::nullopt;
+  kept.ttl_ms = static_cast<std::uint32_t>(ttl);
+  kept.transition_ms = static_cast<std::uint32_t>(transition);
+  if (!entry.path.empty()) {
+    const auto sequence = sequence_of(entry.path);
+    if (sequence < 0 || sequence > INT32_MAX) return std::nullopt;
+    kept.sequence = static_cast<std::int32_t>(sequence);
+    kept.has_path = true;
+    // Kept only if rebuilt exactly.
+    if (node_path(key, entry.guid, entry.lease, kept.sequence) != entry.path) return std::nullopt;
+  }
+  kept.generation = entry.generation;
+  kept.token = entry.token;
+  kept.joined = entry.joined;
+  kept.claimed = entry.claimed;
+  kept.idle = entry.idle;
+  return kept;
+}
+
+Entry LatchBook::unpack(const std::string& key, const Kept& kept) {
+  Entry entry;
+  entry.generation = kept.generation;
+  entry.guid.reserve(2 * kept.guid.size());
+  for (auto byte : kept.guid) {
+    entry.guid += kHex[byte >> 4];
+    entry.guid += kHex[byte & 15];
+  }
+  entry.lease = Lease{std::chrono::milliseconds(kept.ttl_ms), std::chrono::milliseconds(kept.transition_ms)};
+  if (kept.has_path) entry.path = node_path(key, entry.guid, entry.lease, kept.sequence);
+  entry.token = kept.token;
+  entry.joined = kept.joined;
+  entry.claimed = kept.claimed;
+  entry.idle = kept.idle;
+  return entry;
 }
 
 void LatchBook::wait_behind(const std::string& path, const std::string& key) {
@@ -160,7 +257,7 @@ WatcherList LatchBook::woken_by_deletion(const std::string& path) {
   auto w = waiting_.find(path);
   if (w == waiting_.end()) return woken;
   for (const auto& key : w->second) {
-    if (auto e = entries_.find(key); e != entries_.end()) e->second.watching.clear();
+    watching_.erase(key);
     for (auto [it, end] = contenders_.equal_range(key); it != end; ++it) woken.push_back(it->second);
   }
   waiting_.erase(w);
@@ -172,6 +269,8 @@ LatchBook::Everyone LatchBook::session_changed(bool expired) {
   Everyone out;
   if (expired) {
     entries_.clear();  // the nodes went with the session
+    odd_.clear();
+    watching_.clear();
     waiting_.clear();
   }
   for (auto& [key, watcher] : contenders_) out.watchers.push_back(watcher);

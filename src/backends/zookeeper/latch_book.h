@@ -4,6 +4,7 @@
 // ZooKeeper backend.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -23,10 +24,11 @@ namespace simba::zookeeper {
 using Steady = std::chrono::steady_clock;
 using internal::WatcherList;
 
-// Our node of one contender on one mutex.
+// Our node of one contender on one mutex, as the backend works with it (LatchBook keeps it
+// packed: Kept, below).
 struct Entry {
   std::uint64_t generation = 0;  // of the session that created it (the node dies with it)
-  std::string guid;              // kept by LatchBook only while `path` is empty (recover() needs it)
+  std::string guid;              // in its node's name; finds the node when the create's answer was lost
   std::string path;              // empty while the answer to its create is unknown
   std::uint64_t token = 0;       // the node's czxid
   Lease lease;
@@ -87,10 +89,31 @@ class LatchBook {
 
  private:
   using Watchers = std::multimap<std::string, std::shared_ptr<internal::Watcher>>;
-  void erase_locked(std::map<std::string, Entry>::iterator it) REQUIRES(mutex_);
+  void erase_locked(const std::string& key) REQUIRES(mutex_);
   void unwait_locked(const std::string& path, const std::string& key) REQUIRES(mutex_);
   void drop_locked(Watchers& watchers, const std::string& key, const std::shared_ptr<internal::Watcher>& watcher)
       REQUIRES(mutex_);
+
+  // An entry as the book keeps it, 56 bytes and nothing on the heap (at 100,000 leases its
+  // strings cost 240 bytes each): its node's path is rebuilt from the key's mutex, the guid,
+  // the lease and the sequence number ZooKeeper appended; the predecessor it watches, which
+  // only a waiter has, is kept in watching_. An entry whose path would not be rebuilt exactly
+  // (a guid not of new_guid(), a path not of node_prefix()) is kept whole in odd_ instead.
+  struct Kept {
+    std::uint64_t generation = 0;
+    std::uint64_t token = 0;
+    Steady::time_point joined;
+    std::array<std::uint8_t, 16> guid{};
+    std::uint32_t ttl_ms = 0;
+    std::uint32_t transition_ms = 0;
+    std::int32_t sequence = 0;
+    bool has_path = false;
+    bool claimed = false;
+    bool idle = false;
+  };
+  static std::optional<Kept> pack(const std::string& key, const Entry& entry);
+  static Entry unpack(const std::string& key, const Kept& kept);
+  std::optional<Entry> find_locked(const std::string& key) REQUIRES(mutex_);
 
   // The leader of a mutex as this process has seen it: since when it has looked unchanged.
   struct Seen {
@@ -100,7 +123,9 @@ class LatchBook {
   };
 
   internal::AnnotatedMutex mutex_;
-  std::map<std::string, Entry> entries_ GUARDED_BY(mutex_);                  // by key_of(mutex, contender)
+  std::map<std::string, Kept> entries_ GUARDED_BY(mutex_);                   // by key_of(mutex, contender)
+  std::map<std::string, Entry> odd_ GUARDED_BY(mutex_);                      // by key: the few pack() cannot keep
+  std::map<std::string, std::string> watching_ GUARDED_BY(mutex_);           // by key: Entry::watching, if any
   std::map<std::string, std::set<std::string>> waiting_ GUARDED_BY(mutex_);  // predecessor path -> keys behind it
   std::map<std::string, Seen> seen_ GUARDED_BY(mutex_);                      // by mutex
   std::map<std::string, std::int64_t> emptied_at_ GUARDED_BY(mutex_);        // by mutex: see take_emptied_at()

@@ -19,36 +19,54 @@ constexpr std::size_t kMaxRemembered = 10000;
 std::string key_of(const std::string& mutex, const std::string& contender) { return mutex + '\0' + contender; }
 
 std::optional<Entry> LatchBook::entry(const std::string& key, std::uint64_t generation) {
-  internal::MutexLock lock(mutex_);
-  auto found = find_locked(key);
-  if (found && found->generation != generation) {
-    erase_locked(key);
-    return std::nullopt;
+  Stored stored;
+  {
+    internal::MutexLock lock(mutex_);
+    stored = stored_locked(key);
+    if (!stored.found()) return std::nullopt;
+    if (stored.generation() != generation) {
+      erase_locked(key);
+      return std::nullopt;
+    }
   }
-  return found;
+  return std::move(stored).entry(key);
 }
 
 std::optional<Entry> LatchBook::entry(const std::string& key) {
-  internal::MutexLock lock(mutex_);
-  return find_locked(key);
+  Stored stored;
+  {
+    internal::MutexLock lock(mutex_);
+    stored = stored_locked(key);
+  }
+  if (!stored.found()) return std::nullopt;
+  return std::move(stored).entry(key);
 }
 
-std::optional<Entry> LatchBook::find_locked(const std::string& key) {
-  std::optional<Entry> found;
+LatchBook::Stored LatchBook::stored_locked(const std::string& key) const {
+  Stored stored;
   if (auto it = entries_.find(key); it != entries_.end()) {
-    found = unpack(key, it->second);
+    stored.packed = it->second;
   } else if (auto odd = odd_.find(key); odd != odd_.end()) {
-    found = odd->second;
+    stored.whole = odd->second;
   } else {
-    return std::nullopt;
+    return stored;
   }
-  if (auto w = watching_.find(key); w != watching_.end()) found->watching = w->second;
-  return found;
+  if (auto w = watching_.find(key); w != watching_.end()) stored.watching = w->second;
+  return stored;
+}
+
+std::uint64_t LatchBook::Stored::generation() const { return packed ? packed->generation : whole->generation; }
+
+Entry LatchBook::Stored::entry(const std::string& key) && {
+  Entry out = packed ? unpack(key, *packed) : std::move(*whole);
+  out.watching = std::move(watching);
+  return out;
 }
 
 void LatchBook::remember(const std::string& key, const Entry& entry) {
+  const auto packed = pack(key, entry);  // (outside the lock: it builds the path to compare)
   internal::MutexLock lock(mutex_);
-  if (auto packed = pack(key, entry)) {
+  if (packed) {
     entries_.insert_or_assign(key, *packed);
     odd_.erase(key);
   } else {

@@ -113,7 +113,16 @@ class LatchBook {
   };
   static std::optional<Kept> pack(const std::string& key, const Entry& entry);
   static Entry unpack(const std::string& key, const Kept& kept);
-  std::optional<Entry> find_locked(const std::string& key) REQUIRES(mutex_);
+  // What the book holds for a key, copied out under its lock and unpacked outside it.
+  struct Stored {
+    std::optional<Kept> packed;
+    std::optional<Entry> whole;  // (an entry pack() could not keep)
+    std::string watching;
+    bool found() const { return packed || whole; }
+    std::uint64_t generation() const;        // found()
+    Entry entry(const std::string& key) &&;  // found()
+  };
+  Stored stored_locked(const std::string& key) const REQUIRES(mutex_);
 
   // The leader of a mutex as this process has seen it: since when it has looked unchanged.
   struct Seen {

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/kept_state.h"
 #include "core/service_core.h"
 #include "kit.h"
 
@@ -741,6 +742,42 @@ TEST(RuntimeTest, UrgentTasksAndDueTimersGoBeforeWaitingNormalTasks) {
       kSoon));
   std::lock_guard lock(mutex);
   EXPECT_EQ(ran, (std::vector<int>{1, 2, 3, 4}));
+}
+
+// A core keeps the state it delivered small (core/kept_state.h): whatever it kept comes back
+// whole, the contender's own id included, for a contender and an observer alike.
+TEST(KeptStateTest, GivesBackEveryOwnerAsKeptWithTheContendersOwnId) {
+  const auto owner = [](std::string id, EpochMillis at, std::uint64_t token, bool idle) {
+    MutexOwner out;
+    out.owner_id = std::move(id);
+    out.acquired_at = at;
+    out.ttl_at = at + 1000;
+    out.transition_at = at + 1500;
+    out.fencing_token = token;
+    out.idle = idle;
+    return out;
+  };
+  const std::string self = "self:1@host";
+  const std::string other = "another contender, with an id longer than any short string";
+  const std::vector<MutexState> states = {
+      MutexState{},
+      MutexState{MutexOwner::none(), owner(self, 100, 7, false)},
+      MutexState{owner(self, 100, 7, false), owner(self, 200, 7, true)},
+      MutexState{owner(self, 200, 7, false), owner(other, 300, 8, false)},
+      MutexState{owner(other, 300, 8, true), owner(self, 400, 9, false)},
+      MutexState{owner(other, 300, 8, false), owner("x", 500, 10, false)},
+      MutexState{owner(other, 600, 11, false), MutexOwner::none()},
+  };
+  internal::KeptState kept;
+  for (const auto& state : states) {
+    kept.keep(state, &self);
+    EXPECT_EQ(kept.state(&self), state);
+    EXPECT_EQ(kept.after(&self), state.after);
+    EXPECT_EQ(kept.after_ours(), state.after.owner_id == self);
+    kept.keep(state, nullptr);  // an observer: no id of its own
+    EXPECT_EQ(kept.state(nullptr), state);
+    EXPECT_FALSE(kept.after_ours());
+  }
 }
 
 }  // namespace

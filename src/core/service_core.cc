@@ -213,25 +213,11 @@ MutexState ServiceCore::mutex_state() const {
   return delivered_locked();
 }
 
-MutexState ServiceCore::delivered_locked() const {
-  MutexState state{state_.before, delivered_after_locked()};
-  if (before_ours_) state.before.owner_id = contender_id();
-  return state;
-}
+MutexState ServiceCore::delivered_locked() const { return state_.state(own_id()); }
 
-MutexOwner ServiceCore::delivered_after_locked() const {
-  MutexOwner after = state_.after;
-  if (after_ours_) after.owner_id = contender_id();
-  return after;
-}
+MutexOwner ServiceCore::delivered_after_locked() const { return state_.after(own_id()); }
 
-void ServiceCore::keep_locked(MutexState state) {
-  before_ours_ = contender_ && state.before.is_owner(contender_->contender_id());
-  after_ours_ = contender_ && state.after.is_owner(contender_->contender_id());
-  if (before_ours_) state.before.owner_id = std::string();  // its storage too
-  if (after_ours_) state.after.owner_id = std::string();
-  state_ = std::move(state);
-}
+void ServiceCore::keep_locked(const MutexState& state) { state_.keep(state, own_id()); }
 
 bool ServiceCore::is_owner() const {
   internal::MutexLock lock(mutex_);
@@ -759,7 +745,7 @@ void ServiceCore::apply(std::uint64_t generation, const MutexOwner& owner) {
     if (!current_locked(generation)) {
       // Stale: drop it, unless it tells an owner that it is no longer owner.
       bool claims = contender_ && owner.is_owner(contender_->contender_id());
-      if (claims || !after_ours_) return;
+      if (claims || !state_.after_ours()) return;
     }
     next = MutexState{delivered_after_locked(), owner};
     keep_locked(next);

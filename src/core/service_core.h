@@ -17,6 +17,7 @@
 
 #include "base/thread_annotations.h"
 #include "core/channel_liveness.h"
+#include "core/kept_state.h"
 #include "metrics/telemetry.h"
 #include "runtime/serial_queue.h"
 #include "simba/backend.h"
@@ -212,7 +213,9 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void await_settled_locked(internal::UniqueMutexLock& lock, Clock::time_point deadline, Done done) REQUIRES(mutex_);
   MutexState delivered_locked() const REQUIRES(mutex_);
   MutexOwner delivered_after_locked() const REQUIRES(mutex_);  // its `after` alone (each renewal's apply())
-  void keep_locked(MutexState state) REQUIRES(mutex_);
+  void keep_locked(const MutexState& state) REQUIRES(mutex_);
+  // The contender's id, or null for an observer (KeptState's own_id).
+  const std::string* own_id() const noexcept { return contender_ ? &contender_->contender_id() : nullptr; }
   void cancel_deadline_locked() REQUIRES(mutex_);
   const std::string& last_owner_locked() const REQUIRES(mutex_);
   // A round of an earlier generation ended: the generation due a round meanwhile (again_), to
@@ -269,9 +272,6 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // The first round waits for the watch (Subscription::ready_before_first_round), off the
   // caller's thread: until it is in place, nothing triggers a round (round_when_watched).
   bool awaiting_watch_ GUARDED_BY(mutex_) = false;
-  // The owners of state_ that are this contender (kept without its id: keep_locked()).
-  bool before_ours_ GUARDED_BY(mutex_) = false;
-  bool after_ours_ GUARDED_BY(mutex_) = false;
   // The round timer is armed (arm_timer_locked), for the current generation, at due_at_.
   bool due_ GUARDED_BY(mutex_) = false;
   const bool one_shot_;  // CoreHooks::one_shot
@@ -306,11 +306,8 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // (last_owner_ours_; empty: none). last_owner_locked() and last_error() say which.
   std::string last_seen_ GUARDED_BY(mutex_);
   std::shared_ptr<Subscription> subscription_ GUARDED_BY(mutex_);
-  // The state last delivered to the retriever (not one_shot), kept without copies of this
-  // contender's own id: an owner that is this contender is kept with an empty id and its flag
-  // set (before_ours_, after_ours_; a held lease would keep its id twice otherwise, on the
-  // heap). delivered_locked() and keep_locked() translate.
-  MutexState state_ GUARDED_BY(mutex_);
+  // The state last delivered to the retriever (not one_shot), kept small (kept_state.h).
+  KeptState state_ GUARDED_BY(mutex_);
 };
 
 template <class Done>

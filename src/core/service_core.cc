@@ -113,7 +113,7 @@ void ServiceCore::start(bool first_round_inline) {
     if (!one_shot_) {
       notify_locked([self = shared_from_this()] {
         internal::MutexLock lock(self->mutex_);
-        self->keep_locked(MutexState{});
+        self->state_.keep(MutexState{}, self->own_id());
       });
     }
   }
@@ -210,14 +210,8 @@ void ServiceCore::round_when_watched(std::uint64_t generation, std::shared_ptr<S
 
 MutexState ServiceCore::mutex_state() const {
   internal::MutexLock lock(mutex_);
-  return delivered_locked();
+  return state_.state(own_id());
 }
-
-MutexState ServiceCore::delivered_locked() const { return state_.state(own_id()); }
-
-MutexOwner ServiceCore::delivered_after_locked() const { return state_.after(own_id()); }
-
-void ServiceCore::keep_locked(const MutexState& state) { state_.keep(state, own_id()); }
 
 bool ServiceCore::is_owner() const {
   internal::MutexLock lock(mutex_);
@@ -747,8 +741,8 @@ void ServiceCore::apply(std::uint64_t generation, const MutexOwner& owner) {
       bool claims = contender_ && owner.is_owner(contender_->contender_id());
       if (claims || !state_.after_ours()) return;
     }
-    next = MutexState{delivered_after_locked(), owner};
-    keep_locked(next);
+    next = MutexState{state_.after(own_id()), owner};
+    state_.keep(next, own_id());
   }
   try {
     retriever_->notify_owner(next);

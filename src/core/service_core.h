@@ -211,9 +211,6 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // Waits on context_->settled until `done`, at most until `deadline`.
   template <class Done>
   void await_settled_locked(internal::UniqueMutexLock& lock, Clock::time_point deadline, Done done) REQUIRES(mutex_);
-  MutexState delivered_locked() const REQUIRES(mutex_);
-  MutexOwner delivered_after_locked() const REQUIRES(mutex_);  // its `after` alone (each renewal's apply())
-  void keep_locked(const MutexState& state) REQUIRES(mutex_);
   // The contender's id, or null for an observer (KeptState's own_id).
   const std::string* own_id() const noexcept { return contender_ ? &contender_->contender_id() : nullptr; }
   void cancel_deadline_locked() REQUIRES(mutex_);

@@ -4,7 +4,6 @@
 
 #include <climits>
 #include <cstdint>
-#include <cstdio>
 
 namespace simba::zookeeper {
 namespace {
@@ -97,36 +96,17 @@ void LatchBook::erase_locked(const std::string& key) {
 
 namespace {
 
-constexpr char kHex[] = "0123456789abcdef";
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
-// What ZooKeeper appends to a sequential node's name: the sequence number in 10 digits.
-std::string sequence_suffix(std::int32_t sequence) {
-  char digits[16];
-  std::snprintf(digits, sizeof digits, "%010d", sequence);
-  return digits;
-}
-
 std::string node_path(const std::string& key, const std::string& guid, const Lease& lease, std::int32_t sequence) {
-  return latch_path(std::string_view(key).substr(0, key.find('\0'))) + "/" + node_prefix(guid, lease) +
-         sequence_suffix(sequence);
+  return latch_path(std::string_view(key).substr(0, key.find('\0'))) + "/" + node_name(guid, lease, sequence);
 }
 
 }  // namespace
 
 std::optional<LatchBook::Kept> LatchBook::pack(const std::string& key, const Entry& entry) {
   Kept kept;
-  if (entry.guid.size() != 2 * kept.guid.size()) return std::nullopt;
-  for (std::size_t i = 0; i < kept.guid.size(); ++i) {
-    const int high = hex_value(entry.guid[2 * i]), low = hex_value(entry.guid[2 * i + 1]);
-    if (high < 0 || low < 0) return std::nullopt;
-    kept.guid[i] = static_cast<std::uint8_t>(high * 16 + low);
-  }
+  const auto guid = guid_bytes(entry.guid);
+  if (!guid) return std::nullopt;
+  kept.guid = *guid;
   const auto ttl = entry.lease.ttl.count(), transition = entry.lease.transition.count();
   if (ttl < 0 || transition < 0 || ttl > UINT32_MAX || transition > UINT32_MAX) return std::nullopt;
   kept.ttl_ms = static_cast<std::uint32_t>(ttl);
@@ -150,11 +130,7 @@ std::optional<LatchBook::Kept> LatchBook::pack(const std::string& key, const Ent
 Entry LatchBook::unpack(const std::string& key, const Kept& kept) {
   Entry entry;
   entry.generation = kept.generation;
-  entry.guid.reserve(2 * kept.guid.size());
-  for (auto byte : kept.guid) {
-    entry.guid += kHex[byte >> 4];
-    entry.guid += kHex[byte & 15];
-  }
+  entry.guid = guid_text(kept.guid);
   entry.lease = Lease{std::chrono::milliseconds(kept.ttl_ms), std::chrono::milliseconds(kept.transition_ms)};
   if (kept.has_path) entry.path = node_path(key, entry.guid, entry.lease, kept.sequence);
   entry.token = kept.token;

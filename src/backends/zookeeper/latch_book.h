@@ -4,7 +4,6 @@
 // ZooKeeper backend.
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -103,7 +102,7 @@ class LatchBook {
     std::uint64_t generation = 0;
     std::uint64_t token = 0;
     Steady::time_point joined;
-    std::array<std::uint8_t, 16> guid{};
+    GuidBytes guid{};
     std::uint32_t ttl_ms = 0;
     std::uint32_t transition_ms = 0;
     std::int32_t sequence = 0;

@@ -2,6 +2,7 @@
 #include "backends/zookeeper/latch_names.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <random>
 #include <string>
@@ -185,13 +186,48 @@ std::string node_prefix(const std::string& guid, const Lease& lease) {
 
 std::string new_guid() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
-  constexpr char kHex[] = "0123456789abcdef";
-  std::string guid;
-  for (int half = 0; half < 2; ++half) {
+  GuidBytes bytes;
+  for (std::size_t half = 0; half < 2; ++half) {
     auto bits = rng();
-    for (int k = 0; k < 16; ++k, bits >>= 4) guid += kHex[bits & 15];
+    for (std::size_t k = 0; k < 8; ++k, bits >>= 8) bytes[half * 8 + k] = static_cast<std::uint8_t>(bits);
   }
-  return guid;
+  return guid_text(bytes);
+}
+
+namespace {
+constexpr char kGuidHex[] = "0123456789abcdef";
+}  // namespace
+
+std::optional<GuidBytes> guid_bytes(std::string_view guid) {
+  const auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  GuidBytes bytes;
+  if (guid.size() != 2 * bytes.size()) return std::nullopt;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const int high = digit(guid[2 * i]), low = digit(guid[2 * i + 1]);
+    if (high < 0 || low < 0) return std::nullopt;
+    bytes[i] = static_cast<std::uint8_t>(high * 16 + low);
+  }
+  return bytes;
+}
+
+std::string guid_text(const GuidBytes& bytes) {
+  std::string text;
+  text.reserve(2 * bytes.size());
+  for (auto byte : bytes) {
+    text += kGuidHex[byte >> 4];
+    text += kGuidHex[byte & 15];
+  }
+  return text;
+}
+
+std::string node_name(const std::string& guid, const Lease& lease, std::int32_t sequence) {
+  char digits[16];
+  std::snprintf(digits, sizeof digits, "%010d", sequence);  // as ZooKeeper writes it
+  return node_prefix(guid, lease) + digits;
 }
 
 std::int64_t sequence_of(std::string_view path) {

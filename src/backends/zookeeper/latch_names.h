@@ -1,6 +1,7 @@
 // Paths and node names of the ZooKeeper latch. Internal to the ZooKeeper backend.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -57,6 +58,12 @@ Lease capped_lease(std::chrono::milliseconds ttl, std::chrono::milliseconds tran
 std::string node_prefix(const std::string& guid, const Lease& lease);
 // 32 random hex digits.
 std::string new_guid();
+// A guid as 16 bytes, and back: nullopt for text that is not 32 lowercase hex digits.
+using GuidBytes = std::array<std::uint8_t, 16>;
+std::optional<GuidBytes> guid_bytes(std::string_view guid);
+std::string guid_text(const GuidBytes& bytes);
+// The name ZooKeeper gives our node: node_prefix() and the sequence number in 10 digits.
+std::string node_name(const std::string& guid, const Lease& lease, std::int32_t sequence);
 
 // A child of a latch: ours ("_c_<guid>-<ttl>.<transition>-latch-N") or another latch
 // client's ("...latch-N", no lease).

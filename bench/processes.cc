@@ -138,19 +138,25 @@ nlohmann::json scale(const Client& client, const std::string& engine, std::size_
   std::mutex latency_mutex;
   std::vector<double> latencies;  // of each mutex's first acquisition
   std::vector<bool> taken_once(n) /* GUARDED_BY(latency_mutex) */;
+  std::vector<Clock::time_point> started(n);  // GUARDED_BY(latency_mutex) once the first contender starts
   std::vector<std::unique_ptr<MutexContendService>> services;
   services.reserve(n);
+  // What every contender's callback updates. The callback captures only it and its index, so
+  // std::function keeps it inline: the harness adds no allocation of its own per mutex.
+  const auto on_acquired = [&](std::size_t i) {
+    acquired.fetch_add(1);
+    std::lock_guard lock(latency_mutex);
+    if (!taken_once[i]) latencies.push_back(micros(Clock::now() - started[i]));
+    taken_once[i] = true;
+  };
   const std::string prefix = "bench/scale/" + contender_id::uuid() + "/";
   for (std::size_t i = 0; i < n; ++i) {
-    auto started = Clock::now();
+    {
+      std::lock_guard lock(latency_mutex);
+      started[i] = Clock::now();
+    }
     auto contender = make_contender(
-        prefix + std::to_string(i),
-        [&, started, i](const MutexState&) {
-          acquired.fetch_add(1);
-          std::lock_guard lock(latency_mutex);
-          if (!taken_once[i]) latencies.push_back(micros(Clock::now() - started));
-          taken_once[i] = true;
-        },
+        prefix + std::to_string(i), [&on_acquired, i](const MutexState&) { on_acquired(i); },
         [&](const MutexState&) { lost.fetch_add(1); });
     services.push_back(held.contend_service(contender));
     services.back()->start();

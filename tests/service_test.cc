@@ -62,6 +62,26 @@ TEST(ServiceTest, StartAndStopFromTheWrongStateAreFailedPreconditions) {
   q.core->close();  // not running: a no-op, never throws
 }
 
+// A core keeps its contender once, as its retriever: a contender that is not the retriever
+// would have the notifications go to one object and the contender's id come from another.
+TEST(ServiceTest, AContenderThatIsNotItsRetrieverIsRefused) {
+  auto context =
+      std::make_shared<const internal::CoreContext>(make_memory_backend(), std::make_shared<Runtime>(), fast());
+  auto contender = std::make_shared<Recorder>("refused", "me");
+  auto other = std::make_shared<Recorder>("refused", "you");
+  try {
+    std::make_shared<internal::ServiceCore>(other, contender, context);
+    FAIL() << "a core whose contender is not its retriever was made";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("contender must be its retriever"), std::string::npos) << e.what();
+  }
+  auto core = std::make_shared<internal::ServiceCore>(contender, contender, context);
+  EXPECT_EQ(core->contender_id(), "me");
+  auto observer = std::make_shared<internal::ServiceCore>(other, nullptr, context);
+  EXPECT_EQ(observer->contender_id(), "");
+}
+
 TEST(ServiceTest, EachStartBeginsANewGeneration) {
   Quiet q;
   q.core->start();

@@ -65,11 +65,14 @@ std::unique_ptr<const CoreHooks> boxed(CoreHooks hooks) {
 ServiceCore::ServiceCore(std::shared_ptr<MutexRetriever> retriever, std::shared_ptr<MutexContender> contender,
                          std::shared_ptr<const CoreContext> context, CoreHooks hooks)
     : retriever_(std::move(retriever)),
-      contender_(std::move(contender)),
+      contender_(contender.get()),
       context_(std::move(context)),
       hooks_(boxed(std::move(hooks))),  // (a move leaves hooks.one_shot as it was)
       slot_(context_->telemetry ? &context_->telemetry->slot(retriever_->mutex()) : nullptr),
       one_shot_(hooks.one_shot) {
+  if (contender_ && static_cast<MutexRetriever*>(contender_) != retriever_.get()) {
+    throw Error(errc::invalid_argument, "a core's contender must be its retriever");
+  }
   validate_mutex_name(retriever_->mutex());
   if (contender_) validate_contender_id(contender_->contender_id());
   auto max_bytes = context_->backend->capabilities().max_mutex_bytes;

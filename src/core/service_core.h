@@ -92,7 +92,8 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `contender` null: observe only. `retriever` receives the notifications.
+  // `contender` null: observe only. `retriever` receives the notifications; with a contender,
+  // it is that contender (kept once: `contender` must be `retriever`).
   ServiceCore(std::shared_ptr<MutexRetriever> retriever, std::shared_ptr<MutexContender> contender,
               std::shared_ptr<const CoreContext> context, CoreHooks hooks = {});
   ~ServiceCore();
@@ -228,7 +229,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
 
   // Ordered so that the flags pack together: at 100,000 mutexes a byte each is 100 KB.
   const std::shared_ptr<MutexRetriever> retriever_;
-  const std::shared_ptr<MutexContender> contender_;  // null: observer
+  MutexContender* const contender_;  // retriever_ itself, as a contender; null: observer
   const std::shared_ptr<const CoreContext> context_;
   std::atomic<ServiceStatus> status_{ServiceStatus::initial};
   int failures_ GUARDED_BY(mutex_) = 0;  // rounds failed in a row (here: it fills status_'s word)
@@ -242,35 +243,37 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   mutable internal::AnnotatedMutex mutex_;
   // Where notifications wait for the callback pool, delivered one at a time and in order (a
   // strand of its own would cost 120 bytes a mutex); none for a one_shot core.
-  SerialQueue notifications_ GUARDED_BY(mutex_);
+  [[no_unique_address]] SerialQueue notifications_ GUARDED_BY(mutex_);  // (its tail holds the flags)
+  // Its flags, one bit each (at 100,000 leases each byte here is 100 KB); all guarded by
+  // mutex_, so sharing their bytes races with nothing.
   // A round is queued or running, of this generation or (after a stop() on a runtime thread,
   // which does not wait for it) of an earlier one: one at a time per contender.
-  bool in_flight_ GUARDED_BY(mutex_) = false;
+  bool in_flight_ : 1 GUARDED_BY(mutex_) = false;
   // Another round is due as soon as the one in flight ends. When that one is of an earlier
   // generation, its end starts the round (settle_stale_locked).
-  bool again_ GUARDED_BY(mutex_) = false;
-  bool dormant_ GUARDED_BY(mutex_) = false;
-  bool owned_ GUARDED_BY(mutex_) = false;
-  bool standing_by_ GUARDED_BY(mutex_) = false;  // telemetry: counted among the waiters
+  bool again_ : 1 GUARDED_BY(mutex_) = false;
+  bool dormant_ : 1 GUARDED_BY(mutex_) = false;
+  bool owned_ : 1 GUARDED_BY(mutex_) = false;
+  bool standing_by_ : 1 GUARDED_BY(mutex_) = false;  // telemetry: counted among the waiters
   // The answer that won the lease now held saw no derived record held (OwnerSnapshot::no_derived_held).
-  bool no_derived_since_won_ GUARDED_BY(mutex_) = false;
+  bool no_derived_since_won_ : 1 GUARDED_BY(mutex_) = false;
   // What the last answer that won the lease said of the primitive (OwnerSnapshot::parent), and
   // when its round was sent (parent_token_, parent_round_sent_): parent_seen_since().
-  bool parent_seen_ GUARDED_BY(mutex_) = false;
-  bool parent_held_ GUARDED_BY(mutex_) = false;
+  bool parent_seen_ : 1 GUARDED_BY(mutex_) = false;
+  bool parent_held_ : 1 GUARDED_BY(mutex_) = false;
   // The owner the last round saw was this contender (else last_seen_).
-  bool last_owner_ours_ GUARDED_BY(mutex_) = false;
+  bool last_owner_ours_ : 1 GUARDED_BY(mutex_) = false;
   // The last round failed: last_seen_ is its error.
-  bool last_failed_ GUARDED_BY(mutex_) = false;
+  bool last_failed_ : 1 GUARDED_BY(mutex_) = false;
   // A contender's watch may not be in place on the server yet (Subscription::wait_ready), or
   // not be open yet (CoreContext::watch_when_waiting): the first round that does not win waits
   // for it (opens it), then looks again.
-  bool watch_unconfirmed_ GUARDED_BY(mutex_) = false;
+  bool watch_unconfirmed_ : 1 GUARDED_BY(mutex_) = false;
   // The first round waits for the watch (Subscription::ready_before_first_round), off the
   // caller's thread: until it is in place, nothing triggers a round (round_when_watched).
-  bool awaiting_watch_ GUARDED_BY(mutex_) = false;
+  bool awaiting_watch_ : 1 GUARDED_BY(mutex_) = false;
   // The round timer is armed (arm_timer_locked), for the current generation, at due_at_.
-  bool due_ GUARDED_BY(mutex_) = false;
+  bool due_ : 1 GUARDED_BY(mutex_) = false;
   const bool one_shot_;  // CoreHooks::one_shot
   // Releases of rounds that ended after stop(), in flight (one a generation at most, and
   // generations follow stop() and start() calls): start() waits for them, or one could give

@@ -165,7 +165,7 @@ TEST(ZookeeperLatchBookTest, EntriesComeBackAsRememberedWhetherPackedOrKeptWhole
   entry.lease = zookeeper::Lease{4321ms, 1234ms};
   entry.token = 0x1234567890;
   entry.joined = std::chrono::steady_clock::now();
-  const std::string key = zookeeper::key_of(mutex, "worker-1");
+  const zookeeper::LatchKey key = zookeeper::key_of(mutex, "worker-1");
   book.remember(key, entry);  // created, its answer not in yet
   expect_same(book.entry(key, 7), entry);
 
@@ -206,6 +206,42 @@ TEST(ZookeeperLatchBookTest, EntriesComeBackAsRememberedWhetherPackedOrKeptWhole
   book.remember(key, entry);
   book.session_changed(/*expired=*/true);
   EXPECT_FALSE(book.entry(key).has_value());
+}
+
+// The book keeps a 16-byte digest of the mutex and the contender id: every pair has its own
+// entry, however the two names split one string, and the same pair always finds its own.
+TEST(ZookeeperLatchBookTest, EachContenderOnEachMutexHasAnEntryOfItsOwn) {
+  using zookeeper::key_of;
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {"ab", "c"}, {"a", "bc"}, {"abc", ""}, {"a", "b"}, {"b", "a"}, {"jobs/x", "worker-1"}, {"jobs/x", "worker-2"}};
+  zookeeper::LatchBook book;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const auto& [mutex, contender] = pairs[i];
+    EXPECT_EQ(key_of(mutex, contender).digest, key_of(mutex, contender).digest) << mutex << " / " << contender;
+    EXPECT_EQ(key_of(mutex, contender).mutex, mutex);
+    for (std::size_t j = 0; j < i; ++j) {
+      EXPECT_NE(key_of(mutex, contender).digest, key_of(pairs[j].first, pairs[j].second).digest)
+          << mutex << " / " << contender << " and " << pairs[j].first << " / " << pairs[j].second;
+    }
+    zookeeper::Entry entry;
+    entry.generation = 1;
+    entry.guid = zookeeper::new_guid();
+    entry.lease = zookeeper::Lease{5000ms, 1000ms};
+    entry.token = 100 + i;
+    entry.path = zookeeper::latch_path(mutex) + "/" + zookeeper::node_prefix(entry.guid, entry.lease) + "000000000" +
+                 std::to_string(i);
+    book.remember(key_of(mutex, contender), entry);
+  }
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const auto& [mutex, contender] = pairs[i];
+    const auto got = book.entry(key_of(mutex, contender), 1);
+    ASSERT_TRUE(got.has_value()) << mutex << " / " << contender;
+    EXPECT_EQ(got->token, 100 + i) << mutex << " / " << contender;
+    EXPECT_EQ(got->path.rfind(zookeeper::latch_path(mutex) + "/", 0), 0u) << got->path;
+  }
+  book.forget(key_of("ab", "c"));
+  EXPECT_FALSE(book.entry(key_of("ab", "c")).has_value());
+  EXPECT_TRUE(book.entry(key_of("a", "bc")).has_value());
 }
 
 TEST(ZookeeperNamesTest, EncodedNamesAreDistinctLeasesOnTheServer) {

@@ -31,7 +31,7 @@ constexpr std::size_t kRenewalsThatReadDemand = 32;
 OwnerSnapshot LatchBackend::acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,
                                     std::chrono::milliseconds transition) {
   const auto generation = session_.ensure();
-  const std::string key = key_of(mutex, id);
+  const LatchKey key = key_of(mutex, id);
   const std::string folder = latch_path(mutex);
   for (int round = 0; round < kRounds; ++round) {
     std::optional<Entry> entry = book_.entry(key, generation);
@@ -65,7 +65,7 @@ OwnerSnapshot LatchBackend::acquire(const std::string& mutex, const std::string&
                                      "' kept changing while it was read; try again");
 }
 
-LatchBackend::Joined LatchBackend::join(const std::string& key, const std::string& mutex, const std::string& id,
+LatchBackend::Joined LatchBackend::join(const LatchKey& key, const std::string& mutex, const std::string& id,
                                         const std::string& folder, std::uint64_t generation,
                                         std::chrono::milliseconds ttl, std::chrono::milliseconds transition) {
   Joining joining = send_join(key, mutex, id, folder, generation, ttl, transition);
@@ -79,7 +79,7 @@ LatchBackend::Joined LatchBackend::join(const std::string& key, const std::strin
   return joined;
 }
 
-LatchBackend::Joining LatchBackend::send_join(const std::string& key, const std::string& mutex, const std::string& id,
+LatchBackend::Joining LatchBackend::send_join(const LatchKey& key, const std::string& mutex, const std::string& id,
                                               const std::string& folder, std::uint64_t generation,
                                               std::chrono::milliseconds ttl, std::chrono::milliseconds transition) {
   Joining joining;
@@ -99,8 +99,8 @@ LatchBackend::Joining LatchBackend::send_join(const std::string& key, const std:
   return joining;
 }
 
-LatchBackend::Joined LatchBackend::finish_join(const std::string& key, const std::string& mutex,
-                                               const std::string& folder, Joining& joining) {
+LatchBackend::Joined LatchBackend::finish_join(const LatchKey& key, const std::string& mutex, const std::string& folder,
+                                               Joining& joining) {
   Joined out;
   out.entry = joining.entry;
   Entry& fresh = out.entry;
@@ -132,7 +132,7 @@ LatchBackend::Joined LatchBackend::finish_join(const std::string& key, const std
 
 // With our node in the latch as `listing` shows it: lead, or wait behind our predecessor.
 // Returns the owner, or nothing to start the round again.
-std::optional<OwnerSnapshot> LatchBackend::take_place(const std::string& key, const std::string& mutex,
+std::optional<OwnerSnapshot> LatchBackend::take_place(const LatchKey& key, const std::string& mutex,
                                                       const std::string& id, const std::string& folder, Entry& entry,
                                                       const Reply& listing, bool created_now) {
   if (listing.rc == ZNONODE) {
@@ -155,8 +155,8 @@ std::optional<OwnerSnapshot> LatchBackend::take_place(const std::string& key, co
 
 // Our node leads. The lease starts with a write after this call was sent: a claim (created as
 // the leader, the create itself was that write).
-std::optional<OwnerSnapshot> LatchBackend::claim(const std::string& key, const std::string& mutex,
-                                                 const std::string& id, Entry& entry, bool created_now) {
+std::optional<OwnerSnapshot> LatchBackend::claim(const LatchKey& key, const std::string& mutex, const std::string& id,
+                                                 Entry& entry, bool created_now) {
   std::optional<Relatives::Look> look;
   if (!created_now) {
     Call claiming = session_.set(entry.path, node_data(id, false), -1);
@@ -180,7 +180,7 @@ std::optional<OwnerSnapshot> LatchBackend::claim(const std::string& key, const s
 
 // Waiting behind `predecessor`: watch it (once per predecessor), read the leader, and take over
 // a leader whose lease ran out unrenewed. Returns the owner, or nothing to look again.
-std::optional<OwnerSnapshot> LatchBackend::wait_behind(const std::string& key, const std::string& mutex,
+std::optional<OwnerSnapshot> LatchBackend::wait_behind(const LatchKey& key, const std::string& mutex,
                                                        const std::string& folder, Entry& entry,
                                                        const LatchNode& predecessor, const LatchNode& leader) {
   const std::string predecessor_path = folder + "/" + predecessor.name;
@@ -262,15 +262,15 @@ std::vector<AcquireResult> LatchBackend::acquire_batch(const std::vector<Acquire
   const auto generation = session_.ensure();
   struct Join {
     std::size_t call;
-    std::string key;
+    LatchKey key;
     Joining joining;
   };
   std::vector<Renewal> renewals;
-  std::vector<std::pair<std::size_t, std::string>> unclaimed;  // (call, key)
+  std::vector<std::pair<std::size_t, LatchKey>> unclaimed;  // (call, key)
   std::vector<Join> joins;
   std::vector<std::size_t> alone;  // calls that go as acquire()
   for (std::size_t i = 0; i < calls.size(); ++i) {
-    std::string key = key_of(calls[i].mutex, calls[i].contender_id);
+    LatchKey key = key_of(calls[i].mutex, calls[i].contender_id);
     auto entry = book_.entry(key, generation);
     if (entry && entry->claimed) {
       renewals.push_back({i, std::move(*entry), std::nullopt});
@@ -377,7 +377,7 @@ std::vector<LatchBackend::Rewrite> LatchBackend::send_rewrites(const std::vector
   return rewrites;
 }
 
-bool LatchBackend::idle_mark(const std::string& key, const Entry& entry) {
+bool LatchBackend::idle_mark(const LatchKey& key, const Entry& entry) {
   const auto now = book_.entry(key);
   return now && now->path == entry.path ? now->idle : entry.idle;
 }
@@ -442,14 +442,14 @@ void LatchBackend::finish_rewrites(const std::vector<AcquireCall>& calls, const 
   }
 }
 
-void LatchBackend::forget_taken_over(const std::string& key, const std::string& mutex, const std::string& id) {
+void LatchBackend::forget_taken_over(const LatchKey& key, const std::string& mutex, const std::string& id) {
   internal::log_warn("mutex '" + mutex + "': the node of " + id +
                      " is gone (its lease was taken over); joining the latch again");
   book_.forget(key);
 }
 
 // A create may have happened though its answer was lost: find the node by its guid.
-bool LatchBackend::recover(const std::string& key, Entry& entry, const std::string& folder,
+bool LatchBackend::recover(const LatchKey& key, Entry& entry, const std::string& folder,
                            const std::vector<LatchNode>& nodes) {
   for (const auto& node : nodes) {
     if (node.name.find(entry.guid) == std::string::npos) continue;

@@ -58,7 +58,7 @@ class LatchBackend final
     Reply listing;                        // the latch's children, read right after our create
     std::optional<Relatives::Look> look;  // join() only: sent right after our create
   };
-  Joined join(const std::string& key, const std::string& mutex, const std::string& id, const std::string& folder,
+  Joined join(const LatchKey& key, const std::string& mutex, const std::string& id, const std::string& folder,
               std::uint64_t generation, std::chrono::milliseconds ttl, std::chrono::milliseconds transition);
   // join() in two halves, so that a batch sends every create (and listing) at once: the
   // requests sent, then what their answers say (no_folder: the latch's folder is missing,
@@ -68,15 +68,15 @@ class LatchBackend final
     std::int64_t emptied = -1;  // when our last release here emptied the folder (take_emptied_at), or -1
     std::optional<Call> create, list;
   };
-  Joining send_join(const std::string& key, const std::string& mutex, const std::string& id, const std::string& folder,
+  Joining send_join(const LatchKey& key, const std::string& mutex, const std::string& id, const std::string& folder,
                     std::uint64_t generation, std::chrono::milliseconds ttl, std::chrono::milliseconds transition);
-  Joined finish_join(const std::string& key, const std::string& mutex, const std::string& folder, Joining& joining);
-  std::optional<OwnerSnapshot> take_place(const std::string& key, const std::string& mutex, const std::string& id,
+  Joined finish_join(const LatchKey& key, const std::string& mutex, const std::string& folder, Joining& joining);
+  std::optional<OwnerSnapshot> take_place(const LatchKey& key, const std::string& mutex, const std::string& id,
                                           const std::string& folder, Entry& entry, const Reply& listing,
                                           bool created_now);
-  std::optional<OwnerSnapshot> claim(const std::string& key, const std::string& mutex, const std::string& id,
-                                     Entry& entry, bool created_now);
-  std::optional<OwnerSnapshot> wait_behind(const std::string& key, const std::string& mutex, const std::string& folder,
+  std::optional<OwnerSnapshot> claim(const LatchKey& key, const std::string& mutex, const std::string& id, Entry& entry,
+                                     bool created_now);
+  std::optional<OwnerSnapshot> wait_behind(const LatchKey& key, const std::string& mutex, const std::string& folder,
                                            Entry& entry, const LatchNode& predecessor, const LatchNode& leader);
   // Renews a lease our node leads: nothing if the node no longer leads, else whether a node
   // waits behind it (a demand).
@@ -110,8 +110,8 @@ class LatchBackend final
                        std::vector<std::size_t>& alone);
   // Our node of `key` is gone (a waiter took the lease over): says so and forgets it, so that
   // the next round joins the latch again.
-  void forget_taken_over(const std::string& key, const std::string& mutex, const std::string& id);
-  bool recover(const std::string& key, Entry& entry, const std::string& folder, const std::vector<LatchNode>& nodes);
+  void forget_taken_over(const LatchKey& key, const std::string& mutex, const std::string& id);
+  bool recover(const LatchKey& key, Entry& entry, const std::string& folder, const std::vector<LatchNode>& nodes);
   void create_folder(const std::string& mutex, const std::string& folder);
   // create_folder() in parts, for a batch: /simba's create (once for many folders) and each
   // latch folder's (a derived record's: its derived_root's first), sent; then their answers
@@ -149,7 +149,7 @@ class LatchBackend final
   // under node_writes_, which is held until the write carrying it is sent: the session sends
   // in order, so the last write of a node's data carries the latest mark (a renewal's rewrite
   // never undoes a mark_idle() sent just before it).
-  bool idle_mark(const std::string& key, const Entry& entry) REQUIRES(node_writes_);
+  bool idle_mark(const LatchKey& key, const Entry& entry) REQUIRES(node_writes_);
 
   const ZookeeperOptions options_;
   const std::string where_;

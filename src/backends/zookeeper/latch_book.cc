@@ -2,8 +2,14 @@
 #include "backends/zookeeper/latch_book.h"
 #include "base/thread_annotations.h"
 
+#include <openssl/evp.h>
+
+#include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <memory>
+
+#include "simba/error.h"
 
 namespace simba::zookeeper {
 namespace {
@@ -15,33 +21,51 @@ constexpr std::size_t kMaxRemembered = 10000;
 
 }  // namespace
 
-std::string key_of(const std::string& mutex, const std::string& contender) { return mutex + '\0' + contender; }
+LatchKey key_of(const std::string& mutex, const std::string& contender) {
+  // Fetched once: an implicit fetch per digest would look the algorithm up each time.
+  static const std::unique_ptr<EVP_MD, decltype(&EVP_MD_free)> sha256(EVP_MD_fetch(nullptr, "SHA256", nullptr),
+                                                                      &EVP_MD_free);
+  std::string names;
+  names.reserve(mutex.size() + 1 + contender.size());
+  names.append(mutex).push_back('\0');
+  names.append(contender);
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int size = 0;
+  if (!sha256 || EVP_Digest(names.data(), names.size(), digest.data(), &size, sha256.get(), nullptr) != 1 ||
+      size < LatchKey::Digest().size()) {
+    throw Error(errc::internal, "zookeeper: OpenSSL gave no SHA-256 for the latch book's key of mutex '" + mutex + "'");
+  }
+  LatchKey key;
+  std::copy_n(digest.begin(), key.digest.size(), key.digest.begin());
+  key.mutex = mutex;
+  return key;
+}
 
-std::optional<Entry> LatchBook::entry(const std::string& key, std::uint64_t generation) {
+std::optional<Entry> LatchBook::entry(const LatchKey& key, std::uint64_t generation) {
   Stored stored;
   {
     internal::MutexLock lock(mutex_);
-    stored = stored_locked(key);
+    stored = stored_locked(key.digest);
     if (!stored.found()) return std::nullopt;
     if (stored.generation() != generation) {
-      erase_locked(key);
+      erase_locked(key.digest);
       return std::nullopt;
     }
   }
   return std::move(stored).entry(key);
 }
 
-std::optional<Entry> LatchBook::entry(const std::string& key) {
+std::optional<Entry> LatchBook::entry(const LatchKey& key) {
   Stored stored;
   {
     internal::MutexLock lock(mutex_);
-    stored = stored_locked(key);
+    stored = stored_locked(key.digest);
   }
   if (!stored.found()) return std::nullopt;
   return std::move(stored).entry(key);
 }
 
-LatchBook::Stored LatchBook::stored_locked(const std::string& key) const {
+LatchBook::Stored LatchBook::stored_locked(const Digest& key) const {
   Stored stored;
   if (auto it = entries_.find(key); it != entries_.end()) {
     stored.packed = it->second;
@@ -56,14 +80,15 @@ LatchBook::Stored LatchBook::stored_locked(const std::string& key) const {
 
 std::uint64_t LatchBook::Stored::generation() const { return packed ? packed->generation : whole->generation; }
 
-Entry LatchBook::Stored::entry(const std::string& key) && {
+Entry LatchBook::Stored::entry(const LatchKey& key) && {
   Entry out = packed ? unpack(key, *packed) : std::move(*whole);
   out.watching = std::move(watching);
   return out;
 }
 
-void LatchBook::remember(const std::string& key, const Entry& entry) {
-  const auto packed = pack(key, entry);  // (outside the lock: it builds the path to compare)
+void LatchBook::remember(const LatchKey& latch_key, const Entry& entry) {
+  const auto packed = pack(latch_key, entry);  // (outside the lock: it builds the path to compare)
+  const Digest& key = latch_key.digest;
   internal::MutexLock lock(mutex_);
   if (packed) {
     entries_.insert_or_assign(key, *packed);
@@ -80,12 +105,12 @@ void LatchBook::remember(const std::string& key, const Entry& entry) {
   }
 }
 
-void LatchBook::forget(const std::string& key) {
+void LatchBook::forget(const LatchKey& key) {
   internal::MutexLock lock(mutex_);
-  erase_locked(key);
+  erase_locked(key.digest);
 }
 
-void LatchBook::erase_locked(const std::string& key) {
+void LatchBook::erase_locked(const Digest& key) {
   if (auto w = watching_.find(key); w != watching_.end()) {
     unwait_locked(w->second, key);
     watching_.erase(w);
@@ -96,13 +121,13 @@ void LatchBook::erase_locked(const std::string& key) {
 
 namespace {
 
-std::string node_path(const std::string& key, const std::string& guid, const Lease& lease, std::int32_t sequence) {
-  return latch_path(std::string_view(key).substr(0, key.find('\0'))) + "/" + node_name(guid, lease, sequence);
+std::string node_path(const LatchKey& key, const std::string& guid, const Lease& lease, std::int32_t sequence) {
+  return latch_path(key.mutex) + "/" + node_name(guid, lease, sequence);
 }
 
 }  // namespace
 
-std::optional<LatchBook::Kept> LatchBook::pack(const std::string& key, const Entry& entry) {
+std::optional<LatchBook::Kept> LatchBook::pack(const LatchKey& key, const Entry& entry) {
   Kept kept;
   const auto guid = guid_bytes(entry.guid);
   if (!guid) return std::nullopt;
@@ -127,7 +152,7 @@ std::optional<LatchBook::Kept> LatchBook::pack(const std::string& key, const Ent
   return kept;
 }
 
-Entry LatchBook::unpack(const std::string& key, const Kept& kept) {
+Entry LatchBook::unpack(const LatchKey& key, const Kept& kept) {
   Entry entry;
   entry.generation = kept.generation;
   entry.guid = guid_text(kept.guid);
@@ -140,17 +165,17 @@ Entry LatchBook::unpack(const std::string& key, const Kept& kept) {
   return entry;
 }
 
-void LatchBook::wait_behind(const std::string& path, const std::string& key) {
+void LatchBook::wait_behind(const std::string& path, const LatchKey& key) {
   internal::MutexLock lock(mutex_);
-  waiting_[path].insert(key);
+  waiting_[path].insert(key.digest);
 }
 
-void LatchBook::unwait(const std::string& path, const std::string& key) {
+void LatchBook::unwait(const std::string& path, const LatchKey& key) {
   internal::MutexLock lock(mutex_);
-  unwait_locked(path, key);
+  unwait_locked(path, key.digest);
 }
 
-void LatchBook::unwait_locked(const std::string& path, const std::string& key) {
+void LatchBook::unwait_locked(const std::string& path, const Digest& key) {
   if (auto w = waiting_.find(path); w != waiting_.end()) {
     w->second.erase(key);
     if (w->second.empty()) waiting_.erase(w);
@@ -198,14 +223,24 @@ std::int64_t LatchBook::take_emptied_at(const std::string& mutex) {
   return zxid;
 }
 
-void LatchBook::add_contender(const std::string& key, std::shared_ptr<internal::Watcher> watcher) {
-  internal::MutexLock lock(mutex_);
-  contenders_.emplace(key, std::move(watcher));
+template <class Map, class Key>
+void LatchBook::drop_locked(Map& watchers, const Key& key, const std::shared_ptr<internal::Watcher>& watcher) {
+  for (auto [it, end] = watchers.equal_range(key); it != end; ++it) {
+    if (it->second == watcher) {
+      watchers.erase(it);
+      return;
+    }
+  }
 }
 
-void LatchBook::drop_contender(const std::string& key, const std::shared_ptr<internal::Watcher>& watcher) {
+void LatchBook::add_contender(const LatchKey& key, std::shared_ptr<internal::Watcher> watcher) {
   internal::MutexLock lock(mutex_);
-  drop_locked(contenders_, key, watcher);
+  contenders_.emplace(key.digest, std::move(watcher));
+}
+
+void LatchBook::drop_contender(const LatchKey& key, const std::shared_ptr<internal::Watcher>& watcher) {
+  internal::MutexLock lock(mutex_);
+  drop_locked(contenders_, key.digest, watcher);
 }
 
 void LatchBook::add_observer(const std::string& folder, std::shared_ptr<internal::Watcher> watcher) {
@@ -216,16 +251,6 @@ void LatchBook::add_observer(const std::string& folder, std::shared_ptr<internal
 void LatchBook::drop_observer(const std::string& folder, const std::shared_ptr<internal::Watcher>& watcher) {
   internal::MutexLock lock(mutex_);
   drop_locked(observers_, folder, watcher);
-}
-
-void LatchBook::drop_locked(Watchers& watchers, const std::string& key,
-                            const std::shared_ptr<internal::Watcher>& watcher) {
-  for (auto [it, end] = watchers.equal_range(key); it != end; ++it) {
-    if (it->second == watcher) {
-      watchers.erase(it);
-      return;
-    }
-  }
 }
 
 void LatchBook::add_session_watcher(std::shared_ptr<internal::Watcher> watcher) {

@@ -4,6 +4,7 @@
 // ZooKeeper backend.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -37,22 +38,30 @@ struct Entry {
   std::string watching;       // the predecessor whose deletion wakes it
 };
 
-// The key of one contender on one mutex.
-std::string key_of(const std::string& mutex, const std::string& contender);
+// The key of one contender on one mutex: the first 16 bytes of the SHA-256 of the mutex, a NUL
+// and the contender id (names hold no NUL), with the mutex it was made from. The book keeps
+// only the digest: at 100,000 leases, keeping the two names as the key cost 80 bytes each on
+// the heap. Two keys share a digest only as two guids of new_guid() would be the same.
+struct LatchKey {
+  using Digest = std::array<std::uint8_t, 16>;
+  Digest digest{};
+  std::string mutex;  // (rebuilds a node's path; never kept by the book)
+};
+LatchKey key_of(const std::string& mutex, const std::string& contender);
 
 class LatchBook {
  public:
   // Our entry for `key`, if it belongs to session `generation` (an older one is dropped: its
   // node went with its session).
-  std::optional<Entry> entry(const std::string& key, std::uint64_t generation);
+  std::optional<Entry> entry(const LatchKey& key, std::uint64_t generation);
   // Our entry for `key` whatever its session.
-  std::optional<Entry> entry(const std::string& key);
-  void remember(const std::string& key, const Entry& entry);
-  void forget(const std::string& key);
+  std::optional<Entry> entry(const LatchKey& key);
+  void remember(const LatchKey& key, const Entry& entry);
+  void forget(const LatchKey& key);
 
   // `key` waits behind the node at `path` (its deletion wakes it), or no longer does.
-  void wait_behind(const std::string& path, const std::string& key);
-  void unwait(const std::string& path, const std::string& key);
+  void wait_behind(const std::string& path, const LatchKey& key);
+  void unwait(const std::string& path, const LatchKey& key);
   bool waited_on(const std::string& path);
 
   // When the leader of `mutex`, seen now at `path` and `version`, was first seen unchanged.
@@ -68,8 +77,8 @@ class LatchBook {
   std::int64_t take_emptied_at(const std::string& mutex);
 
   // Watchers: a contender's (woken when its predecessor goes) and an observer's (of a folder).
-  void add_contender(const std::string& key, std::shared_ptr<internal::Watcher> watcher);
-  void drop_contender(const std::string& key, const std::shared_ptr<internal::Watcher>& watcher);
+  void add_contender(const LatchKey& key, std::shared_ptr<internal::Watcher> watcher);
+  void drop_contender(const LatchKey& key, const std::shared_ptr<internal::Watcher>& watcher);
   void add_observer(const std::string& folder, std::shared_ptr<internal::Watcher> watcher);
   void drop_observer(const std::string& folder, const std::shared_ptr<internal::Watcher>& watcher);
   // A session's watcher (Backend::watch_channel): told of session changes only.
@@ -87,11 +96,13 @@ class LatchBook {
   Everyone session_changed(bool expired);
 
  private:
+  using Digest = LatchKey::Digest;
   using Watchers = std::multimap<std::string, std::shared_ptr<internal::Watcher>>;
-  void erase_locked(const std::string& key) REQUIRES(mutex_);
-  void unwait_locked(const std::string& path, const std::string& key) REQUIRES(mutex_);
-  void drop_locked(Watchers& watchers, const std::string& key, const std::shared_ptr<internal::Watcher>& watcher)
-      REQUIRES(mutex_);
+  using KeyWatchers = std::multimap<Digest, std::shared_ptr<internal::Watcher>>;
+  void erase_locked(const Digest& key) REQUIRES(mutex_);
+  void unwait_locked(const std::string& path, const Digest& key) REQUIRES(mutex_);
+  template <class Map, class Key>
+  void drop_locked(Map& watchers, const Key& key, const std::shared_ptr<internal::Watcher>& watcher) REQUIRES(mutex_);
 
   // An entry as the book keeps it, 56 bytes and nothing on the heap (at 100,000 leases its
   // strings cost 240 bytes each): its node's path is rebuilt from the key's mutex, the guid,
@@ -110,18 +121,18 @@ class LatchBook {
     bool claimed = false;
     bool idle = false;
   };
-  static std::optional<Kept> pack(const std::string& key, const Entry& entry);
-  static Entry unpack(const std::string& key, const Kept& kept);
+  static std::optional<Kept> pack(const LatchKey& key, const Entry& entry);
+  static Entry unpack(const LatchKey& key, const Kept& kept);
   // What the book holds for a key, copied out under its lock and unpacked outside it.
   struct Stored {
     std::optional<Kept> packed;
     std::optional<Entry> whole;  // (an entry pack() could not keep)
     std::string watching;
     bool found() const { return packed || whole; }
-    std::uint64_t generation() const;        // found()
-    Entry entry(const std::string& key) &&;  // found()
+    std::uint64_t generation() const;     // found()
+    Entry entry(const LatchKey& key) &&;  // found()
   };
-  Stored stored_locked(const std::string& key) const REQUIRES(mutex_);
+  Stored stored_locked(const Digest& key) const REQUIRES(mutex_);
 
   // The leader of a mutex as this process has seen it: since when it has looked unchanged.
   struct Seen {
@@ -131,15 +142,15 @@ class LatchBook {
   };
 
   internal::AnnotatedMutex mutex_;
-  std::map<std::string, Kept> entries_ GUARDED_BY(mutex_);                   // by key_of(mutex, contender)
-  std::map<std::string, Entry> odd_ GUARDED_BY(mutex_);                      // by key: the few pack() cannot keep
-  std::map<std::string, std::string> watching_ GUARDED_BY(mutex_);           // by key: Entry::watching, if any
-  std::map<std::string, std::set<std::string>> waiting_ GUARDED_BY(mutex_);  // predecessor path -> keys behind it
-  std::map<std::string, Seen> seen_ GUARDED_BY(mutex_);                      // by mutex
-  std::map<std::string, std::int64_t> emptied_at_ GUARDED_BY(mutex_);        // by mutex: see take_emptied_at()
-  Watchers contenders_ GUARDED_BY(mutex_);                                   // by key_of(mutex, contender)
-  Watchers observers_ GUARDED_BY(mutex_);                                    // by latch folder
-  Watchers session_watchers_ GUARDED_BY(mutex_);                             // all under ""
+  std::map<Digest, Kept> entries_ GUARDED_BY(mutex_);                   // by key_of(mutex, contender)
+  std::map<Digest, Entry> odd_ GUARDED_BY(mutex_);                      // by key: the few pack() cannot keep
+  std::map<Digest, std::string> watching_ GUARDED_BY(mutex_);           // by key: Entry::watching, if any
+  std::map<std::string, std::set<Digest>> waiting_ GUARDED_BY(mutex_);  // predecessor path -> keys behind it
+  std::map<std::string, Seen> seen_ GUARDED_BY(mutex_);                 // by mutex
+  std::map<std::string, std::int64_t> emptied_at_ GUARDED_BY(mutex_);   // by mutex: see take_emptied_at()
+  KeyWatchers contenders_ GUARDED_BY(mutex_);                           // by key_of(mutex, contender)
+  Watchers observers_ GUARDED_BY(mutex_);                               // by latch folder
+  Watchers session_watchers_ GUARDED_BY(mutex_);                        // all under ""
 };
 
 }  // namespace simba::zookeeper

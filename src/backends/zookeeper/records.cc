@@ -92,7 +92,7 @@ bool LatchBackend::evict(const std::string& mutex, const std::string& owner_id) 
 // lease, as a renewal's does: it can only delay a takeover, never hasten one.
 bool LatchBackend::mark_idle(const std::string& mutex, const std::string& owner_id, bool idle) {
   const auto generation = session_.ensure();
-  const std::string key = key_of(mutex, owner_id);
+  const LatchKey key = key_of(mutex, owner_id);
   std::optional<Entry> entry = book_.entry(key, generation);
   if (!entry || !entry->claimed || entry->path.empty()) return false;
   std::optional<Call> marking;

@@ -41,7 +41,7 @@ bool LatchBackend::release(const std::string& mutex, const std::string& id) {
 }
 
 bool LatchBackend::leave(const std::string& mutex, const std::string& id) {
-  const std::string key = key_of(mutex, id);
+  const LatchKey key = key_of(mutex, id);
   std::optional<Entry> entry = book_.entry(key);
   if (!entry) return false;
   const auto generation = session_.ensure();
@@ -105,7 +105,7 @@ std::unique_ptr<Subscription> LatchBackend::watch(const std::string& mutex, cons
   auto watcher = std::make_shared<Watcher>(std::move(on_change));
   if (!contender_id.empty()) {
     // A waiter is woken when its predecessor goes; acquire() arms that watch.
-    const std::string key = key_of(mutex, contender_id);
+    const LatchKey key = key_of(mutex, contender_id);
     book_.add_contender(key, watcher);
     return watch_handle(watcher, [this, key, watcher] { book_.drop_contender(key, watcher); });
   }

@@ -91,6 +91,16 @@ ServiceCore::~ServiceCore() {
 
 const std::string& ServiceCore::contender_id() const { return contender_ ? contender_->contender_id() : kEmptyId; }
 
+void ServiceCore::see_locked(const std::string& seen) {
+  if (seen.empty()) {
+    last_seen_.reset();
+  } else if (last_seen_) {
+    *last_seen_ = seen;
+  } else {
+    last_seen_ = std::make_unique<std::string>(seen);
+  }
+}
+
 void ServiceCore::settled_locked() {
   if (settle_waiters_ > 0) context_->settled.notify_all();
 }
@@ -273,7 +283,7 @@ ServiceCore::Lease ServiceCore::lease(Clock::time_point now) const {
   lease.token = lease.owner ? token_ : 0;
   lease.generation = generation_;
   lease.deadline = owned_ ? lease_deadline_ : Clock::time_point{};
-  lease.rival_seen = !last_failed_ && !last_seen_.empty();  // another's (our own is not kept there)
+  lease.rival_seen = !last_failed_ && last_seen_;  // another's (our own is not kept there)
   lease.now = now;
   return lease;
 }
@@ -285,12 +295,12 @@ std::string ServiceCore::last_owner_id() const {
 
 const std::string& ServiceCore::last_owner_locked() const {
   if (last_failed_) return kEmptyId;
-  return last_owner_ours_ ? contender_id() : last_seen_;
+  return last_owner_ours_ ? contender_id() : last_seen_ ? *last_seen_ : kEmptyId;
 }
 
 std::string ServiceCore::last_error() const {
   internal::MutexLock lock(mutex_);
-  return last_failed_ ? last_seen_ : std::string();
+  return last_failed_ && last_seen_ ? *last_seen_ : std::string();
 }
 
 std::uint64_t ServiceCore::generation() const {
@@ -474,11 +484,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     failures_ = 0;
     last_failed_ = false;
     last_owner_ours_ = contender_ && snapshot.owner.owner_id == contender_->contender_id();
-    if (last_owner_ours_) {
-      std::string().swap(last_seen_);  // its storage too: every held lease would keep a copy
-    } else {
-      last_seen_ = snapshot.owner.owner_id;
-    }
+    see_locked(last_owner_ours_ ? kEmptyId : snapshot.owner.owner_id);
     if (owned_ && sent >= lease_deadline_) {
       // The renewal left after our lease had run out by our own clock (the process stalled,
       // its timers fired late): whatever this answer says, the old lease lapsed and someone
@@ -598,7 +604,7 @@ void ServiceCore::fail_round(std::uint64_t generation, Clock::time_point sent, c
     ++failures_;
     last_owner_ours_ = false;
     last_failed_ = true;
-    last_seen_ = what;
+    see_locked(what);
     if (owned_) revoke_locked(generation, LostReason::error);
     auto delay = backoff_delay(failures_, context_->options.backoff_initial, context_->options.ttl, rng());
     if ((failures_ & (failures_ - 1)) == 0) {  // 1st, 2nd, 4th, 8th... failure in a row

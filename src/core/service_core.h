@@ -226,6 +226,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   bool stale_round_releases_locked() REQUIRES(mutex_);
   // Unlocked, after the above: releases again (`release`), or triggers the round due meanwhile.
   void end_stale_round(std::optional<std::uint64_t> next, bool release, const char* why);
+  void see_locked(const std::string& seen) REQUIRES(mutex_);  // last_seen_ = seen (none if empty)
 
   // Ordered so that the flags pack together: at 100,000 mutexes a byte each is 100 KB.
   const std::shared_ptr<MutexRetriever> retriever_;
@@ -303,8 +304,9 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   std::uint64_t token_ GUARDED_BY(mutex_) = 0;
   // What the last round saw, in one string (each held lease keeps one, not two): its error if
   // it failed (last_failed_), else the id of the owner it saw when not this contender
-  // (last_owner_ours_; empty: none). last_owner_locked() and last_error() say which.
-  std::string last_seen_ GUARDED_BY(mutex_);
+  // (last_owner_ours_; null: none). last_owner_locked() and last_error() say which. On the
+  // heap, and only when there is one: an owner, which sees itself, keeps 8 bytes, not 32.
+  std::unique_ptr<std::string> last_seen_ GUARDED_BY(mutex_);
   std::shared_ptr<Subscription> subscription_ GUARDED_BY(mutex_);
   // The state last delivered to the retriever (not one_shot), kept small (kept_state.h).
   KeptState state_ GUARDED_BY(mutex_);

@@ -36,7 +36,7 @@ OwnerSnapshot LatchBackend::acquire(const std::string& mutex, const std::string&
   for (int round = 0; round < kRounds; ++round) {
     std::optional<Entry> entry = book_.entry(key, generation);
     if (entry && entry->claimed) {
-      if (const auto demanded = renew(*entry, mutex, id, folder)) {
+      if (const auto demanded = renew(key, *entry, mutex, id, folder)) {
         OwnerSnapshot renewed = own_snapshot(*entry, id);
         renewed.demanded = *demanded;
         return renewed;
@@ -225,14 +225,14 @@ std::optional<OwnerSnapshot> LatchBackend::wait_behind(const LatchKey& key, cons
 // someone waits: a lone owner renews with one read. A waiter that joins after that read first
 // sees our node then, later than the read was sent, and the next renewal, within ttl, sees it
 // and writes: before its clock, started after ours, can run out.
-std::optional<bool> LatchBackend::renew(const Entry& entry, const std::string& mutex, const std::string& id,
-                                        const std::string& folder) {
+std::optional<bool> LatchBackend::renew(const LatchKey& key, const Entry& entry, const std::string& mutex,
+                                        const std::string& id, const std::string& folder) {
   const auto leading = leads(entry, mutex, id, session_.children(folder).wait());
   if (!leading || !*leading) return leading;
   std::optional<Call> rewrite;
   {
     internal::MutexLock lock(node_writes_);
-    rewrite = session_.set(entry.path, node_data(id, idle_mark(key_of(mutex, id), entry)), -1);
+    rewrite = session_.set(entry.path, node_data(id, idle_mark(key, entry)), -1);
   }
   return rewritten(rewrite->wait(), mutex, id);
 }
@@ -273,7 +273,7 @@ std::vector<AcquireResult> LatchBackend::acquire_batch(const std::vector<Acquire
     LatchKey key = key_of(calls[i].mutex, calls[i].contender_id);
     auto entry = book_.entry(key, generation);
     if (entry && entry->claimed) {
-      renewals.push_back({i, std::move(*entry), std::nullopt});
+      renewals.push_back({i, std::move(key), std::move(*entry), std::nullopt});
     } else if (!entry) {
       unclaimed.emplace_back(i, std::move(key));
     } else {
@@ -366,7 +366,7 @@ std::vector<LatchBackend::Rewrite> LatchBackend::send_rewrites(const std::vector
   for (const std::size_t r : which) {
     const auto& renewal = renewals[r];
     const auto& call = calls[renewal.call];
-    std::string data = node_data(call.contender_id, idle_mark(key_of(call.mutex, call.contender_id), renewal.entry));
+    std::string data = node_data(call.contender_id, idle_mark(renewal.key, renewal.entry));
     const std::size_t size = renewal.entry.path.size() + data.size();
     if (writes.size() == kRewritesPerMulti || (bytes + size > kBytesPerMulti && !writes.empty())) send();
     bytes += size;
@@ -431,7 +431,7 @@ void LatchBackend::finish_rewrites(const std::vector<AcquireCall>& calls, const 
             alone.push_back(renewal.call);
           }
         } else if (rc == ZNONODE) {
-          forget_taken_over(key_of(call.mutex, call.contender_id), call.mutex, call.contender_id);
+          forget_taken_over(renewal.key, call.mutex, call.contender_id);
           alone.push_back(renewal.call);
         } else {
           failed(renewal, rc);

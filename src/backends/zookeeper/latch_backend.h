@@ -80,7 +80,7 @@ class LatchBackend final
                                            Entry& entry, const LatchNode& predecessor, const LatchNode& leader);
   // Renews a lease our node leads: nothing if the node no longer leads, else whether a node
   // waits behind it (a demand).
-  std::optional<bool> renew(const Entry& entry, const std::string& mutex, const std::string& id,
+  std::optional<bool> renew(const LatchKey& key, const Entry& entry, const std::string& mutex, const std::string& id,
                             const std::string& folder);
   // renew()'s two steps: whether our node still leads the latch's `listing` (nothing: it does
   // not) and whether a node waits behind it (then it is rewritten); the rewrite's answer.
@@ -92,6 +92,7 @@ class LatchBackend final
   // to the server, where a listing per lease would be one request each.
   struct Renewal {
     std::size_t call;
+    LatchKey key;  // of the call's mutex and contender
     Entry entry;
     // A batch of few renewals also reads each latch, after the rewrite: whether someone waits
     // (a demand). A larger batch does not: those reads are what the multi saves the server.

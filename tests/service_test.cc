@@ -82,6 +82,22 @@ TEST(ServiceTest, AContenderThatIsNotItsRetrieverIsRefused) {
   EXPECT_EQ(observer->contender_id(), "");
 }
 
+TEST(ServiceTest, AnInlineFirstRoundCountsItsLeaseFromTheCallersClockRead) {
+  // The lock manager's blocking request reads the clock once and hands that reading to the
+  // round: the lease counts from it, not from a later read of the round's own.
+  auto options = fast();
+  auto context =
+      std::make_shared<const internal::CoreContext>(make_memory_backend(), std::make_shared<Runtime>(), options);
+  auto me = std::make_shared<Recorder>("inline-since", "me");
+  auto core = std::make_shared<internal::ServiceCore>(me, me, context);
+  // A reading well in the past (but within the lease) is told apart from any read of now.
+  const auto since = std::chrono::steady_clock::now() - options.ttl / 2;
+  core->start(internal::ServiceCore::InlineRound{since});
+  ASSERT_TRUE(core->is_owner()) << "the inline round ran on this thread and won the free mutex";
+  EXPECT_EQ(core->lease_deadline(), since + options.ttl + options.transition);
+  core->stop();
+}
+
 TEST(ServiceTest, EachStartBeginsANewGeneration) {
   Quiet q;
   q.core->start();
@@ -151,8 +167,9 @@ TEST(ServiceTest, ARoundEndingAfterStopNeverReleasesTheNextGenerationsLease) {
       me, me, std::make_shared<const internal::CoreContext>(std::make_shared<SlowBackend>(store), runtime, fast()));
   core->start();  // round 1 sleeps 50 ms, then wins
   std::this_thread::sleep_for(10ms);
-  core->stop();                              // its release lands at ~110 ms; round 1 ends at ~50 ms, stale
-  core->start(/*first_round_inline=*/true);  // the stale round's release lands at ~150 ms
+  core->stop();  // its release lands at ~110 ms; round 1 ends at ~50 ms, stale
+  core->start(
+      internal::ServiceCore::InlineRound{std::chrono::steady_clock::now()});  // the stale release lands at ~150 ms
   ASSERT_TRUE(wait_until([&] { return core->is_owner(); }, kSoon));
   std::this_thread::sleep_for(150ms);  // past every release in flight
   EXPECT_TRUE(core->is_owner());
@@ -209,7 +226,11 @@ TEST(ServiceTest, ARestartOnARuntimeThreadWhileARoundRunsContendsAfterIt) {
     std::promise<void> restarted;
     runtime->post_io([&] {
       core->stop();
-      core->start(inline_round);
+      if (inline_round) {
+        core->start(internal::ServiceCore::InlineRound{std::chrono::steady_clock::now()});
+      } else {
+        core->start();
+      }
       restarted.set_value();
     });
     ASSERT_EQ(restarted.get_future().wait_for(kSoon), std::future_status::ready);

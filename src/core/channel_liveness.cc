@@ -51,6 +51,9 @@ bool ChannelLiveness::join(ServiceCore& core) {
 }
 
 void ChannelLiveness::leave(ServiceCore& core) noexcept {
+  // No channel watch: none was ever linked (a join links only once the watch is open, and none_
+  // is set only when opening the first found none). Memory and SQLite stop here at each stop().
+  if (none_.load(std::memory_order_acquire)) return;
   internal::MutexLock lock(mutex_);
   if (!linked_locked(core)) return;
   auto& link = core.liveness_;

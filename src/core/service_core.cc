@@ -109,7 +109,7 @@ bool ServiceCore::current_locked(std::uint64_t generation) const {
   return generation == generation_ && is_active(status_.load());
 }
 
-void ServiceCore::start(bool first_round_inline) {
+void ServiceCore::start(std::optional<InlineRound> first_round) {
   ServiceStatus expected = ServiceStatus::initial;
   if (!status_.compare_exchange_strong(expected, ServiceStatus::starting)) {
     throw Error(errc::failed_precondition, "start() of the service for mutex '" + mutex() +
@@ -130,7 +130,7 @@ void ServiceCore::start(bool first_round_inline) {
       });
     }
   }
-  bool inline_round = first_round_inline && context_->options.initial_delay.count() == 0;
+  bool inline_round = first_round && context_->options.initial_delay.count() == 0;
   // A contender whose watch opens once it waits has none yet (if it owns, it hears a lost
   // channel through the context's liveness, open before its first round); any other opens
   // its watch now.
@@ -145,7 +145,10 @@ void ServiceCore::start(bool first_round_inline) {
       // for a first round on this thread, else off it. Any other contender's first round goes
       // at once (finish_round waits if it lost).
       const bool ready_first = contender_ && subscription->ready_before_first_round();
-      if (!contender_ || (ready_first && inline_round)) subscription->wait_ready();
+      if (!contender_ || (ready_first && inline_round)) {
+        subscription->wait_ready();
+        first_round.reset();  // that took a while: the round reads the clock itself
+      }
       after_watch = ready_first && !inline_round;
     } catch (const std::exception& e) {
       log_warn("cannot watch mutex '" + mutex() + "' (" + e.what() + "); polling instead");
@@ -175,7 +178,7 @@ void ServiceCore::start(bool first_round_inline) {
   if (after_watch) {
     round_when_watched(generation, std::move(subscription), /*first=*/true);
   } else if (inline_round) {
-    run_round(generation);
+    run_round(generation, first_round ? std::optional(first_round->since) : std::nullopt);
   }
 }
 
@@ -421,10 +424,10 @@ AcquireCall ServiceCore::call() const {
   return AcquireCall{mutex(), contender_->contender_id(), context_->options.ttl, context_->options.transition};
 }
 
-void ServiceCore::run_round(std::uint64_t generation) {
+void ServiceCore::run_round(std::uint64_t generation, std::optional<Clock::time_point> sent_at) {
   const auto op = begin_round(generation);
   if (!op) return;
-  auto sent = Clock::now();
+  const auto sent = sent_at ? *sent_at : Clock::now();
   OwnerSnapshot snapshot;
   try {
     snapshot = contender_ ? context_->backend->acquire(mutex(), contender_->contender_id(), context_->options.ttl,

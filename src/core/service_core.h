@@ -98,15 +98,21 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
               std::shared_ptr<const CoreContext> context, CoreHooks hooks = {});
   ~ServiceCore();
 
-  // With `first_round_inline` and no initial delay, the first round runs on the calling
-  // thread before start() returns (a blocking lock: no thread hop to win a free mutex).
+  // With `first_round` and no initial delay, the first round runs on the calling thread before
+  // start() returns (a blocking lock: no thread hop to win a free mutex).
   // A batched round (RoundBatcher): what it is (none: its generation ended, and it settled
   // as a round of an ended generation does), the call it sends, and its answer.
   std::optional<BackendOp> begin_round(std::uint64_t generation);
   AcquireCall call() const;
   void answer_round(std::uint64_t generation, Clock::time_point sent, BackendOp op, const AcquireResult& result);
 
-  void start(bool first_round_inline = false);
+  // A first round on the calling thread, counted from `since`: the caller's clock read just
+  // before start(), which spares the round its own. It is earlier than the round's send, so
+  // the lease it counts ends before the backend's does.
+  struct InlineRound {
+    Clock::time_point since;
+  };
+  void start(std::optional<InlineRound> first_round = std::nullopt);
   void stop();
   void close() noexcept;
 
@@ -177,7 +183,8 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void round_when_watched(std::uint64_t generation, std::shared_ptr<Subscription> subscription, bool first);
   void trigger(std::uint64_t generation, bool from_timer);
   void on_watch(std::uint64_t generation, WatchEvent event);
-  void run_round(std::uint64_t generation);
+  // `sent`: when the round counts as sent (none: now).
+  void run_round(std::uint64_t generation, std::optional<Clock::time_point> sent = std::nullopt);
   void finish_round(std::uint64_t generation, Clock::time_point sent, BackendOp op, const OwnerSnapshot& snapshot);
   void fail_round(std::uint64_t generation, Clock::time_point sent, const std::string& what);
   // The timer that revokes at lease_deadline_ unless a renewal came back first.

@@ -65,11 +65,13 @@ void LockEntry::on_io(std::function<void(LockEntry&)> work) {
 std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done,
                                  bool inline_round, Waker* waker) {
   std::uint64_t ticket;
+  Clock::time_point queued_at;
   Outcomes outcomes;
   {
     internal::MutexLock lock(mutex_);
     ticket = ++next_id_;
-    Request request{ticket, terms, std::move(done), std::nullopt, rounds(), shared_from_this(), Clock::now()};
+    queued_at = Clock::now();
+    Request request{ticket, terms, std::move(done), std::nullopt, rounds(), shared_from_this(), queued_at};
     request.waker = waker;
     if (timeout != kNoTimeout) {
       std::weak_ptr<LockEntry> weak = shared_from_this();
@@ -91,12 +93,14 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
       }
     }
     if (!outcomes) {
-      drive_locked(inline_round);  // nothing to complete first: on without letting go of the lock
+      // Nothing to complete first: on without letting go of the lock. A first round here counts
+      // from the request's clock read.
+      drive_locked(inline_round ? InlineRound(ServiceCore::InlineRound{queued_at}) : std::nullopt);
       return ticket;
     }
   }
   run(outcomes);
-  drive(inline_round);
+  drive(inline_round ? InlineRound(ServiceCore::InlineRound{queued_at}) : std::nullopt);
   return ticket;
 }
 

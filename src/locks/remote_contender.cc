@@ -36,12 +36,12 @@ void RemoteContender::yield_ended() {
   drive();
 }
 
-void RemoteContender::drive(bool inline_round) {
+void RemoteContender::drive(InlineRound inline_round) {
   MutexLock lock(mutex_);
   drive_locked(inline_round);
 }
 
-void RemoteContender::drive_locked(bool inline_round) {
+void RemoteContender::drive_locked(InlineRound inline_round) {
   if (driving_) {
     redrive_ = true;
     return;
@@ -80,9 +80,11 @@ void RemoteContender::drive_locked(bool inline_round) {
         log_error("mutex '" + name_ + "': could not start contending: a non-standard exception");
         started = false;
       }
-      inline_round = false;
+      inline_round.reset();
     } else {
       core_->close();  // releases the lease (or the place in line); logs a failure; never throws
+      // A start after it still runs here, counted from now: the release took a round trip.
+      if (inline_round) inline_round->since = Clock::now();
     }
     mutex_.lock();
     if (!started) {

@@ -87,11 +87,13 @@ class RemoteContender {
   void yield() REQUIRES(mutex_) { window_.yield(Clock::now(), context_->push, context_->poll); }
 
   // Starts or stops the core until it matches the entry's state. `inline_round`: the first
-  // round of a start may run on this thread (a thread that waits anyway).
-  void drive(bool inline_round = false) EXCLUDES(mutex_);
+  // round of a start may run on this thread (a thread that waits anyway), counted from when
+  // the caller read the clock (ServiceCore::InlineRound).
+  using InlineRound = std::optional<ServiceCore::InlineRound>;
+  void drive(InlineRound inline_round = std::nullopt) EXCLUDES(mutex_);
   // The same from under the entry's lock (held again when it returns): one lock less for a
   // caller that held it anyway.
-  void drive_locked(bool inline_round = false) REQUIRES(mutex_);
+  void drive_locked(InlineRound inline_round = std::nullopt) REQUIRES(mutex_);
   // The drive_after() that ends a yield.
   void yield_ended() EXCLUDES(mutex_);
 

@@ -160,6 +160,9 @@ class MemoryBackend final
 
   std::unique_ptr<Subscription> add_watcher(const std::string& mutex, std::function<void(WatchEvent)> on_change) {
     auto watcher = std::make_shared<Watcher>(std::move(on_change));
+    // Counted before the watcher's first look (its round, after this returns): a change that
+    // look missed comes after it under mutex_, so its notify() sees the count.
+    live_watchers_->fetch_add(1, std::memory_order_relaxed);
     internal::MutexLock lock(watch_mutex_);
     auto& list = watchers_[mutex];
     // Drop watchers whose subscription has ended: of this mutex now, of all now and then.
@@ -172,7 +175,8 @@ class MemoryBackend final
       }
       watched_after_sweep_ = watchers_.size();
     }
-    return std::make_unique<WatchHandle>(watcher);
+    return std::make_unique<WatchHandle>(watcher,
+                                         [live = live_watchers_] { live->fetch_sub(1, std::memory_order_relaxed); });
   }
 
   // The engine's bare primitive: a std::mutex lock + unlock.
@@ -312,6 +316,9 @@ class MemoryBackend final
   // Calls the watchers of `mutex` outside the lock. A mutex rarely has more than a few: those
   // are kept inline (no allocation per change), the rest in a vector.
   void notify(const std::string& mutex, WatchEvent event) {
+    // Nobody watches anything (a process whose locks are taken and given back uncontended): no
+    // lock and no lookup.
+    if (live_watchers_->load(std::memory_order_relaxed) == 0) return;
     std::array<std::shared_ptr<Watcher>, 4> few;
     std::size_t count = 0;
     std::vector<std::shared_ptr<Watcher>> more;
@@ -347,6 +354,8 @@ class MemoryBackend final
   internal::AnnotatedMutex watch_mutex_;
   std::unordered_map<std::string, std::vector<std::weak_ptr<Watcher>>> watchers_ GUARDED_BY(watch_mutex_);
   std::size_t watched_after_sweep_ GUARDED_BY(watch_mutex_) = 0;
+  // Subscriptions not yet ended (a handle may outlive this backend: it keeps the count).
+  const std::shared_ptr<std::atomic<std::size_t>> live_watchers_ = std::make_shared<std::atomic<std::size_t>>(0);
 };
 
 }  // namespace

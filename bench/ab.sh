@@ -16,6 +16,7 @@ for ((round = 1; round <= rounds; round++)); do
   done
 done
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-p50s() { grep "\"which\":\"$1\"" "$runs" | grep -o '"p50_[nu]s":[0-9.]*' | head -n "$rounds" | cut -d: -f2; }
+# (A line's targets also name p50_us, followed by an object: a digit after the colon marks the figure.)
+p50s() { grep "\"which\":\"$1\"" "$runs" | grep -o '"p50_[nu]s":[0-9][0-9.]*' | head -n "$rounds" | cut -d: -f2; }
 old_median=$(p50s old | median) new_median=$(p50s new | median)
 echo "{\"workload\":\"$workload\",\"rounds\":$rounds,\"old_p50_median\":$old_median,\"new_p50_median\":$new_median,\"ratio\":$(awk -v a="$new_median" -v b="$old_median" 'BEGIN { printf "%.3f", a / b }')}"

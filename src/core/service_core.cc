@@ -115,6 +115,13 @@ void ServiceCore::start(std::optional<InlineRound> first_round) {
     throw Error(errc::failed_precondition, "start() of the service for mutex '" + mutex() +
                                                "' needs status INITIAL, it is " + to_string(expected));
   }
+  bool inline_round = first_round && context_->options.initial_delay.count() == 0;
+  // A contender whose watch opens once it waits has none yet (if it owns, it hears a lost
+  // channel through the context's liveness, open before its first round, and joined before
+  // its generation starts: a loss between the two is before any round of it was sent); any
+  // other opens its watch below, and takes the lock a second time.
+  const bool deferred = contender_ && context_->watch_when_waiting;
+  if (deferred) context_->liveness.join(*this);
   std::uint64_t generation;
   {
     internal::UniqueMutexLock lock(mutex_);
@@ -129,57 +136,59 @@ void ServiceCore::start(std::optional<InlineRound> first_round) {
         self->state_.keep(MutexState{}, self->own_id());
       });
     }
+    if (deferred) inline_round = first_round_locked(generation, nullptr, /*after_watch=*/false, inline_round);
   }
-  bool inline_round = first_round && context_->options.initial_delay.count() == 0;
-  // A contender whose watch opens once it waits has none yet (if it owns, it hears a lost
-  // channel through the context's liveness, open before its first round); any other opens
-  // its watch now.
-  const bool deferred = contender_ && context_->watch_when_waiting;
-  if (deferred) context_->liveness.join(*this);
-  std::shared_ptr<Subscription> subscription = deferred ? nullptr : open_watch(generation);
+  std::shared_ptr<Subscription> subscription;
   bool after_watch = false;  // the first round waits for the watch, off this thread
-  if (subscription) {
-    try {
-      // An observer reports every change from its first round on: its watch is in place
-      // first. So is a contender's where the engine needs it (ready_before_first_round): here
-      // for a first round on this thread, else off it. Any other contender's first round goes
-      // at once (finish_round waits if it lost).
-      const bool ready_first = contender_ && subscription->ready_before_first_round();
-      if (!contender_ || (ready_first && inline_round)) {
-        subscription->wait_ready();
-        first_round.reset();  // that took a while: the round reads the clock itself
+  if (!deferred) {
+    subscription = open_watch(generation);
+    if (subscription) {
+      try {
+        // An observer reports every change from its first round on: its watch is in place
+        // first. So is a contender's where the engine needs it (ready_before_first_round): here
+        // for a first round on this thread, else off it. Any other contender's first round goes
+        // at once (finish_round waits if it lost).
+        const bool ready_first = contender_ && subscription->ready_before_first_round();
+        if (!contender_ || (ready_first && inline_round)) {
+          subscription->wait_ready();
+          first_round.reset();  // that took a while: the round reads the clock itself
+        }
+        after_watch = ready_first && !inline_round;
+      } catch (const std::exception& e) {
+        log_warn("cannot watch mutex '" + mutex() + "' (" + e.what() + "); polling instead");
       }
-      after_watch = ready_first && !inline_round;
-    } catch (const std::exception& e) {
-      log_warn("cannot watch mutex '" + mutex() + "' (" + e.what() + "); polling instead");
     }
-  }
-  {
     internal::MutexLock lock(mutex_);
-    subscription_ = subscription;
-    watch_unconfirmed_ = contender_ && (subscription_ || deferred);
-    awaiting_watch_ = after_watch;
-    if (after_watch) {
-      // round_when_watched, below
-    } else if (inline_round && in_flight_) {
-      // A round of the last generation still runs (its stop() was on a runtime thread, which
-      // does not wait): ours follows when it ends (settle_stale_locked), not beside it.
-      again_ = true;
-      inline_round = false;
-    } else if (inline_round) {
-      in_flight_ = true;
-    } else {
-      arm_timer_locked(generation, context_->options.initial_delay);
-    }
-    // Running before the lock is let go: a stale round ending now must see this generation
-    // as current to start its round.
-    status_.store(ServiceStatus::running);
+    inline_round = first_round_locked(generation, subscription, after_watch, inline_round);
   }
   if (after_watch) {
     round_when_watched(generation, std::move(subscription), /*first=*/true);
   } else if (inline_round) {
     run_round(generation, first_round ? std::optional(first_round->since) : std::nullopt);
   }
+}
+
+bool ServiceCore::first_round_locked(std::uint64_t generation, std::shared_ptr<Subscription> subscription,
+                                     bool after_watch, bool inline_round) {
+  watch_unconfirmed_ = contender_ && (subscription || context_->watch_when_waiting);
+  subscription_ = std::move(subscription);
+  awaiting_watch_ = after_watch;
+  if (after_watch) {
+    // round_when_watched, after the lock
+  } else if (inline_round && in_flight_) {
+    // A round of the last generation still runs (its stop() was on a runtime thread, which
+    // does not wait): ours follows when it ends (settle_stale_locked), not beside it.
+    again_ = true;
+    inline_round = false;
+  } else if (inline_round) {
+    in_flight_ = true;
+  } else {
+    arm_timer_locked(generation, context_->options.initial_delay);
+  }
+  // Running before the lock is let go: a stale round ending now must see this generation
+  // as current to start its round.
+  status_.store(ServiceStatus::running);
+  return inline_round;
 }
 
 std::shared_ptr<Subscription> ServiceCore::open_watch(std::uint64_t generation) {

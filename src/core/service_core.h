@@ -183,6 +183,10 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void round_when_watched(std::uint64_t generation, std::shared_ptr<Subscription> subscription, bool first);
   void trigger(std::uint64_t generation, bool from_timer);
   void on_watch(std::uint64_t generation, WatchEvent event);
+  // Sets up the first round of `generation` (the watch it has, if any) and marks the core
+  // running; true if that round runs on this thread now.
+  bool first_round_locked(std::uint64_t generation, std::shared_ptr<Subscription> subscription, bool after_watch,
+                          bool inline_round) REQUIRES(mutex_);
   // `sent`: when the round counts as sent (none: now).
   void run_round(std::uint64_t generation, std::optional<Clock::time_point> sent = std::nullopt);
   void finish_round(std::uint64_t generation, Clock::time_point sent, BackendOp op, const OwnerSnapshot& snapshot);

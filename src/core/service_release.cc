@@ -58,12 +58,14 @@ void ServiceCore::stop() {
     context_->telemetry->released(*slot_, mutex(), contender_id(), token, held);
   }
   // Deliver on_released (if we owned) before returning: a release is applied even though
-  // this generation is no longer running.
-  {
-    internal::MutexLock lock(mutex_);
-    post_apply_locked(generation, MutexOwner::none());
+  // this generation is no longer running. (A lock entry's core delivers nothing: no lock.)
+  if (!one_shot_) {
+    {
+      internal::MutexLock lock(mutex_);
+      post_apply_locked(generation, MutexOwner::none());
+    }
+    flush();
   }
-  if (!one_shot_) flush();
   status_.store(ServiceStatus::initial);
 }
 

@@ -120,6 +120,13 @@ namespace {
 // through std::call_once: a Locker's cycle on memory: spent a third of its time there.
 // A Locker's request is also woken here to claim a handover (locks/offer.h).
 struct Landing final : internal::Waker {
+  // A completion that runs on the requesting thread (within its own request(), claim(),
+  // give_up() or cancel(): an inline round that won, a cached lease) lands here without the
+  // lock: only that thread reads these, and it is not waiting then.
+  const std::thread::id requester = std::this_thread::get_id();
+  bool done_here = false;
+  Hold hold_here;
+
   internal::AnnotatedMutex mutex;
   std::condition_variable arrived;
   bool done GUARDED_BY(mutex) = false;
@@ -148,14 +155,20 @@ Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, std::stop
   const auto ticket = entry_->request(
       LockEntry::kNoTimeout, {max_hold_, linger_, max_local_handovers_},
       [at = &landing](std::error_code, Hold hold) {
+        if (std::this_thread::get_id() == at->requester) {
+          at->hold_here = std::move(hold);
+          at->done_here = true;
+          return;
+        }
         internal::MutexLock lock(at->mutex);
         at->hold = std::move(hold);
         at->done = true;
         at->arrived.notify_one();
       },
       /*inline_round=*/!internal::on_runtime_thread(), for_locker_ ? &landing : nullptr);
+  // Granted already (an inline round won, or a cached lease): no interrupt to listen for.
+  if (landing.done_here) return std::move(landing.hold_here);
   {
-    // Granted already (an inline round won, or a cached lease): no interrupt to listen for.
     internal::MutexLock lock(landing.mutex);
     if (landing.done) return std::move(landing.hold);
   }
@@ -169,13 +182,14 @@ Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, std::stop
     {
       internal::UniqueMutexLock lock(landing.mutex);
       const auto landed = [&]() REQUIRES(landing.mutex) {
-        return landing.done || landing.offered || interrupt.stop_requested();
+        return landing.done_here || landing.done || landing.offered || interrupt.stop_requested();
       };
       if (deadline == kForever) {
         landing.arrived.wait(lock.native(), landed);
       } else {
         landing.arrived.wait_until(lock.native(), deadline, landed);
       }
+      if (landing.done_here) return std::move(landing.hold_here);
       if (landing.done) return std::move(landing.hold);
       offered = std::exchange(landing.offered, false);
     }
@@ -191,8 +205,8 @@ Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, std::stop
       // the Hold on its way is dropped (released) below.
       if (entry_->cancel(ticket, std::make_error_code(std::errc::operation_canceled))) return Hold();
       internal::UniqueMutexLock lock(landing.mutex);
-      landing.arrived.wait(lock.native(), [&]() REQUIRES(landing.mutex) { return landing.done; });
-      Hold granted = std::move(landing.hold);
+      landing.arrived.wait(lock.native(), [&]() REQUIRES(landing.mutex) { return landing.done_here || landing.done; });
+      Hold granted = std::move(landing.done_here ? landing.hold_here : landing.hold);
       lock.unlock();
       granted.unlock();
       return Hold();

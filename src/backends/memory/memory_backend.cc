@@ -5,6 +5,8 @@
 #include "backends/common/watcher.h"
 #include "backends/memory/memory_store.h"
 
+#include <string.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -240,9 +242,11 @@ class MemoryBackend final
   }
 
   // The primitive a derived record ("<name>#<suffix>") belongs to; empty for a primitive.
+  // (memrchr: std::string::rfind looked at one char a step, 230 of the 510 instructions an
+  // acquire spent in itself.)
   static std::string_view primitive_of(const std::string& mutex) {
-    const auto hash = mutex.rfind('#');
-    return hash == std::string::npos ? std::string_view{} : std::string_view(mutex).substr(0, hash);
+    const void* hash = ::memrchr(mutex.data(), '#', mutex.size());
+    return hash ? std::string_view(mutex.data(), static_cast<const char*>(hash) - mutex.data()) : std::string_view{};
   }
 
   // What an owner hears in the same step (OwnerSnapshot): whether any record derived from its

@@ -188,6 +188,10 @@ nlohmann::json scale(const Client& client, const std::string& engine, std::size_
   const auto stopping_since = Clock::now();
   for (auto& service : services) service->stop();
   const auto stopped = Clock::now() - stopping_since;
+  const long lost_stopping = lost_leases() - missed;
+  const auto destroying_since = Clock::now();
+  services.clear();
+  const auto destroyed = Clock::now() - destroying_since;
   std::lock_guard lock(latency_mutex);
   auto out = line(engine, "scale", n, stats_of(latencies));
   out["duration_s"] = duration.count();
@@ -203,7 +207,9 @@ nlohmann::json scale(const Client& client, const std::string& engine, std::size_
   out["owners_at_end"] = owners;
   // Stopping releases every lease, one at a time: a lease that ran out meanwhile is lost too.
   out["stop_all_ms"] = round2(std::chrono::duration<double, std::milli>(stopped).count());
-  out["lost_while_stopping"] = lost_leases() - missed;
+  out["lost_while_stopping"] = lost_stopping;
+  // Then destroying the stopped services, one after another.
+  out["destroy_all_ms"] = round2(std::chrono::duration<double, std::milli>(destroyed).count());
   return out;
 }
 

@@ -1,4 +1,5 @@
 // Giving a lease back: stop() and the release of a stopping contender, and the end of a core.
+#include <algorithm>
 #include <chrono>
 #include <system_error>
 #include <thread>
@@ -113,9 +114,15 @@ void release_core(std::shared_ptr<ServiceCore>& core) noexcept {
     } catch (...) {
       log_error("mutex '" + core->mutex() + "': waiting for its notifications to drain: a non-standard exception");
     }
+    // A reference left is mostly a runtime thread that just ran the core's last task and has not
+    // dropped it yet (microseconds; flush() returns from within that task), else a round in a
+    // batch waiting for its answer: look again soon, then less and less often. (Sleeping a
+    // millisecond at once cost most cores one: destroying 20,000 services took 14 s.)
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    auto pause = std::chrono::microseconds(10);
     while (core.use_count() > 1 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
     }
   }
   core.reset();

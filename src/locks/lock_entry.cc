@@ -65,12 +65,13 @@ void LockEntry::on_io(std::function<void(LockEntry&)> work) {
 std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done,
                                  bool inline_round, Waker* waker) {
   std::uint64_t ticket;
-  Clock::time_point queued_at;
+  InlineRound first_round;  // a first round here counts from the request's clock read
   Outcomes outcomes;
   {
     internal::MutexLock lock(mutex_);
     ticket = ++next_id_;
-    queued_at = Clock::now();
+    const auto queued_at = Clock::now();
+    if (inline_round) first_round = ServiceCore::InlineRound{queued_at};
     Request request{ticket, terms, std::move(done), std::nullopt, rounds(), shared_from_this(), queued_at};
     request.waker = waker;
     if (timeout != kNoTimeout) {
@@ -93,14 +94,12 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
       }
     }
     if (!outcomes) {
-      // Nothing to complete first: on without letting go of the lock. A first round here counts
-      // from the request's clock read.
-      drive_locked(inline_round ? InlineRound(ServiceCore::InlineRound{queued_at}) : std::nullopt);
+      drive_locked(first_round);  // nothing to complete first: on without letting go of the lock
       return ticket;
     }
   }
   run(outcomes);
-  drive(inline_round ? InlineRound(ServiceCore::InlineRound{queued_at}) : std::nullopt);
+  drive(first_round);
   return ticket;
 }
 

@@ -2,6 +2,7 @@
 // Scheduler on it.
 #include <gtest/gtest.h>
 
+#include <time.h>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -63,6 +64,39 @@ TEST(MemoryBackendTest, ReleaseOnlyByTheOwnerAndTokensKeepRising) {
   EXPECT_EQ(s.backend->acquire("m", "a", 100ms, 0ms).owner.fencing_token, 2u);  // new ownership
   // One counter for every mutex (so a forgotten record can never make a token go back).
   EXPECT_EQ(s.backend->acquire("other", "a", 100ms, 0ms).owner.fencing_token, 3u);
+}
+
+// A clock whose coarse reading lags its exact one by a set amount, as the kernel's may.
+class LaggingClock final : public Clock {
+ public:
+  EpochMillis now() const override { return 10'000; }
+  EpochMillis coarse_now() const override { return 10'000 - 900; }
+};
+
+TEST(MemoryBackendTest, AReleaseStampsTheFreeRecordWithTheCoarseClockAndLeasesWithTheExactOne) {
+  auto backend = make_memory_backend(std::make_shared<LaggingClock>());
+  const auto taken = backend->acquire("m", "a", 100ms, 0ms);
+  EXPECT_EQ(taken.now, 10'000) << "a lease is judged by the exact clock";
+  EXPECT_EQ(taken.owner.acquired_at, 10'000);
+  ASSERT_TRUE(backend->release("m", "a"));
+  // Freed at 9,100 by the coarse clock: idle for 900 ms at 10,000 by the exact one, so a sweep
+  // of records idle for 500 ms takes it (stamped with the exact clock, it would be idle for 0).
+  EXPECT_EQ(administration_of(*backend).sweep(500ms, 10), 1u);
+  EXPECT_EQ(backend->acquire("m", "b", 100ms, 0ms).owner.fencing_token, 2u) << "a swept record's token is kept";
+}
+
+TEST(MemoryBackendTest, TheSystemClocksCoarseReadingLagsItsExactOneByAtMostItsResolution) {
+  timespec resolution{};
+  ASSERT_EQ(clock_getres(CLOCK_REALTIME_COARSE, &resolution), 0);
+  const EpochMillis bound = resolution.tv_sec * 1000 + resolution.tv_nsec / 1'000'000 + 1;  // + the ms rounding
+  SystemClock clock;
+  for (int i = 0; i < 1000; ++i) {
+    const EpochMillis before = clock.now();
+    const EpochMillis coarse = clock.coarse_now();
+    const EpochMillis after = clock.now();
+    EXPECT_LE(coarse, after);
+    EXPECT_GE(coarse, before - bound) << "the kernel's coarse clock is behind by at most its resolution";
+  }
 }
 
 TEST(MemoryBackendTest, NamedStoresGoWithTheirLastUserAndTokensNeverRepeat) {

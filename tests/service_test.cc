@@ -9,6 +9,7 @@
 #include "core/kept_state.h"
 #include "core/service_core.h"
 #include "kit.h"
+#include "metrics/telemetry.h"
 
 namespace simba {
 namespace {
@@ -96,6 +97,33 @@ TEST(ServiceTest, AnInlineFirstRoundCountsItsLeaseFromTheCallersClockRead) {
   ASSERT_TRUE(core->is_owner()) << "the inline round ran on this thread and won the free mutex";
   EXPECT_EQ(core->lease_deadline(), since + options.ttl + options.transition);
   core->stop();
+}
+
+TEST(ServiceTest, AStopCountsItsReleasesRoundTripFromTheCallersClockRead) {
+  // The lock manager's hold ends with a clock read, and hands it to the stop that follows: the
+  // release's round trip counts from it (one read less a cycle), unless the stop waited first.
+  auto telemetry = std::make_shared<internal::Telemetry>("memory");
+  auto context = std::make_shared<const internal::CoreContext>(make_memory_backend(), std::make_shared<Runtime>(),
+                                                               fast(), telemetry);
+  auto me = std::make_shared<Recorder>("release-since", "me");
+  auto core = std::make_shared<internal::ServiceCore>(me, me, context);
+  core->start(internal::ServiceCore::InlineRound{std::chrono::steady_clock::now()});
+  ASSERT_TRUE(core->is_owner());
+  // A reading far in the past is told apart from any read of now: a memory release takes
+  // microseconds.
+  constexpr auto kAgo = std::chrono::seconds(3);
+  core->stop(std::chrono::steady_clock::now() - kAgo);
+  const auto releases =
+      telemetry->snapshot([] { return std::uint64_t{0}; }).round_trip[static_cast<std::size_t>(BackendOp::release)];
+  ASSERT_EQ(releases.count, 1u);
+  EXPECT_GE(releases.sum, std::chrono::duration<double>(kAgo).count()) << "counted from the reading passed to stop()";
+  // Without one, the release reads the clock itself.
+  core->start(internal::ServiceCore::InlineRound{std::chrono::steady_clock::now()});
+  core->stop();
+  const auto both =
+      telemetry->snapshot([] { return std::uint64_t{0}; }).round_trip[static_cast<std::size_t>(BackendOp::release)];
+  ASSERT_EQ(both.count, 2u);
+  EXPECT_LT(both.sum - releases.sum, std::chrono::duration<double>(kAgo).count());
 }
 
 TEST(ServiceTest, EachStartBeginsANewGeneration) {

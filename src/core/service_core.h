@@ -113,8 +113,10 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
     Clock::time_point since;
   };
   void start(std::optional<InlineRound> first_round = std::nullopt);
-  void stop();
-  void close() noexcept;
+  // `released_at`: the caller's clock read just before (a hold's end), from which the release's
+  // round trip is counted unless stop() first waits for a round in flight: one read less.
+  void stop(std::optional<Clock::time_point> released_at = std::nullopt);
+  void close(std::optional<Clock::time_point> released_at = std::nullopt) noexcept;
 
   ServiceStatus status() const { return status_.load(); }
   const std::string& mutex() const { return retriever_->mutex(); }
@@ -216,7 +218,8 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // On the callback pool: runs the notifications queued so far.
   void drain_notifications();
   void apply(std::uint64_t generation, const MutexOwner& owner);
-  void release_remote(const char* why) noexcept;
+  // `sent`: when its first attempt counts as sent (none: now).
+  void release_remote(const char* why, std::optional<Clock::time_point> sent = std::nullopt) noexcept;
   bool current_locked(std::uint64_t generation) const REQUIRES(mutex_);
   // A round ended or a stale release was done: tells whoever waits for it.
   void settled_locked() REQUIRES(mutex_);

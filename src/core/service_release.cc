@@ -19,7 +19,7 @@ constexpr auto kRoundInFlightBound = std::chrono::seconds(10);
 
 }  // namespace
 
-void ServiceCore::stop() {
+void ServiceCore::stop(std::optional<Clock::time_point> released_at) {
   ServiceStatus expected = ServiceStatus::running;
   if (!status_.compare_exchange_strong(expected, ServiceStatus::stopping)) {
     throw Error(errc::failed_precondition,
@@ -49,11 +49,14 @@ void ServiceCore::stop() {
     // finish_round), so that nothing of ours is left once stop() returns. A runtime thread does
     // not wait: it may be the one that has to run that round, which then releases by itself.
     const auto settled = [&]() REQUIRES(mutex_) { return !in_flight_ && stale_releases_ == 0; };
-    if (!settled() && !on_runtime_thread()) await_settled_locked(lock, Clock::now() + kRoundInFlightBound, settled);
+    if (!settled() && !on_runtime_thread()) {
+      await_settled_locked(lock, Clock::now() + kRoundInFlightBound, settled);
+      released_at.reset();  // that took a while: the release reads the clock itself
+    }
   }
   subscription.reset();
   context_->liveness.leave(*this);
-  if (contender_) release_remote("stop()");
+  if (contender_) release_remote("stop()", released_at);
   if (gave_back && context_->telemetry && !one_shot_) {
     context_->telemetry->ended(*slot_, held);
     context_->telemetry->released(*slot_, mutex(), contender_id(), token, held);
@@ -70,19 +73,19 @@ void ServiceCore::stop() {
   status_.store(ServiceStatus::initial);
 }
 
-void ServiceCore::close() noexcept {
+void ServiceCore::close(std::optional<Clock::time_point> released_at) noexcept {
   try {
-    if (status_.load() == ServiceStatus::running) stop();
+    if (status_.load() == ServiceStatus::running) stop(released_at);
   } catch (const std::exception& e) {
     log_warn("closing the service for mutex '" + mutex() + "': " + e.what());
   }
 }
 
-void ServiceCore::release_remote(const char* why) noexcept {
+void ServiceCore::release_remote(const char* why, std::optional<Clock::time_point> first_sent) noexcept {
   // A release is idempotent (only the owner's own lease goes), so one that failed on a broken
   // connection (reset, timed out) is sent again, twice at most, on a new one.
   for (int attempt = 1;; ++attempt) {
-    const auto sent = Clock::now();
+    const auto sent = attempt == 1 && first_sent ? *first_sent : Clock::now();
     try {
       context_->backend->release(mutex(), contender_->contender_id());
       if (context_->telemetry) context_->telemetry->round_trip(BackendOp::release, Clock::now() - sent);

@@ -88,18 +88,18 @@ void LocalLine::end_hold(std::uint64_t hold_id) noexcept {
     end_holder_locked(nullptr, now);
     pass_on_locked(terms, outcomes);
     if (!outcomes) {
-      drive_after_hold_locked();  // nothing to complete first: on without letting go of the lock
+      drive_after_hold_locked(now);  // nothing to complete first: on without letting go of the lock
       return;
     }
   }
   run(outcomes);
   internal::MutexLock lock(mutex_);
-  drive_after_hold_locked();
+  drive_after_hold_locked(std::nullopt);  // a completion ran meanwhile: a release reads the clock itself
 }
 
-void LocalLine::drive_after_hold_locked() noexcept {
+void LocalLine::drive_after_hold_locked(std::optional<Clock::time_point> ended_at) noexcept {
   try {
-    drive_locked();
+    drive_locked(std::nullopt, ended_at);
   } catch (const std::exception& e) {
     log_error("mutex '" + name() + "': releasing: " + e.what());
   } catch (...) {

@@ -73,8 +73,9 @@ class LocalLine : protected LeaseCache {
   bool pass_locked(Request& request, Outcomes& outcomes) REQUIRES(mutex_);
   // A woken request left before it claimed the lease on offer: the next one gets it.
   void reoffer();
-  // The drive after a hold ended: a failure is logged (an unlock never throws).
-  void drive_after_hold_locked() noexcept REQUIRES(mutex_);
+  // The drive after a hold ended (at `ended_at`, if just before): a failure is logged (an
+  // unlock never throws).
+  void drive_after_hold_locked(std::optional<Clock::time_point> ended_at) noexcept REQUIRES(mutex_);
   static void settle(Outcomes& outcomes, Outcome outcome) noexcept;
   static void run(Outcomes& outcomes) noexcept;
   // The slow path took over a fast hold (settle_cache_locked made it holder_): ends it there.

@@ -1,6 +1,8 @@
 // The remote contender of a lock manager entry (remote_contender.h).
 #include "locks/remote_contender.h"
 
+#include <utility>
+
 #include "base/log.h"
 #include "locks/lock_table.h"
 
@@ -41,7 +43,7 @@ void RemoteContender::drive(InlineRound inline_round) {
   drive_locked(inline_round);
 }
 
-void RemoteContender::drive_locked(InlineRound inline_round) {
+void RemoteContender::drive_locked(InlineRound inline_round, std::optional<Clock::time_point> hold_ended_at) {
   if (driving_) {
     redrive_ = true;
     return;
@@ -82,7 +84,8 @@ void RemoteContender::drive_locked(InlineRound inline_round) {
       }
       inline_round.reset();
     } else {
-      core_->close();  // releases the lease (or the place in line); logs a failure; never throws
+      // Releases the lease (or the place in line); logs a failure; never throws.
+      core_->close(std::exchange(hold_ended_at, std::nullopt));
       // A start after it still runs here, counted from now: the release took a round trip.
       if (inline_round) inline_round->since = Clock::now();
     }

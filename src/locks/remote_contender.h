@@ -92,8 +92,10 @@ class RemoteContender {
   using InlineRound = std::optional<ServiceCore::InlineRound>;
   void drive(InlineRound inline_round = std::nullopt) EXCLUDES(mutex_);
   // The same from under the entry's lock (held again when it returns): one lock less for a
-  // caller that held it anyway.
-  void drive_locked(InlineRound inline_round = std::nullopt) REQUIRES(mutex_);
+  // caller that held it anyway. `hold_ended_at`: the caller's clock read at a hold's end, from
+  // which a stop's release counts its round trip (ServiceCore::stop): one read less.
+  void drive_locked(InlineRound inline_round = std::nullopt,
+                    std::optional<Clock::time_point> hold_ended_at = std::nullopt) REQUIRES(mutex_);
   // The drive_after() that ends a yield.
   void yield_ended() EXCLUDES(mutex_);
 

@@ -71,7 +71,8 @@ class MemoryBackend final
       auto it = entries_.find(mutex);
       if (it == entries_.end() || it->second.owner.owner_id != contender_id) return false;
       it->second.owner = MutexOwner::none();
-      touch_locked(mutex, it->second, clock_->now());
+      // Only when the free record is forgotten depends on this time: the coarse clock will do.
+      touch_locked(mutex, it->second, clock_->coarse_now());
     }
     notify(mutex, WatchEvent::released);
     return true;

@@ -36,6 +36,15 @@ nlohmann::json cycle(const Client& client, const std::string& engine, std::size_
   auto run_raw = [&] {
     for (std::size_t i = 0; raw && i < kBlock && raw_samples.size() < n; ++i) raw_samples.push_back(raw->raw_once());
   };
+  // What one steady_clock read costs in this run (a VM's can move by 2x from minute to minute):
+  // the library reads the clock 5 times a cycle, so on a fast engine it is a large share.
+  std::vector<double> clock_samples;
+  auto run_clock = [&] {
+    constexpr int kReads = 1000;
+    const auto start = Clock::now();
+    for (int i = 0; i < kReads; ++i) (void)Clock::now();  // a call into libstdc++: not elided
+    clock_samples.push_back(std::chrono::duration<double, std::nano>(Clock::now() - start).count() / kReads);
+  };
   for (bool cycle_first = true; samples.size() < n; cycle_first = !cycle_first) {
     if (cycle_first) {
       run_cycles();
@@ -44,8 +53,10 @@ nlohmann::json cycle(const Client& client, const std::string& engine, std::size_
       run_raw();
       run_cycles();
     }
+    run_clock();
   }
   auto out = line(engine, "cycle", n, stats_of(samples));
+  out["clock_read_ns"] = round2(stats_of(clock_samples).p50);
   if (raw) {
     auto raw_stats = stats_of(raw_samples);
     out["raw_p50_us"] = round2(raw_stats.p50);

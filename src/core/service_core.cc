@@ -164,7 +164,10 @@ void ServiceCore::start(std::optional<InlineRound> first_round) {
   if (after_watch) {
     round_when_watched(generation, std::move(subscription), /*first=*/true);
   } else if (inline_round) {
-    run_round(generation, first_round ? std::optional(first_round->since) : std::nullopt);
+    // Begun under the lock above, as a new generation's first round: nothing owned yet, so an
+    // acquisition (a stop() meanwhile waits for it, and its end gives back what it took).
+    run_round(generation, first_round ? std::optional(first_round->since) : std::nullopt,
+              contender_ ? BackendOp::acquire : BackendOp::read);
   }
 }
 
@@ -433,8 +436,9 @@ AcquireCall ServiceCore::call() const {
   return AcquireCall{mutex(), contender_->contender_id(), context_->options.ttl, context_->options.transition};
 }
 
-void ServiceCore::run_round(std::uint64_t generation, std::optional<Clock::time_point> sent_at) {
-  const auto op = begin_round(generation);
+void ServiceCore::run_round(std::uint64_t generation, std::optional<Clock::time_point> sent_at,
+                            std::optional<BackendOp> begun) {
+  const auto op = begun ? begun : begin_round(generation);
   if (!op) return;
   const auto sent = sent_at ? *sent_at : Clock::now();
   OwnerSnapshot snapshot;

@@ -189,8 +189,11 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // running; true if that round runs on this thread now.
   bool first_round_locked(std::uint64_t generation, std::shared_ptr<Subscription> subscription, bool after_watch,
                           bool inline_round) REQUIRES(mutex_);
-  // `sent`: when the round counts as sent (none: now).
-  void run_round(std::uint64_t generation, std::optional<Clock::time_point> sent = std::nullopt);
+  // `sent`: when the round counts as sent (none: now). `begun`: the round's op, when it was
+  // begun already under the lock that set in_flight_ (start()'s inline first round: an
+  // acquisition, or an observer's read); none: begin_round() decides, under a lock of its own.
+  void run_round(std::uint64_t generation, std::optional<Clock::time_point> sent = std::nullopt,
+                 std::optional<BackendOp> begun = std::nullopt);
   void finish_round(std::uint64_t generation, Clock::time_point sent, BackendOp op, const OwnerSnapshot& snapshot);
   void fail_round(std::uint64_t generation, Clock::time_point sent, const std::string& what);
   // The timer that revokes at lease_deadline_ unless a renewal came back first.

@@ -236,6 +236,28 @@ class GatedBackend : public ForwardingBackend {
   std::shared_future<void> gate_ = opened_.get_future().share();
 };
 
+TEST(ServiceTest, AStopWhileAnInlineFirstRoundRunsLeavesNoLeaseBehind) {
+  // An inline first round is begun under start()'s lock and sent without looking again: a
+  // stop() that comes meanwhile waits for it, and the round's end gives back what it won.
+  auto store = make_memory_backend();
+  auto gated = std::make_shared<GatedBackend>(store);
+  auto me = std::make_shared<Recorder>("inline-stop", "me");
+  auto core = std::make_shared<internal::ServiceCore>(
+      me, me, std::make_shared<const internal::CoreContext>(gated, std::make_shared<Runtime>(), fast()));
+  auto entered = gated->entered();
+  std::thread starter([&] { core->start(internal::ServiceCore::InlineRound{std::chrono::steady_clock::now()}); });
+  ASSERT_EQ(entered.wait_for(kSoon), std::future_status::ready) << "the inline round reached the backend";
+  std::thread stopper([&] { core->stop(); });
+  // The stop has begun (it then waits for the round in flight, so it is still stopping).
+  ASSERT_TRUE(wait_until([&] { return core->status() != ServiceStatus::running; }, kSoon));
+  gated->open();
+  starter.join();
+  stopper.join();
+  EXPECT_EQ(core->status(), ServiceStatus::initial);
+  EXPECT_FALSE(core->is_owner());
+  EXPECT_TRUE(store->read("inline-stop").owner.empty()) << "the lease the round won after stop() was given back";
+}
+
 TEST(ServiceTest, ARestartOnARuntimeThreadWhileARoundRunsContendsAfterIt) {
   // stop() on a runtime thread does not wait for the round in flight; the start() after it
   // asks for a round while that one still runs. The stale round's end must start it (else

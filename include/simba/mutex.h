@@ -225,8 +225,9 @@ class Mutex {
   // A Hold, or an empty one if `deadline` passed (after at least one remote attempt; a
   // request behind a local holder gives up at the deadline).
   // `interrupt`: a stop ends the wait at once, the request taken out and the contender stopped
-  // (a lease it won given back) before it returns an empty Hold.
-  Hold hold_until(std::chrono::steady_clock::time_point deadline, std::stop_token interrupt = {}) const;
+  // (a lease it won given back) before it returns an empty Hold. (By reference: a copy of a
+  // token is two atomic read-modify-writes, a tenth of a memory cycle's.)
+  Hold hold_until(std::chrono::steady_clock::time_point deadline, const std::stop_token& interrupt = {}) const;
 
   std::shared_ptr<internal::LockEntry> entry_;
   std::chrono::milliseconds max_hold_;

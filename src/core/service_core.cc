@@ -106,7 +106,7 @@ void ServiceCore::settled_locked() {
 }
 
 bool ServiceCore::current_locked(std::uint64_t generation) const {
-  return generation == generation_ && is_active(status_.load());
+  return generation == generation_ && is_active(status_.load(std::memory_order_acquire));
 }
 
 void ServiceCore::start(std::optional<InlineRound> first_round) {
@@ -189,8 +189,10 @@ bool ServiceCore::first_round_locked(std::uint64_t generation, std::shared_ptr<S
     arm_timer_locked(generation, context_->options.initial_delay);
   }
   // Running before the lock is let go: a stale round ending now must see this generation
-  // as current to start its round.
-  status_.store(ServiceStatus::running);
+  // as current to start its round. (A release store: a seq_cst one is an xchg, a locked
+  // read-modify-write; every reader of the status orders itself by the lock or by start() and
+  // stop()'s compare-exchange, never by a store-then-load pattern.)
+  status_.store(ServiceStatus::running, std::memory_order_release);
   return inline_round;
 }
 
@@ -634,7 +636,7 @@ void ServiceCore::fail_round(std::uint64_t generation, Clock::time_point sent, c
 }
 
 bool ServiceCore::stale_round_releases_locked() {
-  const bool release = contender_ && !is_active(status_.load());
+  const bool release = contender_ && !is_active(status_.load(std::memory_order_acquire));
   if (release) ++stale_releases_;  // a start() meanwhile waits for it (the next generation has the same id)
   return release;
 }

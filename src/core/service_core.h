@@ -118,7 +118,7 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   void stop(std::optional<Clock::time_point> released_at = std::nullopt);
   void close(std::optional<Clock::time_point> released_at = std::nullopt) noexcept;
 
-  ServiceStatus status() const { return status_.load(); }
+  ServiceStatus status() const { return status_.load(std::memory_order_acquire); }
   const std::string& mutex() const { return retriever_->mutex(); }
   const std::string& contender_id() const;
   MutexState mutex_state() const;

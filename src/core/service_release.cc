@@ -70,12 +70,12 @@ void ServiceCore::stop(std::optional<Clock::time_point> released_at) {
     }
     flush();
   }
-  status_.store(ServiceStatus::initial);
+  status_.store(ServiceStatus::initial, std::memory_order_release);  // (not an xchg: see first_round_locked)
 }
 
 void ServiceCore::close(std::optional<Clock::time_point> released_at) noexcept {
   try {
-    if (status_.load() == ServiceStatus::running) stop(released_at);
+    if (status_.load(std::memory_order_acquire) == ServiceStatus::running) stop(released_at);
   } catch (const std::exception& e) {
     log_warn("closing the service for mutex '" + mutex() + "': " + e.what());
   }

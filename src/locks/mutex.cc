@@ -144,7 +144,7 @@ struct Landing final : internal::Waker {
 
 }  // namespace
 
-Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, std::stop_token interrupt) const {
+Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, const std::stop_token& interrupt) const {
   constexpr auto kForever = std::chrono::steady_clock::time_point::max();
   // The landing lives here: this thread returns only once the completion ran (or once its
   // request was taken out, never to run), and the completion notifies under the landing's lock,

@@ -135,7 +135,7 @@ class Hold {
   // The fencing token of this hold; 0 for an empty Hold or once the lease is lost.
   std::uint64_t fencing_token() const noexcept;
   // Stop is requested when the lease is lost or the hold outlived max_hold.
-  std::stop_token lost() const noexcept { return lost_.get_token(); }
+  std::stop_token lost() const noexcept { return lost_; }
   // Time-aware (see MutexContendService::is_owner): true while this hold holds the mutex and
   // the lease behind it has not run out by this host's clock, even if no renewal has told of
   // a loss yet. Never throws.
@@ -149,12 +149,12 @@ class Hold {
   friend class internal::LocalLine;  // grants holds
   void end() noexcept;
   Hold(std::shared_ptr<internal::LockEntry> entry, std::uint64_t id, std::uint64_t token,
-       std::stop_source lost) noexcept;
+       std::stop_token lost) noexcept;
 
   std::shared_ptr<internal::LockEntry> entry_;
   std::uint64_t id_ = 0;
   std::uint64_t token_ = 0;
-  std::stop_source lost_{std::nostopstate};
+  std::stop_token lost_;  // of the holder's stop_source (a token: a copy and its end cost half a source's)
 };
 
 class Mutex {

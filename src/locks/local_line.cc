@@ -212,7 +212,7 @@ void LocalLine::grant_front_locked(Outcomes& outcomes, const ServiceCore::Lease&
         *runtime_, request.terms.max_hold, weak_line(),
         [id = holder.id](LocalLine& line) { line.revoke(id, "the hold outlived its max_hold", true); });
   }
-  Hold hold(request.self, holder.id, holder.token, holder.lost);
+  Hold hold(request.self, holder.id, holder.token, holder.lost.get_token());
   holder_ = std::move(holder);
   settle(outcomes, Outcome{std::move(request.done), std::error_code(), std::move(hold), std::move(request.self)});
 }

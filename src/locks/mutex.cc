@@ -27,7 +27,7 @@ void LockOptions::validate() const {
 
 // ---- Hold
 
-Hold::Hold(std::shared_ptr<LockEntry> entry, std::uint64_t id, std::uint64_t token, std::stop_source lost) noexcept
+Hold::Hold(std::shared_ptr<LockEntry> entry, std::uint64_t id, std::uint64_t token, std::stop_token lost) noexcept
     : entry_(std::move(entry)), id_(id), token_(token), lost_(std::move(lost)) {}
 
 const std::string& Hold::mutex() const noexcept {

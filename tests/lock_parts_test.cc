@@ -155,6 +155,35 @@ TEST(RequestQueueTest, ServesInOrderAndTakesARequestFromAnywhere) {
   EXPECT_FALSE(queue.is_front(1));
 }
 
+TEST(RequestQueueTest, KeepsItsOrderAcrossWrapsAndGrowthAndKeepsNothingOfALeftRequest) {
+  RequestQueue queue;
+  auto held = std::make_shared<int>(0);  // what a request's completion holds
+  auto holding = [&](std::uint64_t ticket) {
+    Request r = request(ticket);
+    r.done = [held](std::error_code, Hold) {};
+    return r;
+  };
+  for (std::uint64_t t = 1; t <= 3; ++t) queue.push(holding(t));
+  EXPECT_EQ(queue.pop_front().ticket, 1u);
+  queue.push(holding(4));
+  queue.push(holding(5));  // past the end of its first room: wraps around
+  queue.push(holding(6));  // full: grows
+  queue.push_front(holding(0));
+  EXPECT_EQ(queue.size(), 6u);
+  EXPECT_EQ(queue.take(4)->ticket, 4u);
+  EXPECT_EQ(queue.find(4), nullptr);
+  ASSERT_NE(queue.find(6), nullptr);
+  EXPECT_EQ(held.use_count(), 1 + 5) << "a request taken out left nothing of itself in the queue";
+  std::vector<std::uint64_t> order;
+  while (!queue.empty()) order.push_back(queue.pop_front().ticket);
+  EXPECT_EQ(order, (std::vector<std::uint64_t>{0, 2, 3, 5, 6}));
+  EXPECT_EQ(held.use_count(), 1) << "the drained queue holds no completion";
+  for (std::uint64_t t = 10; t < 200; ++t) queue.push(request(t));  // room for many, let go once drained
+  for (std::uint64_t t = 10; t < 200; ++t) ASSERT_EQ(queue.pop_front().ticket, t);
+  queue.push(request(7));
+  EXPECT_TRUE(queue.is_front(7));
+}
+
 TEST(HandoversTest, StopAtTheEndingHoldsLimitOrAtADemand) {
   Handovers handovers;
   const Terms two{0ms, 0ms, 2};

@@ -5,25 +5,50 @@
 
 namespace simba::internal {
 
-Request RequestQueue::pop_front() {
-  Request request = std::move(queue_.front());
-  queue_.pop_front();
-  left(request);
+namespace {
+// A drained queue keeps room for this many requests; past it, it lets the room go.
+constexpr std::size_t kKeptRoom = 64;
+}  // namespace
+
+void RequestQueue::grow() {
+  std::vector<std::optional<Request>> bigger(std::max<std::size_t>(1, ring_.size() * 2));
+  for (std::size_t i = 0; i < size_; ++i) bigger[i] = std::move(slot(i));
+  ring_ = std::move(bigger);
+  head_ = 0;
+}
+
+Request RequestQueue::leave(std::size_t i) {
+  Request request = std::move(*slot(i));
+  if (i == 0) {
+    ring_[head_].reset();
+    head_ = (head_ + 1) & (ring_.size() - 1);
+  } else {
+    for (std::size_t j = i; j + 1 < size_; ++j) slot(j) = std::move(slot(j + 1));
+    slot(size_ - 1).reset();
+  }
+  --size_;
+  if (!request.waker) --strict_;
+  if (size_ == 0) {
+    head_ = 0;
+    if (ring_.size() > kKeptRoom) ring_ = std::vector<std::optional<Request>>();
+  }
   return request;
 }
 
+Request RequestQueue::pop_front() { return leave(0); }
+
 Request* RequestQueue::find(std::uint64_t ticket) noexcept {
-  auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Request& r) { return r.ticket == ticket; });
-  return it == queue_.end() ? nullptr : &*it;
+  for (std::size_t i = 0; i < size_; ++i) {
+    if (slot(i)->ticket == ticket) return &*slot(i);
+  }
+  return nullptr;
 }
 
 std::optional<Request> RequestQueue::take(std::uint64_t ticket) {
-  auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Request& r) { return r.ticket == ticket; });
-  if (it == queue_.end()) return std::nullopt;
-  Request request = std::move(*it);
-  queue_.erase(it);
-  left(request);
-  return request;
+  for (std::size_t i = 0; i < size_; ++i) {
+    if (slot(i)->ticket == ticket) return leave(i);
+  }
+  return std::nullopt;
 }
 
 }  // namespace simba::internal

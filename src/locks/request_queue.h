@@ -11,9 +11,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "simba/mutex.h"
 #include "simba/runtime.h"
@@ -57,36 +57,53 @@ struct Request {
   std::optional<Clock::time_point> first_offered_at{};
 };
 
+// A ring of requests (FIFO): a queue that holds one request at a time, the uncontended case,
+// allocates one slot at its first and nothing after (a std::deque kept a 576-byte map and node
+// for every entry, and allocated and freed a node every third request). References into it
+// hold until the next push.
 class RequestQueue {
  public:
   void push(Request request) {
+    if (size_ == ring_.size()) grow();
     if (!request.waker) ++strict_;
-    queue_.push_back(std::move(request));
+    slot(size_).emplace(std::move(request));
+    ++size_;
   }
   // Ahead of every waiting request: one that passes them (offer.h).
   void push_front(Request request) {
+    if (size_ == ring_.size()) grow();
     if (!request.waker) ++strict_;
-    queue_.push_front(std::move(request));
+    head_ = (head_ + ring_.size() - 1) & (ring_.size() - 1);
+    ring_[head_].emplace(std::move(request));
+    ++size_;
   }
-  bool empty() const noexcept { return queue_.empty(); }
-  std::size_t size() const noexcept { return queue_.size(); }
-  Request& front() { return queue_.front(); }
-  const Request& front() const { return queue_.front(); }
+  bool empty() const noexcept { return size_ == 0; }
+  std::size_t size() const noexcept { return size_; }
+  Request& front() { return *ring_[head_]; }
+  const Request& front() const { return *ring_[head_]; }
   Request pop_front();
   // The request of `ticket`, or null if it left.
   Request* find(std::uint64_t ticket) noexcept;
-  bool is_front(std::uint64_t ticket) const noexcept { return !queue_.empty() && queue_.front().ticket == ticket; }
+  bool is_front(std::uint64_t ticket) const noexcept { return size_ != 0 && ring_[head_]->ticket == ticket; }
   // Takes the request of `ticket` out, wherever it is; nullopt if it left already.
   std::optional<Request> take(std::uint64_t ticket);
   // Whether every waiting request may be passed (all are Lockers'): offer.h.
   bool all_may_be_passed() const noexcept { return strict_ == 0; }
 
  private:
-  void left(const Request& request) noexcept {
-    if (!request.waker) --strict_;
-  }
+  // The slot of the i-th request from the front (the capacity is a power of two); empty past
+  // the last.
+  std::optional<Request>& slot(std::size_t i) noexcept { return ring_[(head_ + i) & (ring_.size() - 1)]; }
+  // Doubles the capacity (1 at first: an uncontended entry needs no more), the requests in
+  // order from index 0.
+  void grow();
+  // The request at `i` leaves (the ones behind it move up a place); a queue that drained
+  // after holding many lets their room go.
+  Request leave(std::size_t i);
 
-  std::deque<Request> queue_;
+  std::vector<std::optional<Request>> ring_;  // its capacity: 0 or a power of two
+  std::size_t head_ = 0;                      // where the front is
+  std::size_t size_ = 0;
   std::size_t strict_ = 0;  // requests that must not be passed
 };
 

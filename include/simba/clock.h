@@ -11,8 +11,9 @@ class Clock {
   // Epoch milliseconds. Thread-safe.
   virtual EpochMillis now() const = 0;
   // Epoch milliseconds that may lag now() by up to a few milliseconds (the system clock's coarse
-  // reading, several times cheaper), never judged against a lease: only for what decides when an
-  // idle record is forgotten. Thread-safe. By default now().
+  // reading, several times cheaper), never used to grant or judge a lease: only for what decides
+  // when an idle record is forgotten, where a lagging reading keeps a record longer, never
+  // shorter. Thread-safe. By default now().
   virtual EpochMillis coarse_now() const { return now(); }
 };
 

@@ -37,18 +37,21 @@ Request RequestQueue::leave(std::size_t i) {
 
 Request RequestQueue::pop_front() { return leave(0); }
 
+std::size_t RequestQueue::index_of(std::uint64_t ticket) noexcept {
+  std::size_t i = 0;
+  while (i < size_ && slot(i)->ticket != ticket) ++i;
+  return i;
+}
+
 Request* RequestQueue::find(std::uint64_t ticket) noexcept {
-  for (std::size_t i = 0; i < size_; ++i) {
-    if (slot(i)->ticket == ticket) return &*slot(i);
-  }
-  return nullptr;
+  const auto i = index_of(ticket);
+  return i < size_ ? &*slot(i) : nullptr;
 }
 
 std::optional<Request> RequestQueue::take(std::uint64_t ticket) {
-  for (std::size_t i = 0; i < size_; ++i) {
-    if (slot(i)->ticket == ticket) return leave(i);
-  }
-  return std::nullopt;
+  const auto i = index_of(ticket);
+  if (i == size_) return std::nullopt;
+  return leave(i);
 }
 
 }  // namespace simba::internal

@@ -97,6 +97,8 @@ class RequestQueue {
   // Doubles the capacity (1 at first: an uncontended entry needs no more), the requests in
   // order from index 0.
   void grow();
+  // Where the request of `ticket` is from the front; size_ if it left.
+  std::size_t index_of(std::uint64_t ticket) noexcept;
   // The request at `i` leaves (the ones behind it move up a place); a queue that drained
   // after holding many lets their room go.
   Request leave(std::size_t i);

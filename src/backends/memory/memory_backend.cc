@@ -71,7 +71,8 @@ class MemoryBackend final
       auto it = entries_.find(mutex);
       if (it == entries_.end() || it->second.owner.owner_id != contender_id) return false;
       it->second.owner = MutexOwner::none();
-      // Only when the free record is forgotten depends on this time: the coarse clock will do.
+      // Only when records are forgotten depends on this time (this one's, and touch_locked's look
+      // at the one that falls out of the queue): a coarse reading, which lags, keeps them longer.
       touch_locked(mutex, it->second, clock_->coarse_now());
     }
     notify(mutex, WatchEvent::released);

@@ -10,8 +10,9 @@ class Clock {
   virtual ~Clock() = default;
   // Epoch milliseconds. Thread-safe.
   virtual EpochMillis now() const = 0;
-  // Epoch milliseconds that may lag now() by up to a few milliseconds (the system clock's coarse
-  // reading, several times cheaper), never used to grant or judge a lease: only for what decides
+  // Epoch milliseconds that may lag now() (the system clock's coarse reading, several times
+  // cheaper: it lags by the kernel's tick, a few milliseconds, and more while a virtual
+  // machine's host does not run it), never ahead of it, never used to grant or judge a lease: only for what decides
   // when an idle record is forgotten, where a lagging reading keeps a record longer, never
   // shorter. Thread-safe. By default now().
   virtual EpochMillis coarse_now() const { return now(); }

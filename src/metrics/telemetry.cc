@@ -3,19 +3,6 @@
 
 namespace simba::internal {
 
-HistogramSnapshot Histogram::snapshot() const {
-  HistogramSnapshot out;
-  out.bounds.reserve(kBucketBoundsNs.size());
-  for (auto ns : kBucketBoundsNs) out.bounds.push_back(static_cast<double>(ns) / 1e9);
-  out.counts.reserve(counts_.size());
-  for (const auto& count : counts_) {
-    out.counts.push_back(count.load(std::memory_order_relaxed));
-    out.count += out.counts.back();
-  }
-  out.sum = static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9;
-  return out;
-}
-
 void Telemetry::label_mutexes(std::size_t at_most) {
   internal::MutexLock lock(slots_mutex_);
   label_limit_ = at_most;
@@ -48,13 +35,13 @@ void Telemetry::acquired(MutexSlot& slot, const std::string& mutex, const std::s
                          std::optional<Duration> waited) {
   slot.acquisitions.fetch_add(1, std::memory_order_relaxed);
   slot.holders.fetch_add(1, std::memory_order_relaxed);
-  if (waited) acquire_wait_.observe(*waited);
+  if (waited) timings_.report([&](TimingPart& part) { part.acquire_wait.observe(*waited); });
   emit(EventKind::acquired, mutex, owner, token, [&](Event& e) { e.waited = waited.value_or(Duration(0)); });
 }
 
 void Telemetry::ended(MutexSlot& slot, Duration held) {
   slot.holders.fetch_sub(1, std::memory_order_relaxed);
-  hold_.observe(held);
+  timings_.report([&](TimingPart& part) { part.hold.observe(held); });
 }
 
 void Telemetry::released(MutexSlot& slot, const std::string& mutex, const std::string& owner, std::uint64_t token,
@@ -79,7 +66,7 @@ void Telemetry::waiting(MutexSlot& slot, std::int64_t delta) noexcept {
 
 void Telemetry::handed_over(Duration gap) noexcept {
   local_handovers_.fetch_add(1, std::memory_order_relaxed);
-  handover_.observe(gap);
+  timings_.report([&](TimingPart& part) { part.handover.observe(gap); });
 }
 
 void Telemetry::backend_error(BackendOp op, const std::string& mutex, const std::string& what) {
@@ -101,13 +88,12 @@ MetricsSnapshot Telemetry::snapshot(const std::function<std::uint64_t()>& live_r
   out.cached_relocks = relocks_retired_.load(std::memory_order_relaxed);
   out.cached_relocks += live_relocks();
   for (std::size_t i = 0; i < kLostReasons; ++i) out.lost[i] = lost_[i].load(std::memory_order_relaxed);
-  for (std::size_t i = 0; i < kBackendOps; ++i) {
-    out.backend_errors[i] = errors_[i].load(std::memory_order_relaxed);
-    out.round_trip[i] = round_trip_[i].snapshot();
-  }
-  out.acquire_wait = acquire_wait_.snapshot();
-  out.hold = hold_.snapshot();
-  out.handover = handover_.snapshot();
+  for (std::size_t i = 0; i < kBackendOps; ++i) out.backend_errors[i] = errors_[i].load(std::memory_order_relaxed);
+  const TimingTotals timings = timings_.totals();
+  for (std::size_t i = 0; i < kBackendOps; ++i) out.round_trip[i] = timings.round_trip[i].snapshot();
+  out.acquire_wait = timings.acquire_wait.snapshot();
+  out.hold = timings.hold.snapshot();
+  out.handover = timings.handover.snapshot();
   out.events_dropped = events_.dropped();
   out.hook_errors = events_.hook_errors();
   out.batches = batches_.load(std::memory_order_relaxed);

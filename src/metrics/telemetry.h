@@ -2,7 +2,8 @@
 // and Client::on_event() are its public face (simba/metrics.h).
 //
 // The lock manager's parts and the contention loop report to it; every report is a few
-// relaxed atomic adds, and builds an Event only while a hook is installed. The per-mutex
+// relaxed atomic adds (the histograms' are the reporting thread's own: no locked instruction),
+// and builds an Event only while a hook is installed. The per-mutex
 // series go to a slot each part resolves once (at its making), so no report looks up a name.
 #pragma once
 
@@ -46,7 +47,9 @@ class Telemetry {
             Duration held);
   void waiting(MutexSlot& slot, std::int64_t delta) noexcept;
   void handed_over(Duration gap) noexcept;
-  void round_trip(BackendOp op, Duration took) noexcept { round_trip_[static_cast<std::size_t>(op)].observe(took); }
+  void round_trip(BackendOp op, Duration took) noexcept {
+    timings_.report([&](TimingPart& part) { part.round_trip[static_cast<std::size_t>(op)].observe(took); });
+  }
   // One round trip carried `rounds` batched rounds.
   void batch(std::size_t rounds) noexcept {
     batches_.fetch_add(1, std::memory_order_relaxed);
@@ -79,10 +82,7 @@ class Telemetry {
   std::atomic<std::int64_t> queued_rounds_{0};
   std::array<std::atomic<std::uint64_t>, kLostReasons> lost_{};
   std::array<std::atomic<std::uint64_t>, kBackendOps> errors_{};
-  Histogram acquire_wait_;
-  Histogram hold_;
-  Histogram handover_;
-  std::array<Histogram, kBackendOps> round_trip_;
+  TimingParts timings_;  // the wait, hold, handover and round-trip histograms, a part per thread
 
   mutable internal::AnnotatedMutex slots_mutex_;
   std::size_t label_limit_ GUARDED_BY(slots_mutex_) = 0;

@@ -1,5 +1,6 @@
 // The lock manager's workloads: threads of one process on one mutex (client.mutex() beside
-// one Locker per thread, in the same run), and many concurrent async requests.
+// one Locker per thread, in the same run), threads on a mutex each, and many concurrent async
+// requests.
 #include <algorithm>
 #include <filesystem>
 #include <future>
@@ -67,6 +68,21 @@ nlohmann::json contended(const Client& client, const std::string& engine, std::s
           {"mutex_min_thread_share", round2(manager.min_thread_share)},
           {"lockers_min_thread_share", round2(lockers.min_thread_share)},
           {"ratio", round2(lockers.holds_per_s > 0 ? manager.holds_per_s / lockers.holds_per_s : 0)}};
+}
+
+nlohmann::json parallel(const Client& client, const std::string& engine, std::size_t threads,
+                        std::chrono::milliseconds duration, double one_thread_per_s) {
+  const std::string prefix = "bench/parallel/" + std::to_string(::getpid()) + "/" + std::to_string(threads) + "/";
+  const auto lockers = hammer(static_cast<int>(threads), duration,
+                              [&](int t) { return std::make_unique<Locker>(prefix + std::to_string(t), client); });
+  nlohmann::json out{{"backend", engine},
+                     {"workload", "parallel"},
+                     {"threads", threads},
+                     {"seconds", std::chrono::duration<double>(duration).count()},
+                     {"holds_per_s", round2(lockers.holds_per_s)},
+                     {"min_thread_share", round2(lockers.min_thread_share)}};
+  if (one_thread_per_s > 0) out["scaling"] = round2(lockers.holds_per_s / one_thread_per_s);
+  return out;
 }
 
 nlohmann::json async_requests(const Client& client, const std::string& engine, std::size_t requests, std::size_t names,

@@ -25,17 +25,17 @@ int run(int argc, char** argv) {
   app.add_option("--backend", uri, "Backend URI (default memory:)");
   app.add_option(
       "--workload", workloads,
-      "Comma-separated: cycle, handover, takeover, kill, scale, contended, async, semaphore, rwlock, relock, "
-      "pingpong, remote_ask");
+      "Comma-separated: cycle, handover, takeover, kill, scale, contended, parallel, async, semaphore, rwlock, "
+      "relock, pingpong, remote_ask");
   app.add_option("--n", n,
                  "Samples per workload, or mutexes for scale (default: cycle 2000, handover 200, "
                  "takeover 10, kill 10, scale 10000, async 10000 requests on n/10 names, semaphore 1000, rwlock 1000; "
                  "contended runs 1, 4 "
-                 "and 16 threads)");
+                 "and 16 threads, parallel 1, 2 and 4)");
   app.add_option("--duration", duration, "Seconds the scale workload holds its mutexes (default 60)");
   int contended_seconds = 3;
   app.add_option("--contended-seconds", contended_seconds,
-                 "Seconds per contended run and of the semaphore's throughput run (default 3)");
+                 "Seconds per contended and parallel run and of the semaphore's throughput run (default 3)");
   CLI11_PARSE(app, argc, argv);
 #if !defined(__OPTIMIZE__)
   std::cerr << "simba-bench: WARNING: built without optimisation; figures are not representative\n";
@@ -91,10 +91,19 @@ int run(int argc, char** argv) {
         std::cout << out.dump() << std::endl;
       }
       continue;
+    } else if (workload == "parallel") {
+      double one = 0;
+      for (std::size_t threads : {1, 2, 4}) {
+        auto out = parallel(client, engine, threads, std::chrono::seconds(contended_seconds), one);
+        if (threads == 1) one = out["holds_per_s"].get<double>();
+        judge(out);
+        std::cout << out.dump() << std::endl;
+      }
+      continue;
     } else
       throw Error(errc::invalid_argument, "unknown workload '" + workload +
-                                              "'; accepted: cycle, handover, takeover, kill, scale, contended, async, "
-                                              "semaphore, rwlock, relock, pingpong, remote_ask");
+                                              "'; accepted: cycle, handover, takeover, kill, scale, contended, "
+                                              "parallel, async, semaphore, rwlock, relock, pingpong, remote_ask");
     judge(out);
     std::cout << out.dump() << std::endl;
   }

@@ -24,6 +24,11 @@ nlohmann::json scale(const Client& client, const std::string& engine, std::size_
 // Locker per thread, holds per second of each.
 nlohmann::json contended(const Client& client, const std::string& engine, std::size_t threads,
                          std::chrono::milliseconds duration);
+// `threads` threads of one process, one Client, each taking a mutex of its own over and over
+// through a Locker: holds per second, and `scaling` against `one_thread_per_s` (a run with one
+// thread; 0: not reported). Nothing is contended but what the lock manager shares.
+nlohmann::json parallel(const Client& client, const std::string& engine, std::size_t threads,
+                        std::chrono::milliseconds duration, double one_thread_per_s);
 // `requests` concurrent lock_async over `names` mutexes, each with `timeout`: how many
 // completed or timed out, and the most threads the process had meanwhile.
 nlohmann::json async_requests(const Client& client, const std::string& engine, std::size_t requests, std::size_t names,

@@ -19,8 +19,9 @@ nlohmann::json cycle(const Client& client, const std::string& engine, std::size_
     locker.acquire();
     locker.unlock();
     if (raw) raw->raw_once();
+    if (raw) (void)raw->fenced_once();
   }
-  std::vector<double> samples, raw_samples;
+  std::vector<double> samples, raw_samples, fenced_samples;
   samples.reserve(n);
   // Blocks of each, the order swapped every block: whatever runs right after the other
   // (e.g. a database backend process that has been idle) pays a cost the other does not.
@@ -33,8 +34,14 @@ nlohmann::json cycle(const Client& client, const std::string& engine, std::size_
       samples.push_back(micros(Clock::now() - start));
     }
   };
+  // The engine's least fenced cycle too where the primitive issues no token (Redis), in turn.
   auto run_raw = [&] {
     for (std::size_t i = 0; raw && i < kBlock && raw_samples.size() < n; ++i) raw_samples.push_back(raw->raw_once());
+    for (std::size_t i = 0; raw && i < kBlock && fenced_samples.size() < n; ++i) {
+      const auto took = raw->fenced_once();
+      if (!took) break;
+      fenced_samples.push_back(*took);
+    }
   };
   // What one steady_clock read costs in this run (a VM's can move by 2x from minute to minute):
   // the library reads the clock 5 times a cycle, so on a fast engine it is a large share.
@@ -62,6 +69,12 @@ nlohmann::json cycle(const Client& client, const std::string& engine, std::size_
     out["raw_p50_us"] = round2(raw_stats.p50);
     out["raw_p99_us"] = round2(raw_stats.p99);
     out["ratio_p50"] = round2(out["p50_us"].get<double>() / raw_stats.p50);
+  }
+  if (!fenced_samples.empty()) {
+    const auto fenced = stats_of(fenced_samples);
+    out["fenced_p50_us"] = round2(fenced.p50);
+    out["fenced_ratio_p50"] = round2(out["p50_us"].get<double>() / fenced.p50);  // the protocol's cost past the token's
+    if (raw) out["fenced_over_raw"] = round2(fenced.p50 / stats_of(raw_samples).p50);
   }
   return out;
 }

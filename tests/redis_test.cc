@@ -323,5 +323,28 @@ TEST_F(RedisWakeTest, AJvmSimbaReleaseWakesOurWaiterAtOnce) {
   service->stop();
 }
 
+// simba-bench's fenced floor (RawProbe::fenced_once): each call is one lock cycle that issues a
+// token (the counter rises by one), and leaves no lock key and no record without an expiry.
+TEST(RedisProbeTest, TheFencedFloorIssuesATokenEachCycleAndLeavesNothingBehind) {
+  RedisServer server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  auto backend = open_backend(server.uri());
+  RawProbe* probe = backend->raw_probe();
+  ASSERT_NE(probe, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    const auto took = probe->fenced_once();
+    ASSERT_TRUE(took.has_value());
+    EXPECT_GT(*took, 0.0);
+  }
+  const std::string keys = redis_cli(server.port(), {"KEYS", "simba:bench-fenced:*"});
+  ASSERT_EQ(keys.find("\n"), keys.size() - 1) << "one key, the token hash: " << keys;
+  const std::string hash = keys.substr(0, keys.size() - 1);
+  EXPECT_TRUE(hash.ends_with(":fencing")) << hash;
+  EXPECT_EQ(redis_cli(server.port(), {"HGET", hash, "token"}), "3\n") << "one token a cycle";
+  const int ttl = std::atoi(redis_cli(server.port(), {"PTTL", hash}).c_str());
+  EXPECT_GT(ttl, 0) << "the hash expires";
+  EXPECT_LE(ttl, 60'000);
+}
+
 }  // namespace
 }  // namespace simba

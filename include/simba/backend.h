@@ -224,6 +224,11 @@ class RawProbe {
  public:
   // Runs the primitive once; returns how long it took, in microseconds.
   virtual double raw_once() = 0;
+  // Where the primitive issues no fencing token: the least lock cycle that does, by the engine's
+  // own means, once; how long it took, in microseconds (Redis: a script of SET NX PX and HINCRBY,
+  // then one of GET and DEL). What the protocol's own cycle is measured against to tell its cost
+  // from the token's. By default none.
+  virtual std::optional<double> fenced_once() { return std::nullopt; }
 
  protected:
   ~RawProbe() = default;

@@ -241,6 +241,18 @@ end
 return 1
 )lua";
 
+// simba-bench's fenced floor (RawProbe::fenced_once): the least a lock cycle that issues a fencing
+// token costs here, a script each way. KEYS: lock, token hash. ARGV: owner, lease ms.
+constexpr const char* kFencedAcquire = R"lua(
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('HINCRBY', KEYS[2], 'token', 1) end
+return 0
+)lua";
+// KEYS: lock. ARGV: owner.
+constexpr const char* kFencedRelease = R"lua(
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+)lua";
+
 struct Script {
   explicit Script(const char* source) : source(source) {}
   const char* const source;
@@ -487,6 +499,24 @@ class RedisBackend final
     });
   }
 
+  // kFencedAcquire then kFencedRelease, each as the lock cycle's scripts run (run(): a pooled
+  // connection each); the token hash's expiry is set after, untimed, so that a run leaves nothing.
+  std::optional<double> fenced_once() override {
+    const std::string key = options_.prefix + ":bench-fenced:" + raw_id_, hash = key + ":fencing";
+    if (sha_of(fenced_release_).empty()) {
+      pool_.with([&](Connection& connection) {
+        load(connection, fenced_acquire_);
+        load(connection, fenced_release_);
+      });
+    }
+    const auto start = std::chrono::steady_clock::now();
+    run(fenced_acquire_, {key, hash}, {"owner", "10000"});
+    run(fenced_release_, {key}, {"owner"});
+    const double took = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    pool_.with([&](Connection& connection) { connection.checked({"PEXPIRE", hash, "60000"}); });
+    return took;
+  }
+
  private:
   std::string lock_key(const std::string& mutex) const { return redis::lock_key(options_.prefix, mutex); }
   std::string queue_key(const std::string& mutex) const { return redis::queue_key(options_.prefix, mutex); }
@@ -609,7 +639,7 @@ class RedisBackend final
   const std::string where_;
   internal::Pool<Connection> pool_;
   Script acquire_{kAcquire}, release_{kRelease}, read_{kRead}, sweep_{kSweep}, mark_idle_{kMarkIdle},
-      list_derived_{kListDerived};
+      list_derived_{kListDerived}, fenced_acquire_{kFencedAcquire}, fenced_release_{kFencedRelease};
   std::unique_ptr<internal::PushChannel> subscriber_;
   const std::string raw_id_ = contender_id::uuid();  // simba-bench's baseline key
 };

@@ -28,14 +28,15 @@ simba_sqlite_packages=(cmake ninja-build g++ pkg-config libspdlog-dev libfmt-dev
 # Everything ./scripts/test needs on top: GoogleTest, standalone Asio (simba/asio.h), every engine's client library
 # and server (their manifests' ENGINE_BUILD_PACKAGES and ENGINE_SERVER_PACKAGES), clang (the build is checked with it
 # too), clang-format (the format stage), dpkg-dev (cpack's dpkg-shlibdeps), openssl (the TLS runs' throwaway CA),
-# procps (the process tests' ps, pgrep, pkill), and prometheus (its server and promtool) with curl for the --http test.
+# procps (the process tests' ps, pgrep, pkill), prometheus (its server and promtool) with curl for the --http test,
+# and gdb (a test program that hangs prints every thread's stack: tests/hang_report.cc).
 # The CLI's --http endpoint needs cpp-httplib (libcpp-httplib-dev), so ./scripts/demo installs it too.
 # Split in two: what the main build needs, and what only the tests and the later trees need
 # (the servers, clang, cpack's tools), which ./scripts/test installs while it builds.
 simba_build_packages=(libgtest-dev libgmock-dev libasio-dev help2man clang-format
                       $(simba_engine_values ENGINE_BUILD_PACKAGES))
 simba_server_packages=($(simba_engine_values ENGINE_SERVER_PACKAGES) clang dpkg-dev file openssl procps
-                       prometheus curl)
+                       prometheus curl gdb)
 simba_test_packages=("${simba_build_packages[@]}" "${simba_server_packages[@]}")
 
 # simba_install PACKAGE...: installs those that are missing.

@@ -17,7 +17,8 @@ namespace {
 
 [[noreturn]] void report_hang(long seconds) {
   const testing::TestInfo* test = testing::UnitTest::GetInstance()->current_test_info();
-  const std::string where = test ? std::string(test->test_suite_name()) + "." + test->name() : "no test (between tests)";
+  const std::string where =
+      test ? std::string(test->test_suite_name()) + "." + test->name() : "no test (between tests)";
   std::fprintf(stderr,
                "\n*** simba: this test program is still running after %ld s (SIMBA_TEST_DEADLINE_SECONDS), in %s; "
                "every thread's stack follows\n",

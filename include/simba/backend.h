@@ -77,7 +77,7 @@ struct Capabilities {
   bool watch_when_waiting = false;
   // Facts about records and leases, for tools and the kit (the core does not branch on them):
   // a free mutex's record stays until sweep() (false: the engine forgets idle records by
-  // itself, as memory does after 4,096 changes); an unrenewed lease ends at its transition_at
+  // itself, as memory does after about 4,096 changes); an unrenewed lease ends at its transition_at
   // by time alone (false: it ends when a waiter removes it or the holder's session ends, as a
   // ZooKeeper latch node does).
   bool keeps_idle_records = true;

@@ -2,11 +2,13 @@
 //
 // The oracle of the conformance kit: the protocol with nothing else in the way. Pushes owner
 // changes to watchers at once. Can judge leases by any Clock (simba::testing::SimulatedClock in
-// tests). Thread-safe.
+// tests). Thread-safe; its records are kept in 16 parts, each under a lock of its own (by the
+// name up to its first '#', so a mutex and the records derived from it share one), so threads
+// taking different mutexes seldom wait for each other.
 //
 // Memory stays bounded however many names pass through: the record of a free mutex (released
-// or expired) is forgotten once 4,096 newer acquisitions and releases have happened, and
-// watches that ended are swept. Fencing tokens come from one counter per backend, so a new
+// or expired) is forgotten once 256 newer acquisitions and releases have happened in its part
+// (about 4,096 in all), and watches that ended are swept. Fencing tokens come from one counter per backend, so a new
 // owner of a forgotten mutex still gets a larger token than any before; reading a forgotten
 // mutex reports a token no smaller than its last one.
 #pragma once

@@ -1,8 +1,8 @@
 // simba-redis-floor PORT: three lock cycles against one Redis on loopback, 100 at a time in turn
 // (6,000 each) on one hiredis connection, as a JSON line of their p50s: the bare primitive
-// (SET NX PX + DEL), the least fenced cycle (a script of SET NX PX + HINCRBY, one of GET + DEL),
-// and simba's own acquire and release scripts as the Redis backend has them (read from its
-// source, SIMBA_REDIS_BACKEND_SOURCE), without the library around them: where a Redis cycle's
+// (SET NX PX + DEL), the least fenced cycle (a script of SET NX PX + HINCRBY, one of GET + DEL:
+// RawProbe::fenced_once's) and simba's own acquire and release scripts, each as the Redis backend
+// has it (read from its source, SIMBA_REDIS_BACKEND_SOURCE), without the library around them: where a Redis cycle's
 // time goes (docs/benchmarks.md, "The Redis cycle against the least fenced one").
 #include <hiredis/hiredis.h>
 
@@ -78,11 +78,8 @@ int main(int argc, char** argv) {
     source << file.rdbuf();
     Redis redis(std::atoi(argv[1]));
     auto load = [&](const std::string& body) { return redis.call({"SCRIPT", "LOAD", body}); };
-    const std::string least_acquire = load(
-        "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then "
-        "return redis.call('HINCRBY', KEYS[2], 'token', 1) end return 0");
-    const std::string least_release =
-        load("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0");
+    const std::string least_acquire = load(script_of(source.str(), "kFencedAcquire"));
+    const std::string least_release = load(script_of(source.str(), "kFencedRelease"));
     const std::string acquire = load(script_of(source.str(), "kAcquire"));
     const std::string release = load(script_of(source.str(), "kRelease"));
     const std::string key = "simba:{bench-floor}", hash = key + ":fencing";

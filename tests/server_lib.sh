@@ -50,8 +50,55 @@ server_stop_matching() {
 }
 
 # server_exec URI_PLACEHOLDER URI PORT_PLACEHOLDER PORT COMMAND ARGS...: runs the command with
-# both placeholders (and the TLS ones, after server_make_tls) replaced in every argument.
+# both placeholders (and the TLS ones, after server_make_tls) replaced in every argument. If it
+# fails, says how this machine's CPU time went while it ran (server_cpu_report) and calls the
+# wrapper's server_on_failure, if it defines one (PostgreSQL: its slow statements), so that a
+# failure under load tells a stalled machine from a stalled server. Exits with its status.
 server_exec() {
+  local cpu_log
+  cpu_log=$(mktemp)
+  # One line a second: the wall clock and the CPU counters; ends with the wrapper.
+  (while kill -0 $$ 2>/dev/null; do
+     echo "$(date +%s.%N) $(head -n 1 /proc/stat)"
+     sleep 1
+   done) >"$cpu_log" 2>/dev/null &
+  local sampler=$! rc=0
+  server_exec_now "$@" || rc=$?
+  kill "$sampler" 2>/dev/null || true
+  wait "$sampler" 2>/dev/null || true
+  if [ "$rc" -ne 0 ]; then
+    echo "${0#"$PWD/"}: the command failed (exit $rc); while it ran: $(server_cpu_report "$cpu_log")"
+    if declare -F server_on_failure >/dev/null; then server_on_failure || true; fi
+  fi
+  rm -f "$cpu_log"
+  return "$rc"
+}
+
+# server_cpu_report CPU_LOG: of the CPU time between the first and the last line of server_exec's
+# samples, the share busy, waiting for I/O and stolen by the host, and every second-long sample
+# that took over 2 s of wall clock or lost over a quarter of its CPU time to the host or to I/O
+# (the first 20, by their start from the first sample).
+server_cpu_report() {
+  awk '
+    { t = $1; total = 0; for (i = 3; i <= 10; i++) total += $i
+      busy = $3 + $4 + $5 + $8 + $9; io = $7; steal = $10 }
+    NR == 1 { t0 = t; total0 = total; busy0 = busy; io0 = io; steal0 = steal }
+    NR > 1 && total > ptotal {
+      d = total - ptotal
+      if ((t - pt > 2 || (steal - psteal) / d > 0.25 || (io - pio) / d > 0.25) && ++nslow <= 20)
+        slow = slow sprintf(" [at +%.0f s: %.1f s, steal %.0f%%, iowait %.0f%%]", pt - t0, t - pt,
+                            100 * (steal - psteal) / d, 100 * (io - pio) / d)
+    }
+    { pt = t; ptotal = total; pio = io; psteal = steal }
+    END {
+      d = total - total0
+      if (NR < 2 || d <= 0) { print "too short to sample"; exit }
+      printf "%.0f s, busy %.0f%%, iowait %.0f%%, steal %.0f%% of the CPU time; slow seconds (%d):%s\n", t - t0,
+             100 * (busy - busy0) / d, 100 * (io - io0) / d, 100 * (steal - steal0) / d, nslow, slow
+    }' "$1"
+}
+
+server_exec_now() {
   local uri_key=$1 uri=$2 port_key=$3 port=$4 arg
   shift 4
   local args=()

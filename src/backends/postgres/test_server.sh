@@ -24,6 +24,21 @@ stop() {
 trap stop EXIT
 as_postgres "$bin/initdb" -D "$data" -U postgres --auth-local=trust --auth-host=scram-sha-256 >"$dir/initdb.log" 2>&1 \
   || { cat "$dir/initdb.log"; exit 1; }
+# Statements slower than a second and lock waits longer than one go to the server's log, and a
+# failing command prints them (server_on_failure), so a timeout in a test shows whether the
+# server was slow at that one statement or at every statement at once.
+printf '%s\n' "log_min_duration_statement = 1000" "log_lock_waits = on" >>"$data/postgresql.conf"
+server_on_failure() {
+  local log="$dir/server.log" lines
+  [ -f "$log" ] || return 0
+  lines=$(grep -E "LOG:  (duration: |process [0-9]+ (still waiting|acquired))" "$log" | cut -c1-200 || true)
+  if [ -z "$lines" ]; then
+    echo "src/backends/postgres/test_server.sh: no statement took over 1 s, no lock wait over 1 s (server.log)"
+  else
+    echo "src/backends/postgres/test_server.sh: statements over 1 s and lock waits over 1 s (server.log, at most 40):"
+    printf '%s\n' "$lines" | head -n 40
+  fi
+}
 tls_options=
 if [ "${SIMBA_TEST_TLS:-}" = 1 ]; then
   server_make_tls "$dir/tls"

@@ -57,9 +57,12 @@ server_stop_matching() {
 server_exec() {
   local cpu_log
   cpu_log=$(mktemp)
-  # One line a second: the wall clock and the CPU counters; ends with the wrapper.
-  (while kill -0 $$ 2>/dev/null; do
-     echo "$(date +%s.%N) $(head -n 1 /proc/stat)"
+  # One line a second: the wall clock and the CPU counters, read by bash itself (no process
+  # forked but sleep); ends with the wrapper.
+  (LC_ALL=C  # a point in $EPOCHREALTIME whatever the locale
+   while kill -0 $$ 2>/dev/null; do
+     read -r cpu_line </proc/stat
+     echo "$EPOCHREALTIME $cpu_line"
      sleep 1
    done) >"$cpu_log" 2>/dev/null &
   local sampler=$! rc=0
@@ -98,6 +101,7 @@ server_cpu_report() {
     }' "$1"
 }
 
+# server_exec_now: server_exec's command itself, its placeholders replaced.
 server_exec_now() {
   local uri_key=$1 uri=$2 port_key=$3 port=$4 arg
   shift 4

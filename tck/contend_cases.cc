@@ -238,14 +238,23 @@ TEST(ContendTest, TakeoverAfterOwnerVanishesWithinTtlPlusTransitionPlusOneSecond
   ASSERT_TRUE(wait_until([&] { return scene.a->released_count() == 1; }, kSoon));  // revoked locally
 }
 
-// How soon a waiter must own after the owner's release, from what the engine says it does: at
-// once with a push channel, within its poll interval without one; 200 ms of slack either way
-// (a loaded, sanitized 2-core machine). Well below what expiry allows: the owner renews every
-// ttl (400 ms), so at a release its lease has 400 to 800 ms left.
+// The handover tests' timing: fast_options() with a longer owner-only window, so that a
+// handover by release and one by expiry stay far apart on a loaded, sanitized 2-core machine.
+ContendOptions handover_options() {
+  auto options = fast_options();
+  options.transition = 1s;
+  return options;
+}
+
+// How soon a waiter must own after the owner's release, from the protocol: at once with a push
+// channel, within its poll interval without one, and in either case before half the owner-only
+// window has passed. A lease is renewed every ttl for ttl + transition, so when its owner
+// releases it has at least `transition` left: a waiter that only gets it by expiry waits at
+// least that long.
 std::chrono::milliseconds handover_bound(const Client& client) {
   auto caps = client.backend()->capabilities();
   auto poll = client.options().poll_interval.count() > 0 ? client.options().poll_interval : caps.poll_interval;
-  return (client.backend()->push() ? 0ms : poll) + 200ms;
+  return (client.backend()->push() ? 0ms : poll) + client.options().transition / 2;
 }
 
 // An engine with its releases and change events lost: the lease stays until it expires.
@@ -279,7 +288,7 @@ std::optional<std::chrono::steady_clock::duration> handover_after_release(const 
 }
 
 TEST(ContendTest, HandoverAfterReleaseIsPrompt) {
-  auto client = make_client();
+  auto client = make_client(handover_options());
   auto bound = handover_bound(client);
   auto took = handover_after_release(client, client);
   ASSERT_TRUE(took.has_value()) << "the waiter never got the mutex";
@@ -289,7 +298,7 @@ TEST(ContendTest, HandoverAfterReleaseIsPrompt) {
 TEST(ContendTest, HandoverCheckFailsWhenReleasesAndEventsAreLost) {
   // The check above can fail: with the release and the events dropped, the waiter gets the
   // mutex only when the lease expires, past the bound.
-  auto client = make_client();
+  auto client = make_client(handover_options());
   Client dropping(std::make_shared<DroppingBackend>(make_backend()), client.options(), client.runtime());
   auto took = handover_after_release(dropping, dropping);
   if (took) {

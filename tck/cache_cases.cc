@@ -221,7 +221,11 @@ TEST(LockCachingTest, ACachedLeaseGoesToAnotherProcessThatAsks) {
 // a demand poll (at most 100 ms) and a round trip of the change, and never calls a lease in
 // use idle.
 TEST(LockCachingTest, TheOwnerRecordShowsWhetherACachedLeaseIsIdle) {
-  auto client = make_client();
+  // The lease is held for seconds and only its idle mark is under test: a longer owner-only
+  // window lets a renewal start late on a loaded machine without the lease being revoked.
+  auto options = fast_options();
+  options.transition = 2s;
+  auto client = make_client(options);
   const auto mutex = unique_mutex();
   auto m = client.mutex(mutex).with_linger(60s);
   auto idle = [&] { return client.owner(mutex).idle; };

@@ -36,7 +36,7 @@ lease_ms=$((ttl_ms + transition_ms))
 # etcd grants leases of whole seconds: ttl + transition rounded up (src/backends/etcd/acquire.cc).
 [ "$engine" = etcd ] && lease_ms=$(((lease_ms + 999) / 1000 * 1000))
 # etcd revokes an expired lease, and so deletes its key, on its lessor's next scan: every
-# 500 ms (etcd 3.4, server/lease/lessor.go).
+# 500 ms (etcd 3.4, lease/lessor.go).
 revoke_ms=0
 [ "$engine" = etcd ] && revoke_ms=500
 lease=(--backend "$uri" --ttl "${ttl_ms}ms" --transition "${transition_ms}ms")

@@ -206,16 +206,13 @@ TEST(RecordsTest, AnObserverOfASweptMutexSeesTheNextOwner) {
   // poll): with a minute's ttl (and a minute's poll where acquisitions are pushed), seeing the
   // next owner within the wait below is by push or at a poll, never at a round of its own, as
   // it would be if the watch were lost with the record.
-  const bool pushed = [] {
-    const auto probe = make_backend();
-    const Push* push = probe->push();
-    return push && push->pushes_acquisitions();
-  }();
+  const auto backend = make_backend();
+  const Push* push = backend->push();
+  const bool pushed = push && push->pushes_acquisitions();
   auto options = fast_options();
   options.ttl = 60s;
   if (pushed) options.poll_interval = 60s;
-  auto client = make_client(options);
-  auto backend = client.backend();
+  auto client = Client(backend, options, std::make_shared<Runtime>());
   const auto wait = 5s + (pushed ? 0ms : backend->capabilities().poll_interval);
   const std::string mutex = unique_mutex();
   backend->acquire(mutex, "first", kTtl, 0ms);

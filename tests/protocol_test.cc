@@ -237,6 +237,12 @@ TEST(DurationTest, ParsesMillisecondsSecondsMinutesAndHours) {
       EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos) << e.what();
     }
   }
+  try {
+    parse_duration("-5s");
+    FAIL() << "accepted '-5s'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("negative"), std::string::npos) << e.what();
+  }
   EXPECT_EQ(format_duration(1500ms), "1500ms");
   EXPECT_EQ(format_duration(10s), "10s");
   EXPECT_EQ(format_duration(120s), "2m");

@@ -15,6 +15,7 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
     return Error(errc::invalid_argument, "invalid duration '" + std::string(text) + "': " + why +
                                              " (write a number and a unit: 500ms, 10s, 2m, 1h)");
   };
+  if (!text.empty() && text.front() == '-') throw bad("negative");
   std::size_t i = 0;
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
   std::string number(text.substr(0, i));

@@ -1,5 +1,7 @@
 // Workloads within one process: a lock cycle against the engine's bare primitive, handover
 // from a release, takeover after an owner vanished.
+#include <stdexcept>
+
 #include "report.h"
 #include "simba/testing/fault_injection.h"
 #include "workloads.h"
@@ -43,6 +45,25 @@ nlohmann::json cycle(const Client& client, const std::string& engine, std::size_
       fenced_samples.push_back(*took);
     }
   };
+  // The engine's own acquire + release, called on the Backend with no library above it (no
+  // Locker, lock entry or contender): what of the cycle is the engine's protocol, and what the
+  // layers above it add. A name and contender id of its own, released every time.
+  const std::string engine_mutex = "bench/cycle-engine/" + contender_id::uuid();
+  const std::string engine_id = contender_id::uuid();
+  const auto ttl = client.options().ttl, transition = client.options().transition;
+  std::vector<double> engine_samples;
+  auto run_engine = [&] {
+    for (std::size_t i = 0; i < kBlock && engine_samples.size() < n; ++i) {
+      auto start = Clock::now();
+      const auto owner = client.backend()->acquire(engine_mutex, engine_id, ttl, transition).owner;
+      const bool released = client.backend()->release(engine_mutex, engine_id);
+      engine_samples.push_back(micros(Clock::now() - start));
+      if (!owner.is_owner(engine_id) || !released) {
+        throw std::runtime_error("the engine's own cycle did not take and give back a free mutex (owner '" +
+                                 owner.owner_id + "')");
+      }
+    }
+  };
   // What one steady_clock read costs in this run (a VM's can move by 2x from minute to minute):
   // the library reads the clock 5 times a cycle, so on a fast engine it is a large share.
   std::vector<double> clock_samples;
@@ -55,15 +76,20 @@ nlohmann::json cycle(const Client& client, const std::string& engine, std::size_
   for (bool cycle_first = true; samples.size() < n; cycle_first = !cycle_first) {
     if (cycle_first) {
       run_cycles();
+      run_engine();
       run_raw();
     } else {
       run_raw();
+      run_engine();
       run_cycles();
     }
     run_clock();
   }
   auto out = line(engine, "cycle", n, stats_of(samples));
   out["clock_read_ns"] = round2(stats_of(clock_samples).p50);
+  const auto engine_stats = stats_of(engine_samples);
+  out["engine_p50_us"] = round2(engine_stats.p50);
+  out["engine_ratio_p50"] = round2(out["p50_us"].get<double>() / engine_stats.p50);  // the layers above it
   const auto raw_stats = stats_of(raw_samples);
   if (raw) {
     out["raw_p50_us"] = round2(raw_stats.p50);

@@ -256,6 +256,33 @@ TEST(RecordsTest, EvictByAnotherProcessEndsTheLeaseAndTheHolderFindsOut) {
   operator_backend->release(mutex, "next");
 }
 
+// An eviction wakes whoever waits for the mutex, as a release does: by push where the engine
+// pushes, else at the waiter's next poll. The holder's lease (a minute) is far from its end and
+// the waiter's own look comes a minute later (its ttl, and its poll where the engine pushes),
+// so taking the mutex within the wait below can only come from the push or the poll.
+TEST(RecordsTest, AnEvictionWakesTheNextInLine) {
+  const auto backend = make_backend();
+  const bool pushed = backend->push() != nullptr;
+  auto options = fast_options();
+  options.ttl = 60s;
+  if (pushed) options.poll_interval = 60s;
+  auto client = Client(backend, options, std::make_shared<Runtime>());
+  const auto wait = 5s + (pushed ? 0ms : backend->capabilities().poll_interval);
+  const std::string mutex = unique_mutex();
+  auto holder = other_process(client).backend();
+  ASSERT_EQ(holder->acquire(mutex, "holder", 60s, 0ms).owner.owner_id, "holder");
+  auto recorder = std::make_shared<Recorder>(mutex);
+  auto waiter = client.contend_service(recorder);
+  waiter->start();
+  ASSERT_TRUE(wait_until([&] { return waiter->after_owner().owner_id == "holder"; }, 5s));
+  ASSERT_TRUE(admin(*other_process(client).backend()).evict(mutex, "holder"));
+  EXPECT_TRUE(wait_until([&] { return recorder->acquired_count() == 1; }, wait))
+      << backend->capabilities().engine << ": the waiter did not take the mutex after its holder was evicted"
+      << (pushed ? " (no push?)" : "");
+  waiter->stop();
+  EXPECT_FALSE(holder->release(mutex, "holder")) << "the evicted holder still had a lease to release";
+}
+
 // With sweep_idle on its URI an engine deletes idle records by itself (when a release comes
 // by, or by key expiry on Redis), without anyone calling sweep().
 TEST(RecordsTest, AnEngineSweepsIdleRecordsByItself) {

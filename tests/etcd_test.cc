@@ -172,35 +172,6 @@ TEST(EtcdServerTest, AStoppedOwnerPastItsLeaseWakesKnowingItLost) {
   scene.waiter->stop();
 }
 
-// A forced release (`simba release --force`: an operator clearing a hung holder) deletes a live
-// owner's key behind its back. The next in line hears it by its watch on that key and takes
-// the mutex: the owner's lease (30 s) is far from its end and the waiter's own look comes a
-// minute later (its ttl and poll), so taking it within the wait can only come from the watch.
-TEST(EtcdServerTest, AForcedReleaseOfALiveOwnerWakesTheNextInLineByItsWatch) {
-  ASSERT_TRUE(have_cli()) << "needs the simba CLI in $SIMBA_CLI (ctest sets it)";
-  const std::string mutex = tck::unique_mutex();
-  test::ChildProcess owner{{env("SIMBA_CLI"), "lock", "--backend", uri(), "--ttl", "20s", "--transition", "10s", mutex,
-                            "--", "sleep", "600"}};
-  auto options = tck::fast_options();
-  options.ttl = 60s;
-  options.poll_interval = 60s;
-  Client client(open_backend(uri()), options, std::make_shared<Runtime>());
-  ASSERT_TRUE(wait_until([&] { return !client.owner(mutex).empty(); }, 10s)) << "simba lock never owned";
-  auto successor = std::make_shared<tck::Recorder>(mutex);
-  auto waiter = client.contend_service(successor);
-  waiter->start();
-  ASSERT_TRUE(wait_until([&] { return !waiter->after_owner().empty(); }, 5s));
-  ASSERT_FALSE(waiter->is_owner());
-  const auto lines = keys_under(etcd::mutex_keys("simba", mutex).contended);
-  ASSERT_EQ(std::count(lines.begin(), lines.end(), '\n'), 2) << "the owner and the waiter in line: " << lines;
-  ASSERT_EQ(
-      std::system((env("SIMBA_CLI") + " release --force --backend '" + uri() + "' '" + mutex + "' >/dev/null").c_str()),
-      0);
-  EXPECT_TRUE(wait_until([&] { return successor->acquired_count() == 1; }, 5s))
-      << "the waiter did not hear its predecessor's key go";
-  waiter->stop();
-}
-
 // etcd 3.4's concurrency.Mutex could tell a waiter whose key had gone (its lease expired while
 // it waited) that it held the lock once the keys before it went. Here the waiter looks at its
 // own key in the transaction that decides: its key gone, it joins again at the back, behind a

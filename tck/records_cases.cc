@@ -34,6 +34,22 @@ IdleMarks& marks(Backend& backend) {
   return *idle_marks;
 }
 
+// A client on `backend` that looks of itself only a minute apart (its ttl, and its poll where
+// `pushed`: the engine pushes what the case is about), and the wait within which news must
+// reach it: 5 s, plus the engine's poll where it is not pushed. News within the wait comes by
+// push or at a poll, never at a round of the client's own.
+struct SlowToLook {
+  Client client;
+  std::chrono::milliseconds wait;
+};
+SlowToLook slow_to_look(const std::shared_ptr<Backend>& backend, bool pushed) {
+  auto options = fast_options();
+  options.ttl = 60s;
+  if (pushed) options.poll_interval = 60s;
+  return {Client(backend, options, std::make_shared<Runtime>()),
+          5s + (pushed ? 0ms : backend->capabilities().poll_interval)};
+}
+
 // Runs fn(i) for i in [0, n) on `threads` threads.
 void in_parallel(std::size_t n, unsigned threads, const std::function<void(std::size_t)>& fn) {
   std::atomic<std::size_t> next{0};
@@ -209,11 +225,7 @@ TEST(RecordsTest, AnObserverOfASweptMutexSeesTheNextOwner) {
   const auto backend = make_backend();
   const Push* push = backend->push();
   const bool pushed = push && push->pushes_acquisitions();
-  auto options = fast_options();
-  options.ttl = 60s;
-  if (pushed) options.poll_interval = 60s;
-  auto client = Client(backend, options, std::make_shared<Runtime>());
-  const auto wait = 5s + (pushed ? 0ms : backend->capabilities().poll_interval);
+  auto [client, wait] = slow_to_look(backend, pushed);
   const std::string mutex = unique_mutex();
   backend->acquire(mutex, "first", kTtl, 0ms);
   ASSERT_TRUE(backend->release(mutex, "first"));
@@ -263,11 +275,7 @@ TEST(RecordsTest, EvictByAnotherProcessEndsTheLeaseAndTheHolderFindsOut) {
 TEST(RecordsTest, AnEvictionWakesTheNextInLine) {
   const auto backend = make_backend();
   const bool pushed = backend->push() != nullptr;
-  auto options = fast_options();
-  options.ttl = 60s;
-  if (pushed) options.poll_interval = 60s;
-  auto client = Client(backend, options, std::make_shared<Runtime>());
-  const auto wait = 5s + (pushed ? 0ms : backend->capabilities().poll_interval);
+  auto [client, wait] = slow_to_look(backend, pushed);
   const std::string mutex = unique_mutex();
   auto holder = other_process(client).backend();
   ASSERT_EQ(holder->acquire(mutex, "holder", 60s, 0ms).owner.owner_id, "holder");

@@ -51,12 +51,13 @@ nlohmann::json cycle(const Client& client, const std::string& engine, std::size_
   const std::string engine_mutex = "bench/cycle-engine/" + contender_id::uuid();
   const std::string engine_id = contender_id::uuid();
   const auto ttl = client.options().ttl, transition = client.options().transition;
+  Backend& engine_backend = *client.backend();
   std::vector<double> engine_samples;
   auto run_engine = [&] {
     for (std::size_t i = 0; i < kBlock && engine_samples.size() < n; ++i) {
       auto start = Clock::now();
-      const auto owner = client.backend()->acquire(engine_mutex, engine_id, ttl, transition).owner;
-      const bool released = client.backend()->release(engine_mutex, engine_id);
+      const auto owner = engine_backend.acquire(engine_mutex, engine_id, ttl, transition).owner;
+      const bool released = engine_backend.release(engine_mutex, engine_id);
       engine_samples.push_back(micros(Clock::now() - start));
       if (!owner.is_owner(engine_id) || !released) {
         throw std::runtime_error("the engine's own cycle did not take and give back a free mutex (owner '" +

@@ -90,6 +90,7 @@ struct ProcessOwnerScene {
                             mutex, "--", "sleep", "600"}};
   std::shared_ptr<tck::Recorder> successor = std::make_shared<tck::Recorder>(mutex);
   std::unique_ptr<MutexContendService> waiter;
+  std::chrono::steady_clock::time_point signaled_at;  // by signal_and_expect_followed
 
   void start() {
     ASSERT_TRUE(wait_until([&] { return !client.owner(mutex).empty(); }, 10s)) << "simba lock never owned";
@@ -98,19 +99,19 @@ struct ProcessOwnerScene {
     ASSERT_TRUE(wait_until([&] { return !waiter->after_owner().empty(); }, 5s));
   }
 
-  // Sends the owner `signal` (SIGKILL, SIGSTOP) at *sent and expects the waiter to follow
+  // Sends the owner `signal` (SIGKILL, SIGSTOP) at `signaled_at` and expects the waiter to follow
   // within the owner's lease as the server granted it (1 s, as asked: not rounded up; a
   // keep-alive may have come just before the signal), etcd's revocation at its lessor's next
   // scan (every 500 ms), 0.5 s for the waiter to hear of it and take the mutex, and what a
   // control took at the same moment on the machine as loaded.
-  void signal_and_expect_followed(int signal, std::chrono::steady_clock::time_point* sent) {
+  void signal_and_expect_followed(int signal) {
     const int ttl = granted_ttl();
     EXPECT_EQ(ttl, 1);
     owner.signal(signal);
-    *sent = std::chrono::steady_clock::now();
+    signaled_at = std::chrono::steady_clock::now();
     Control control;
     ASSERT_TRUE(wait_until([&] { return successor->acquired_count() == 1; }, 10s));
-    const auto took = std::chrono::steady_clock::now() - *sent;
+    const auto took = std::chrono::steady_clock::now() - signaled_at;
     const auto control_took = control.took();
     EXPECT_LE(took, std::chrono::seconds(ttl) + 500ms + 500ms + control_took)
         << "control took " << (control_took / 1ms) << " ms";
@@ -153,8 +154,7 @@ TEST(EtcdServerTest, AKilledOwnerProcessIsFollowedWithinItsLeaseAsGrantedAndARev
   ProcessOwnerScene scene;
   ASSERT_NO_FATAL_FAILURE(scene.start());
   // (simba-bench --workload kill measures the same on a quiet machine.)
-  std::chrono::steady_clock::time_point killed;
-  ASSERT_NO_FATAL_FAILURE(scene.signal_and_expect_followed(SIGKILL, &killed));
+  ASSERT_NO_FATAL_FAILURE(scene.signal_and_expect_followed(SIGKILL));
   scene.waiter->stop();
 }
 
@@ -162,9 +162,8 @@ TEST(EtcdServerTest, AStoppedOwnerPastItsLeaseWakesKnowingItLost) {
   ASSERT_TRUE(have_cli()) << "needs the simba CLI in $SIMBA_CLI (ctest sets it)";
   ProcessOwnerScene scene;
   ASSERT_NO_FATAL_FAILURE(scene.start());
-  std::chrono::steady_clock::time_point stopped;
-  ASSERT_NO_FATAL_FAILURE(scene.signal_and_expect_followed(SIGSTOP, &stopped));  // as for a killed owner
-  std::this_thread::sleep_until(stopped + 2500ms);
+  ASSERT_NO_FATAL_FAILURE(scene.signal_and_expect_followed(SIGSTOP));  // as for a killed owner
+  std::this_thread::sleep_until(scene.signaled_at + 2500ms);
   scene.owner.signal(SIGCONT);
   EXPECT_EQ(scene.owner.exit_status(10s), 75);  // "lease lost": it stopped its command and said so
   EXPECT_TRUE(scene.waiter->is_owner());

@@ -140,7 +140,9 @@ std::pair<std::error_code, std::string> connect_error(const std::string& uri) {
 // A refused connection and a refused password fail at once, not after retrying until the
 // connect timeout: with a timeout of 10 s, anything that waits for it takes at least that.
 constexpr auto kLongConnectTimeout = 10s;
-const std::string kLongConnectQuery = "connect_timeout=10s&command_timeout=500ms";
+const std::string kLongConnectQuery =
+    "connect_timeout=" + std::to_string(std::chrono::milliseconds(kLongConnectTimeout).count()) +
+    "ms&command_timeout=500ms";
 
 TEST(RedisFaultTest, ServerDownAtStartIsAClearErrorAtOnceNotAtTheConnectTimeout) {
   RedisServer server;  // not started

@@ -181,11 +181,19 @@ TEST(RecordsTest, SweepDeletesIdleRecordsKeepsLiveOnesAndTokensNeverGoBack) {
   std::this_thread::sleep_for(kIdle + 200ms);
   backend->acquire(held, "holder", kTtl, 0ms);  // renewed: live, and changed just now
 
+  // The store may hold other idle records too (another run's against the same server): a call
+  // that deleted its whole limit may have left some of ours, so sweep until one deletes fewer.
   std::size_t swept = 0;
+  const std::size_t limit = n + 1000;
   const auto sweep_started = std::chrono::steady_clock::now();
-  for (std::size_t round = 0; round < 3 && swept < n; ++round) swept += admin(*backend).sweep(kIdle, n + 1000);
+  for (std::size_t round = 0, last = limit; round < 20 && last == limit; ++round) {
+    last = admin(*backend).sweep(kIdle, limit);
+    swept += last;
+  }
   if (!forgets_by_itself) {
-    EXPECT_GE(swept, n);  // (and those of other idle mutexes of the store)
+    // (and those of other idle mutexes of the store; a second sweeper of the same store, such
+    // as another run of this case against this server, takes some of ours and fails this)
+    EXPECT_GE(swept, n);
   }
   std::cout
       << "[ INFO     ] " << backend->capabilities().engine << ": " << n << " names locked in "

@@ -75,31 +75,28 @@ L=$(name leader)
 # A watcher of the leaders' mutex: when a takeover is late, its lines say whether the engine
 # freed the mutex late or the next leader was slow to take it and start its command.
 "$simba" watch --backend "$uri" --json "$L" >leader-watch.json 2>/dev/null & leader_watch=$!
-# explain_takeover SINCE_MS: the watcher's lines since then (the time it saw each, the owner,
-# the ends of its lease) and what each simba said last.
-explain_takeover() {
+# watch_rows SINCE_MS: the watcher's whole lines from SINCE_MS on (its clock, ms), one a row of
+# tab-separated now, owner (empty: none), ttl_at and transition_at.
+watch_rows() {
   python3 -c 'import json,sys
 since=int(sys.argv[2])
 for line in open(sys.argv[1]):
     if not line.endswith("\n"): break  # a line the watcher is writing now
     r=json.loads(line)
-    if r["now"] >= since - 3000:
-        print("    watch +%d ms: owner %s, ttl_at %+d, transition_at %+d" % (r["now"] - since, r["owner"],
-              r["ttl_at"] - since if r["ttl_at"] else 0, r["transition_at"] - since if r["transition_at"] else 0))' \
+    if r["now"] >= since: print(r["now"], r["owner"] or "", r["ttl_at"], r["transition_at"], sep="\t")' \
     leader-watch.json "$1"
+}
+# explain_takeover SINCE_MS: the watcher's lines from 3 s before then (the time it saw each, the
+# owner, the ends of its lease) and what each simba said last.
+explain_takeover() {
+  watch_rows $(($1 - 3000)) | awk -F'\t' -v since="$1" '{
+    printf "    watch %+d ms: owner %s, ttl_at %+d, transition_at %+d\n", $1 - since, ($2 == "" ? "none" : $2),
+           ($3 ? $3 - since : 0), ($4 ? $4 - since : 0) }'
   for n in 1 2 3; do echo "    leader $n:"; tail -n 3 "leader-$n.err" | sed 's/^/      /'; done
 }
 # freed_after SINCE_MS: when the watcher first saw the leaders' mutex free after SINCE_MS
 # (its clock, ms), or nothing.
-freed_after() {
-  python3 -c 'import json,sys
-since=int(sys.argv[2])
-for line in open(sys.argv[1]):
-    if not line.endswith("\n"): break  # a line the watcher is writing now
-    r=json.loads(line)
-    if r["now"] >= since and r["owner"] is None:
-        print(r["now"]); break' leader-watch.json "$1"
-}
+freed_after() { watch_rows "$1" | awk -F'\t' '$2 == "" { print $1; exit }'; }
 was_freed() { [ -n "$(freed_after "$1")" ]; }
 # check_takeover WHAT OLD SINCE_MS: waits for a holder other than OLD (the leader that WHAT
 # happened to at SINCE_MS), sets $new_holder to it, and checks that it came within the bound:

@@ -57,6 +57,19 @@ wait_other_holder() {
   return 1
 }
 simba_of() { ps -o ppid= -p "$1" | tr -d ' '; }
+# leader_err_of SECTION: the stderr file of the leader whose command is SECTION (running).
+leader_err_of() {
+  local n simba
+  simba=$(simba_of "$1")
+  for n in 1 2 3; do [ "${leaders[$((n - 1))]}" = "$simba" ] && echo "leader-$n.err"; done
+}
+# lost_by_time ERR: prints the line with which the leader of ERR reported a lease that ran out
+# by its own clock before a renewal came back (src/core/service_core.cc), if it then stood
+# down (src/cli/leader.cc); fails if it did not.
+lost_by_time() {
+  grep -q "lost leadership of mutex" "$1" 2>/dev/null &&
+    grep -m 1 -e "ran out before it could be renewed" -e "after its lease had run out" "$1"
+}
 # start_control FILE: in the background, a `simba lock` of a free mutex of its own running
 # `true`; FILE gets how many ms it took from its start to its end. Run beside a takeover, it
 # measures the part of a takeover that is not the lease's (a process coming up, taking a free
@@ -158,12 +171,24 @@ done
 stopped_at=$(now_ms)
 check_takeover "stopped with SIGSTOP" "$second" "$stopped_at"
 third=$new_holder
+third_err=$(leader_err_of "$third")
 sleep 0.3  # the new leader writes on
 kill -CONT "$stalled" "$second"
 check "... once resumed, the stalled leader's command ends within a ttl" wait_gone "$second" 1
 check "... and the stalled simba stands by, still running" kill -0 "$stalled"
 sleep 0.5
-check "... the new leader still leads" [ "$(holder_now)" = "$third" ]
+# The resumed leader must not take over from the new one. The new one may still have lost its
+# lease by its own clock, its renewals late on a starved machine: then another leading is
+# right, and the new leader says why it stood down.
+holder=$(holder_now)
+if [ "$holder" = "$third" ]; then
+  check "... the new leader still leads" true
+elif lost_by_time "$third_err"; then
+  check "... the new leader still leads, or lost its lease by its clock and said so ($(lost_by_time "$third_err"))" true
+else
+  check "... the new leader still leads (section $holder writes, not $third, which reported no late lease)" false
+  for n in 1 2 3; do echo "    leader $n:"; tail -n 6 "leader-$n.err" | sed 's/^/      /'; done
+fi
 stale=$(awk -v s="$second" -v t="$third" '$2 == t { after = 1 } after && $2 == s' "$log")
 check "... every write the stalled command tried after the takeover was refused" \
   bash -c "! grep -q accepted <<<'$stale'"

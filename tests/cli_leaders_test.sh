@@ -100,16 +100,41 @@ for line in open(sys.argv[1]):
     leader-watch.json "$1"
 }
 # explain_takeover SINCE_MS: the watcher's lines from 3 s before then (the time it saw each, the
-# owner, the ends of its lease) and what each simba said last.
+# owner, the ends of its lease), on etcd the key events from then, and what each simba said last.
 explain_takeover() {
   watch_rows $(($1 - 3000)) | awk -F'\t' -v since="$1" '{
     printf "    watch %+d ms: owner %s, ttl_at %+d, transition_at %+d\n", $1 - since, ($2 == "" ? "none" : $2),
            ($3 ? $3 - since : 0), ($4 ? $4 - since : 0) }'
+  [ "$engine" = etcd ] && awk -v since="$1" '$1 >= since - 3000 {
+    printf "    etcd %+d ms: %s\n", $1 - since, substr($0, index($0, " ") + 1) }' leader-keys.log
   for n in 1 2 3; do echo "    leader $n:"; tail -n 3 "leader-$n.err" | sed 's/^/      /'; done
 }
-# freed_after SINCE_MS: when the watcher first saw the leaders' mutex free after SINCE_MS
-# (its clock, ms), or nothing.
-freed_after() { watch_rows "$1" | awk -F'\t' '$2 == "" { print $1; exit }'; }
+# On etcd, an observer of the leaders' keys themselves: `etcdctl watch` of the mutex's line
+# (simba/<mutex>/<lease>, docs/engines.md), each line it prints stamped with when it came (ms).
+# The watcher above reads the owner after each change and seldom sees the mutex free: the next
+# leader's key owns the moment the old one's goes. The deletion of a key is that moment.
+if [ "$engine" = etcd ]; then
+  endpoint=${uri#etcd://}
+  endpoint=${endpoint%%\?*}
+  endpoint=${endpoint##*@}
+  prefix=simba
+  [[ "$uri" == *prefix=* ]] && prefix=${uri##*prefix=} && prefix=${prefix%%&*}
+  stamp_lines() {
+    local line
+    while IFS= read -r line; do echo "$((${EPOCHREALTIME/./} / 1000)) $line"; done
+  }
+  ETCDCTL_API=3 etcdctl --endpoints="$endpoint" watch --prefix "$prefix/$L/" 2>leader-keys.err |
+    stamp_lines >leader-keys.log &
+fi
+# freed_after SINCE_MS: when the leaders' mutex was first seen free after SINCE_MS (ms): on
+# etcd, when the first of its keys was deleted (by the observer of the keys, else by the
+# watcher); elsewhere, when the watcher saw it free; or nothing.
+freed_after() {
+  local at=""
+  [ "$engine" = etcd ] && at=$(awk -v since="$1" '$1 >= since && $2 == "DELETE" { print $1; exit }' leader-keys.log 2>/dev/null)
+  [ -n "$at" ] || at=$(watch_rows "$1" | awk -F'\t' '$2 == "" { print $1; exit }')
+  echo "$at"
+}
 was_freed() { [ -n "$(freed_after "$1")" ]; }
 # check_takeover WHAT OLD SINCE_MS: waits for a holder other than OLD (the leader that WHAT
 # happened to at SINCE_MS), sets $new_holder to it, and checks that it came within the bound:
@@ -118,7 +143,7 @@ was_freed() { [ -n "$(freed_after "$1")" ]; }
 # it does at its lessor's next scan (500 ms) after the lease ran out, but a revocation its
 # revoker was too busy to take waits for a retry 3 s later (etcd 3.4 lease/lessor.go,
 # expiredLeaseRetryInterval), as often as it stays busy: there the bound counts from when the
-# watcher saw the mutex freed, and the time until then is shown.
+# old leader's key was deleted (freed_after), and the time until then is shown.
 check_takeover() {
   local what=$1 old=$2 since=$3 took control=0 bound freed="" in_time=false
   start_control "control-$since"
@@ -132,7 +157,7 @@ check_takeover() {
     if [ -n "$freed" ]; then
       bound=$((freed - since + 1000 + control))
     else
-      bound=$((lease_ms + revoke_ms + 1000 + control))  # the watcher missed it: as if revoked at the first scan
+      bound=$((lease_ms + revoke_ms + 1000 + control))  # neither saw it: as if revoked at the first scan
     fi
   fi
   [ -n "$new_holder" ] && [ "$took" -le "$bound" ] && in_time=true

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packaging as a C++ user meets it, run by ./scripts/test after the main build:
-#   - a Release build with shared libraries (GCC 12, -Werror; the libraries, the CLI, the
-#     tools and the examples; the tests are built by the main tree): versioned SONAMEs,
+#   - a Release build with shared libraries (GCC 12, -Werror; the libraries, the CLI, the kit
+#     and the examples; the tests and simba-bench, which is not installed, are built by the
+#     main tree): versioned SONAMEs,
 #     `simba --version`, an install, a .deb with its Debian dependencies;
 #   - the static main build installed too; tests/consumer built against both installs with
 #     find_package(simba 0.2) and with pkg-config, and run; its own Backend proven with the
@@ -53,12 +54,12 @@ sqlite_only=$trees/build-sqlite-only
 # Shared, Release, with the defaults plus -Werror.
 build_shared() {
   configure -S "$src" -B "$shared" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DSIMBA_WERROR=ON \
-            -DSIMBA_BUILD_TESTS=OFF && cmake --build "$shared"
+            -DSIMBA_BUILD_TESTS=OFF -DSIMBA_BUILD_BENCH=OFF && cmake --build "$shared"
 }
 # Only the SQLite engine, Release; a unity build (it checks what is linked and refused; the
 # shared tree builds every file by itself).
 build_sqlite_only() {
-  configure -S "$src" -B "$sqlite_only" -DCMAKE_BUILD_TYPE=Release -DSIMBA_BUILD_TESTS=OFF -DCMAKE_UNITY_BUILD=ON \
+  configure -S "$src" -B "$sqlite_only" -DCMAKE_BUILD_TYPE=Release -DSIMBA_BUILD_TESTS=OFF -DSIMBA_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD=ON \
             "${not_sqlite[@]}" &&
     cmake --build "$sqlite_only" --target simba_cli
 }

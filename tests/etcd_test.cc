@@ -218,6 +218,40 @@ TEST(EtcdServerTest, AWaiterWhoseKeyWentWhileItWaitedDoesNotOwnWhenItsPredecesso
   EXPECT_EQ(keys_under(keys.contended), "");
 }
 
+// Backend::end_sessions (simba's exit on a signal): our leases are revoked, and with them every
+// key of ours, at once, not when the lease runs out (16 s here); another contender's key stays;
+// calls after it are unavailable.
+TEST(EtcdServerTest, EndingTheSessionsRevokesOurLeasesAndTheirKeysAtOnceAndLaterCallsAreUnavailable) {
+  auto ours = open_backend(uri());
+  auto theirs = open_backend(uri());
+  const std::string owned = tck::unique_mutex("owned"), queued = tck::unique_mutex("queued");
+  const auto owned_keys = etcd::mutex_keys("simba", owned), queued_keys = etcd::mutex_keys("simba", queued);
+  ASSERT_EQ(ours->acquire(owned, "ours", 10s, 6s).owner.owner_id, "ours");
+  ASSERT_EQ(theirs->acquire(queued, "theirs", 10s, 6s).owner.owner_id, "theirs");
+  ASSERT_EQ(ours->acquire(queued, "ours", 10s, 6s).owner.owner_id, "theirs");  // ours waits behind
+  auto lines = [](const std::string& keys) {
+    const std::string listed = keys_under(keys);
+    return std::count(listed.begin(), listed.end(), '\n');
+  };
+  ASSERT_EQ(lines(owned_keys.contended), 1);
+  ASSERT_EQ(lines(queued_keys.contended), 2);
+
+  ours->end_sessions();
+  EXPECT_EQ(lines(owned_keys.contended), 0);
+  EXPECT_EQ(lines(queued_keys.contended), 1);
+  EXPECT_TRUE(theirs->read(owned).owner.empty());
+  EXPECT_EQ(theirs->read(queued).owner.owner_id, "theirs");
+  try {
+    ours->acquire(owned, "ours", 10s, 6s);
+    ADD_FAILURE() << "an acquire after end_sessions() went through";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::unavailable)) << e.what();
+  }
+  EXPECT_EQ(lines(owned_keys.contended), 0);  // and it put no key
+  ours->end_sessions();                       // a second time: nothing more
+  theirs->release(queued, "theirs");
+}
+
 // Each waiter watches the key created just before its own: a release wakes the next in line,
 // and nobody else looks (no herd).
 TEST(EtcdServerTest, AReleaseWakesOnlyTheNextWaiter) {

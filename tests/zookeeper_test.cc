@@ -298,6 +298,36 @@ TEST(ZookeeperSessionTest, AnOwnerWhoseSessionExpiredContendsAgainOnANewSession)
   EXPECT_EQ(raw.children(zookeeper::latch_path(mutex)), 0);
 }
 
+// Backend::end_sessions (simba's exit on a signal): the session closes, and with it every node
+// of ours, at once, not at the session's timeout (20 s here); another contender's node stays;
+// calls after it are unavailable.
+TEST(ZookeeperSessionTest, EndingTheSessionsRemovesEveryNodeOfOursAtOnceAndLaterCallsAreUnavailable) {
+  auto ours = open_backend(uri("session_timeout=20s"));
+  auto theirs = open_backend(uri("session_timeout=20s"));
+  const std::string owned = tck::unique_mutex("owned"), queued = tck::unique_mutex("queued");
+  ASSERT_EQ(ours->acquire(owned, "ours", 10s, 6s).owner.owner_id, "ours");
+  ASSERT_EQ(theirs->acquire(queued, "theirs", 10s, 6s).owner.owner_id, "theirs");
+  ASSERT_EQ(ours->acquire(queued, "ours", 10s, 6s).owner.owner_id, "theirs");  // ours waits behind
+  RawSession raw;
+  ASSERT_EQ(raw.children(zookeeper::latch_path(owned)), 1);
+  ASSERT_EQ(raw.children(zookeeper::latch_path(queued)), 2);
+
+  ours->end_sessions();
+  EXPECT_EQ(raw.children(zookeeper::latch_path(owned)), 0);
+  EXPECT_EQ(raw.children(zookeeper::latch_path(queued)), 1);
+  EXPECT_TRUE(theirs->read(owned).owner.empty());
+  EXPECT_EQ(theirs->read(queued).owner.owner_id, "theirs");
+  try {
+    ours->acquire(owned, "ours", 10s, 6s);
+    ADD_FAILURE() << "an acquire after end_sessions() went through";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::unavailable)) << e.what();
+  }
+  EXPECT_EQ(raw.children(zookeeper::latch_path(owned)), 0);  // and it made no node
+  ours->end_sessions();                                      // a second time: nothing more
+  theirs->release(queued, "theirs");
+}
+
 TEST(ZookeeperSessionTest, AKilledOwnersNodeGoesWhenItsSessionExpires) {
   ASSERT_TRUE(have_cli()) << "needs the simba CLI in $SIMBA_CLI (ctest sets it)";
   ProcessOwnerScene scene;

@@ -366,6 +366,15 @@ class Backend {
 
   // The backend's description for messages: scheme, host, path; never a password.
   virtual std::string describe() const = 0;
+
+  // Ends, now, what the engine keeps alive for this backend's sessions, for a process about
+  // to exit without destroying its Client (simba does on a signal): where leases and places
+  // in line live and die with a session (ZooKeeper's ephemeral nodes, etcd's leases), every
+  // one of this backend's goes at once, whatever its rounds in flight were doing; calls
+  // after it fail with errc::unavailable. Elsewhere it changes nothing: those leases end by
+  // release() or by time. Never throws; blocks for at most a round trip or two.
+  // Default: nothing.
+  virtual void end_sessions() noexcept {}
 };
 
 // The backend's administration; throws Error(errc::unsupported), naming the backend, when it
@@ -441,6 +450,7 @@ class ForwardingBackend : public Backend,
     return caps;
   }
   std::string describe() const override { return target_->describe(); }
+  void end_sessions() noexcept override { target_->end_sessions(); }
   const Push* push() const noexcept override { return target_->push() ? this : nullptr; }
   const DemandSignal* demand_signal() const noexcept override { return target_->demand_signal() ? this : nullptr; }
   DemandPush* demand_push() noexcept override { return target_->demand_push() ? this : nullptr; }

@@ -29,6 +29,10 @@ void give_back_and_exit(const Client& client, const std::string& mutex, const st
   } catch (const std::exception& e) {
     std::cerr << "simba: " << e.what() << "\n";
   }
+  // The process ends here, destroying nothing: end the sessions that would otherwise outlive
+  // it (ZooKeeper's, etcd's leases), so that nothing a round in flight left there stays
+  // until their timeout.
+  client.backend()->end_sessions();
   std::_Exit(128 + sig);
 }
 

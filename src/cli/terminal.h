@@ -18,7 +18,8 @@ namespace simba::cli {
 void handle_signals(std::function<void(int)> handler);
 
 // For a signal that came while simba waits (nothing running): gives back anything `id` won on
-// `mutex`, reporting a failure on stderr, and exits 128 + sig.
+// `mutex`, reporting a failure on stderr, ends the backend's sessions (Backend::end_sessions:
+// a ZooKeeper node or etcd key that a round in flight made goes with them), and exits 128 + sig.
 [[noreturn]] void give_back_and_exit(const Client& client, const std::string& mutex, const std::string& id, int sig);
 
 // On a terminal (stderr a TTY), one line on stderr, rewritten every 500 ms while `waiting()`

@@ -32,6 +32,8 @@ class EtcdBackend final : public BackendOffering<Push, DemandSignal, DemandPush,
                                              std::function<void()> on_demand) override;
   Capabilities capabilities() const override;
   std::string describe() const override { return where_; }
+  // Revokes every lease of ours: etcd deletes the keys attached at once.
+  void end_sessions() noexcept override { leases_.end(); }
 
   // records.cc
   bool evict(const std::string& mutex, const std::string& owner_id) override;

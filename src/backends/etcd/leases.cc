@@ -23,7 +23,13 @@ Leases::Leases(Channel& channel, Events events) : channel_(channel), events_(std
   ticker_ = std::thread([this] { tick_loop(); });
 }
 
-Leases::~Leases() {
+Leases::~Leases() { end(); }
+
+void Leases::end() noexcept {
+  // Under grant_mutex_: no grant is under way, and none starts after (lease() sees closing_).
+  internal::MutexLock grant(grant_mutex_);
+  if (joined_) return;
+  joined_ = true;
   std::vector<std::int64_t> ids;
   {
     internal::MutexLock lock(mutex_);
@@ -41,6 +47,8 @@ Leases::Granted Leases::lease(std::int64_t seconds, int slot) {
   internal::MutexLock grant(grant_mutex_);
   {
     internal::MutexLock lock(mutex_);
+    if (closing_)
+      throw Error(errc::unavailable, "the etcd leases of " + channel_.where() + " were ended (end_sessions)");
     if (auto it = by_slot_.find({seconds, slot}); it != by_slot_.end()) {
       return {it->second, leases_.at(it->second).ttl};
     }

@@ -35,8 +35,11 @@ class Leases {
     std::function<void()> on_tick;                    // every tick (~50 ms), on the sending thread
   };
   Leases(Channel& channel, Events events);
-  // Stops both threads and revokes every lease (their keys go with them).
+  // end().
   ~Leases();
+  // Stops both threads and revokes every lease (their keys go with them), once; lease() then
+  // throws errc::unavailable (Backend::end_sessions).
+  void end() noexcept;
 
   struct Granted {
     std::int64_t id = 0;
@@ -87,6 +90,7 @@ class Leases {
   internal::AnnotatedMutex mutex_;
   std::condition_variable wake_;
   bool closing_ GUARDED_BY(mutex_) = false;
+  bool joined_ GUARDED_BY(grant_mutex_) = false;                                     // end() has stopped the threads
   std::map<std::int64_t, Lease> leases_ GUARDED_BY(mutex_);                          // by lease id
   std::map<std::pair<std::int64_t, int>, std::int64_t> by_slot_ GUARDED_BY(mutex_);  // (seconds, slot) -> id
   grpc::ClientContext* context_ GUARDED_BY(mutex_) = nullptr;                        // the open stream's

@@ -143,16 +143,21 @@ Session::Session(const ZookeeperOptions& options, std::string where, Events even
   zh_ = open_locked();
 }
 
-Session::~Session() {
+Session::~Session() { end(); }
+
+void Session::end() {
   zhandle_t* zh;
   {
     // Both locks, as every write of zh_ takes them: the client's threads read it under mutex_
     // (on_node_event, on_session_event) until zookeeper_close() has joined them.
     internal::WriterLock lock(handle_mutex_);
     internal::MutexLock state(mutex_);
+    ended_ = true;
+    connected_ = false;
     zh = zh_;
     zh_ = nullptr;
   }
+  changed_.notify_all();        // an ensure() waiting for a connection gives up
   if (zh) zookeeper_close(zh);  // closes the session: its ephemeral nodes go at once
 }
 
@@ -174,6 +179,7 @@ std::uint64_t Session::ensure() {
   bool given_up = false;
   {
     internal::UniqueMutexLock lock(mutex_);
+    if (ended_) throw Error(errc::unavailable, "the ZooKeeper session for " + where_ + " was ended (end_sessions)");
     // Disconnected for longer than the session timeout, the session is over whatever the
     // client hears (a server that lost its data even refuses our reconnect for good): treat
     // it as expired, as Curator does, and start a new one.
@@ -194,20 +200,21 @@ std::uint64_t Session::ensure() {
   {
     internal::WriterLock handle(handle_mutex_);
     internal::MutexLock lock(mutex_);
-    if (expired_ && !auth_failed_) std::swap(stale, zh_);
+    if (expired_ && !auth_failed_ && !ended_) std::swap(stale, zh_);
   }
   if (stale) zookeeper_close(stale);
   {
     internal::WriterLock handle(handle_mutex_);
     internal::MutexLock lock(mutex_);
-    if (!zh_ && expired_ && !auth_failed_) {
+    if (!zh_ && expired_ && !auth_failed_ && !ended_) {
       zh_ = open_locked();
       internal::log_info("opened a new zookeeper session for " + where_);
     }
   }
   internal::UniqueMutexLock lock(mutex_);
   changed_.wait_for(lock.native(), options_.connect_timeout,
-                    [&]() REQUIRES(mutex_) { return connected_ || auth_failed_ || expired_; });
+                    [&]() REQUIRES(mutex_) { return connected_ || auth_failed_ || expired_ || ended_; });
+  if (ended_) throw Error(errc::unavailable, "the ZooKeeper session for " + where_ + " was ended (end_sessions)");
   if (auth_failed_) {
     throw Error(errc::permission_denied,
                 "ZooKeeper at " + where_ + " refused the digest credentials of '" + options_.user + "'");

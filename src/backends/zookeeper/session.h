@@ -70,6 +70,9 @@ class Session {
   // opens a new session first (the latter also reported as ZOO_EXPIRED_SESSION_STATE). Throws Error:
   // errc::unavailable (no connection), errc::permission_denied (digest refused).
   std::uint64_t ensure();
+  // Closes the session for good (Backend::end_sessions): the server drops its ephemeral nodes
+  // at once; calls after it answer ZINVALIDSTATE, ensure() throws errc::unavailable.
+  void end();
   // The session timeout the server granted (what was asked, before the first connection).
   std::chrono::milliseconds session_timeout() const;
   const std::string& where() const { return where_; }
@@ -126,6 +129,7 @@ class Session {
   std::chrono::steady_clock::time_point disconnected_since_ GUARDED_BY(mutex_){};
   bool expired_ GUARDED_BY(mutex_) = false;
   bool auth_failed_ GUARDED_BY(mutex_) = false;
+  bool ended_ GUARDED_BY(mutex_) = false;  // end(): never opened again
   std::chrono::milliseconds granted_ GUARDED_BY(mutex_){0};
 };
 

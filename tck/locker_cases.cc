@@ -146,6 +146,51 @@ TEST(LockerTest, CloseFromAnotherThreadInterruptsAWaitingAcquireAndLeavesNoLease
   expect_left_nothing(client, mutex);  // the interrupted waiter's contender takes nothing later
 }
 
+TEST(LockerTest, AStopTokenInterruptsAWaitingAcquireAndOneStoppedBeforeNeverContends) {
+  auto base = make_client();
+  auto counter = std::make_shared<AcquireCounting>(base.backend());
+  Client client(counter, base.options(), base.runtime());
+  const auto canceled = [](auto&& acquire) {
+    try {
+      acquire();
+    } catch (const std::system_error& e) {
+      return e.code() == std::errc::operation_canceled;
+    }
+    return false;
+  };
+  // Stopped before the acquire begins: it throws at once and asks the backend nothing, though
+  // the mutex is free (simba's signal thread stops the token, then closes the Locker: an
+  // acquire the main thread was about to begin must not win after that close()).
+  const auto free_mutex = unique_mutex("free");
+  std::stop_source stopped;
+  stopped.request_stop();
+  {
+    Locker refusing(free_mutex, client);
+    EXPECT_TRUE(canceled([&] { refusing.acquire(stopped.get_token()); })) << "a stopped token's acquire went on";
+    EXPECT_TRUE(canceled([&] { refusing.acquire(kSoon, stopped.get_token()); })) << "... the timed one";
+    EXPECT_FALSE(refusing.is_owner());
+  }
+  EXPECT_EQ(counter->asked(free_mutex), 0) << "an acquire with a stopped token asked the backend";
+
+  // Stopped while it waits behind another process's holder: interrupted, nothing left.
+  auto holders = other_process(base);
+  const auto mutex = unique_mutex();
+  Locker holder(mutex, holders);
+  holder.acquire(kSoon);
+  auto waiter = std::make_unique<Locker>(mutex, client);
+  std::stop_source stop;
+  auto waiting = std::async(std::launch::async, [&] { return canceled([&] { waiter->acquire(stop.get_token()); }); });
+  ASSERT_TRUE(wait_until([&] { return counter->asked(mutex) > 0; }, kSoon)) << "the waiter never asked";
+  stop.request_stop();
+  const bool interrupted = waiting.wait_for(kSoon) == std::future_status::ready;
+  holder.close();  // (frees a waiter left waiting, so that a broken stop fails instead of hanging)
+  EXPECT_TRUE(interrupted) << "the stop token left the acquire waiting";
+  EXPECT_TRUE(waiting.get()) << "the waiting acquire was not interrupted by its stop token";
+  waiter.reset();
+  expect_left_nothing(client, mutex);  // the interrupted waiter's contender takes nothing later
+  expect_left_nothing(client, free_mutex);
+}
+
 TEST(LockerTest, ALockerAndAMutexOfOneNameShareOneRemoteContender) {
   // Two Lockers and a Mutex handle of one name, from one Client, all waiting or holding at
   // once: the backend hears one contender. A Locker given its own id is a second one.

@@ -58,6 +58,13 @@ class Locker {
   // Blocks until owner or `timeout` passes (at least one attempt is always made); then throws
   // Error(errc::timeout) with a message naming the mutex, the contender and the timeout.
   void acquire(std::chrono::milliseconds timeout);
+  // As above, and interrupted as close() from another thread interrupts them (Error(std::errc::
+  // operation_canceled)) when stop is requested on `interrupt`, also before they start: a
+  // token already stopped throws at once without contending. So a thread that asks the
+  // acquiring one to stop, then calls close(), finds it either refusing to start or waiting
+  // and interrupted: no acquire can begin after close() returned (simba lock and leader).
+  void acquire(std::stop_token interrupt);
+  void acquire(std::chrono::milliseconds timeout, std::stop_token interrupt);
   // Releases the lease and stops contending. Idempotent; never throws. From another thread
   // while an acquire waits: interrupts it (the acquire throws Error(std::errc::
   // operation_canceled), try_lock_for returns false) and returns once anything it won has gone
@@ -90,7 +97,8 @@ class Locker {
   std::stop_token lease_token() const;
 
  private:
-  bool acquire_until(std::chrono::steady_clock::time_point deadline);
+  // false: timed out or interrupted (by close(), or by `stop` if given).
+  bool acquire_until(std::chrono::steady_clock::time_point deadline, const std::stop_token& stop = {});
 
   std::shared_ptr<internal::LockerState> state_;
 };

@@ -37,6 +37,7 @@ struct Shared {
   std::condition_variable changed;
   std::shared_ptr<RunningChild> child GUARDED_BY(mutex);
   int stop_signal GUARDED_BY(mutex) = 0;  // a signal asked simba to stop
+  std::stop_source stop;                  // requested with stop_signal: no acquire starts after
   bool lost GUARDED_BY(mutex) = false;    // the current hold's lease was lost
 };
 
@@ -68,7 +69,10 @@ int run_leader(const BackendChoice& backend, const CommandRun& run, const std::s
           child->wake();
           return;
         }
-        // Under shared->mutex, held until the exit: no command starts meanwhile.
+        // Under shared->mutex, held until the exit: no command starts meanwhile. With the stop
+        // requested first, an acquire that had not begun refuses to, and close() interrupts one
+        // that had (and waits for what it won to go back).
+        shared->stop.request_stop();
         if (auto locker = weak.lock()) locker->close();
         give_back_and_exit(client, mutex, id, sig);
       });
@@ -78,7 +82,7 @@ int run_leader(const BackendChoice& backend, const CommandRun& run, const std::s
       std::atomic<bool> waiting{true};
       WaitingLine line(client, run.mutex, [&] { return waiting.load(); });
       try {
-        locker->acquire();
+        locker->acquire(shared->stop.get_token());
       } catch (const std::system_error& e) {
         if (e.code() != std::errc::operation_canceled) throw;
         internal::MutexLock lock(shared->mutex);  // the signal thread exits the process first

@@ -145,6 +145,7 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
     internal::AnnotatedMutex mutex;
     std::shared_ptr<RunningChild> child GUARDED_BY(mutex);
     int stop_signal GUARDED_BY(mutex) = 0;  // a signal while waiting: simba exits
+    std::stop_source stop;                  // requested with stop_signal: no acquire starts after
   };
   auto shared = std::make_shared<Shared>();
   std::atomic<bool> lost{false};
@@ -161,6 +162,7 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
           return;
         }
         shared->stop_signal = sig;
+        shared->stop.request_stop();  // an acquire not yet begun refuses to; close() interrupts one
         if (auto locker = weak.lock()) locker->close();
         give_back_and_exit(client, mutex, id, sig);
       });
@@ -169,9 +171,9 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
     std::atomic<bool> waiting{true};
     WaitingLine line(client, run.mutex, [&] { return waiting.load(); });
     if (timeout) {
-      locker->acquire(*timeout);  // throws errc::timeout
+      locker->acquire(*timeout, shared->stop.get_token());  // throws errc::timeout
     } else {
-      locker->acquire();
+      locker->acquire(shared->stop.get_token());
     }
     waiting = false;
   } catch (const std::system_error& e) {

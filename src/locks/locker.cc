@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 
 #include "locks/lock_entry.h"
 #include "simba/duration.h"
@@ -63,27 +64,32 @@ std::stop_token Locker::lease_token() const {
 namespace {
 [[noreturn]] void throw_interrupted(const std::string& mutex) {
   throw Error(std::make_error_code(std::errc::operation_canceled),
-              "acquiring mutex '" + mutex + "' was interrupted by close()");
+              "acquiring mutex '" + mutex + "' was interrupted (close() or its stop token)");
 }
 }  // namespace
 
-void Locker::acquire() {
-  if (!acquire_until(std::chrono::steady_clock::time_point::max())) throw_interrupted(mutex());
+void Locker::acquire() { acquire(std::stop_token()); }
+
+void Locker::acquire(std::stop_token interrupt) {
+  if (!acquire_until(std::chrono::steady_clock::time_point::max(), interrupt)) throw_interrupted(mutex());
 }
 
-void Locker::acquire(std::chrono::milliseconds timeout) {
+void Locker::acquire(std::chrono::milliseconds timeout) { acquire(timeout, std::stop_token()); }
+
+void Locker::acquire(std::chrono::milliseconds timeout, std::stop_token interrupt) {
   if (timeout.count() < 0) throw Error(errc::invalid_argument, "timeout must be >= 0, got " + format_duration(timeout));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  if (acquire_until(deadline)) return;
-  if (std::chrono::steady_clock::now() < deadline) throw_interrupted(mutex());
+  if (acquire_until(deadline, interrupt)) return;
+  if (interrupt.stop_requested() || std::chrono::steady_clock::now() < deadline) throw_interrupted(mutex());
   throw Error(errc::timeout, state_->handle.entry_->timeout_message(timeout, /*name_contender=*/true));
 }
 
 bool Locker::try_lock() { return acquire_until(std::chrono::steady_clock::now()); }
 
-bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
+bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline, const std::stop_token& stop) {
   auto& state = *state_;
   std::stop_token interrupt;
+  std::stop_source relayed{std::nostopstate};  // this acquire's interrupt, for `stop`'s callback
   {
     internal::MutexLock lock(state.mutex);
     if (state.busy) {
@@ -91,12 +97,18 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
                   "this Locker already holds or is acquiring mutex '" + mutex() + "' (contender '" + contender_id() +
                       "'); a Locker is not reentrant");
     }
+    // Checked under the lock that close() takes: a close() after this sees the acquire.
+    if (stop.stop_requested()) return false;
     state.busy = true;
     state.acquiring = true;
     // A fresh interrupt only after one was used: making a stop state allocates.
     if (state.interrupt.stop_requested()) state.interrupt = std::stop_source();
     interrupt = state.interrupt.get_token();
+    if (stop.stop_possible()) relayed = state.interrupt;
   }
+  auto relay = [relayed]() mutable noexcept { relayed.request_stop(); };
+  std::optional<std::stop_callback<decltype(relay)>> relaying;
+  if (stop.stop_possible()) relaying.emplace(stop, relay);
   // Whatever ends the acquire, a close() waiting for it learns so (after the hold is settled).
   auto done = [&state]() {
     {
@@ -117,7 +129,9 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline) {
     throw;
   }
   internal::UniqueMutexLock lock(state.mutex);
-  if (!hold || !state.busy) {  // timed out, interrupted, or closed meanwhile (from another thread)
+  // Timed out, interrupted, or closed meanwhile (from another thread); a hold won as `stop`
+  // came goes back too.
+  if (!hold || !state.busy || stop.stop_requested()) {
     state.busy = false;
     lock.unlock();
     hold.unlock();  // a hold closed meanwhile ends here, outside the lock, before close() returns

@@ -110,6 +110,18 @@ class ChildProcess {
   pid_t pid_ = -1;
 };
 
+// After Backend::end_sessions(): an acquire of `mutex` by "ours" fails unavailable (the caller
+// checks that it left nothing on the server), and ending the sessions again is harmless.
+inline void expect_acquire_refused_after_end(Backend& backend, const std::string& mutex) {
+  try {
+    backend.acquire(mutex, "ours", std::chrono::seconds(10), std::chrono::seconds(6));
+    ADD_FAILURE() << "an acquire after end_sessions() went through";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::unavailable)) << e.what();
+  }
+  backend.end_sessions();
+}
+
 // Five contenders line up on one mutex of `backend`, one at a time; the owner's release wakes
 // the next in line and nobody else (an engine whose waiters watch only their predecessor).
 inline void expect_release_wakes_only_the_next_waiter(const std::shared_ptr<Backend>& backend) {

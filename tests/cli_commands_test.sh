@@ -133,12 +133,22 @@ expect 0 "release of a free mutex says so" -- "$simba" release --force --yes H
 # --- the waiting line on a terminal, for leader too.
 "$simba" leader WL -- sleep 30 & holder=$!
 wait_for 5 bash -c "'$simba' status --json WL | grep -q '\"owner\":\"'"
-timeout 2 script -qec "'$simba' leader WL -- true" /dev/null > tty-leader.txt 2>&1
-check "leader on a terminal: the waiting line names the holder and its token" \
-  grep -qE "waiting for mutex 'WL': held by [^ ]+ for [0-9]+s \(token [0-9]+\)" tty-leader.txt
-timeout 2 script -qec "'$simba' schedule --every 1s WL -- true" /dev/null > tty-schedule.txt 2>&1
-check "schedule on a terminal: the same line while it stands by" \
-  grep -qE "waiting for mutex 'WL': held by [^ ]+ for [0-9]+s \(token [0-9]+\)" tty-schedule.txt
+shows_waiting_line() { grep -qE "waiting for mutex 'WL': held by [^ ]+ for [0-9]+s \(token [0-9]+\)" "$1"; }
+# on_terminal FILE COMMAND: runs COMMAND (a simba that waits for WL) on a pseudo-terminal, the
+# screen going to FILE, until the waiting line is on it or 20 s passed (the line comes within
+# 500 ms of the first look; how long the process takes to start is the machine's), then ends it.
+on_terminal() {
+  local file=$1 pid
+  script -qec "$2" /dev/null >"$file" 2>&1 &
+  pid=$!
+  wait_for 20 shows_waiting_line "$file"
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+}
+on_terminal tty-leader.txt "'$simba' leader WL -- true"
+check "leader on a terminal: the waiting line names the holder and its token" shows_waiting_line tty-leader.txt
+on_terminal tty-schedule.txt "'$simba' schedule --every 1s WL -- true"
+check "schedule on a terminal: the same line while it stands by" shows_waiting_line tty-schedule.txt
 "$simba" leader WL -- true 2>plain.err & plain=$!
 sleep 1; kill -TERM "$plain"; wait "$plain"
 check "leader off a terminal: no waiting line" bash -c "! grep -q 'waiting for' plain.err"

@@ -57,7 +57,11 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 grep -q "\"owner\":\"[^\"]*:$leader@" status.json || fail "simba leader never led: $(cat status.json)"
-timeout 5 etcdctl --endpoints="127.0.0.1:$SIMBA_TEST_ETCD_PORT" elect -l "simba/$name-a" >elect.txt 2>&1
+# elect -l prints the leader, then listens on: ended once it printed (or after 20 s).
+etcdctl --endpoints="127.0.0.1:$SIMBA_TEST_ETCD_PORT" elect -l "simba/$name-a" >elect.txt 2>&1 &
+listener=$!
+for _ in $(seq 200); do grep -q ":$leader@" elect.txt && break; sleep 0.1; done
+kill "$listener" 2>/dev/null; wait "$listener" 2>/dev/null
 grep -q ":$leader@" elect.txt || fail "etcdctl elect -l does not show simba's leader: $(cat elect.txt)"
 kill -TERM -- "-$leader"
 timeout 20 tail --pid="$leader" -f /dev/null || { kill -9 -- "-$leader"; fail "simba leader did not stop on SIGTERM"; }

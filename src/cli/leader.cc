@@ -69,12 +69,8 @@ int run_leader(const BackendChoice& backend, const CommandRun& run, const std::s
           child->wake();
           return;
         }
-        // Under shared->mutex, held until the exit: no command starts meanwhile. With the stop
-        // requested first, an acquire that had not begun refuses to, and close() interrupts one
-        // that had (and waits for what it won to go back).
-        shared->stop.request_stop();
-        if (auto locker = weak.lock()) locker->close();
-        give_back_and_exit(client, mutex, id, sig);
+        // Under shared->mutex, held until the exit: no command starts meanwhile.
+        give_back_and_exit(shared->stop, weak, client, mutex, id, sig);
       });
 
   for (;;) {

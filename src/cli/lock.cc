@@ -162,9 +162,7 @@ int run_lock(const BackendChoice& backend, const CommandRun& run, const std::str
           return;
         }
         shared->stop_signal = sig;
-        shared->stop.request_stop();  // an acquire not yet begun refuses to; close() interrupts one
-        if (auto locker = weak.lock()) locker->close();
-        give_back_and_exit(client, mutex, id, sig);
+        give_back_and_exit(shared->stop, weak, client, mutex, id, sig);
       });
 
   try {

@@ -23,7 +23,10 @@ void handle_signals(std::function<void(int)> handler) {
   }).detach();
 }
 
-void give_back_and_exit(const Client& client, const std::string& mutex, const std::string& id, int sig) {
+void give_back_and_exit(std::stop_source& stop, const std::weak_ptr<Locker>& locker, const Client& client,
+                        const std::string& mutex, const std::string& id, int sig) {
+  stop.request_stop();  // first: then no acquire can begin after the close
+  if (auto alive = locker.lock()) alive->close();
   try {
     client.release(mutex, id);
   } catch (const std::exception& e) {

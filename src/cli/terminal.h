@@ -4,7 +4,9 @@
 
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <thread>
 
@@ -17,10 +19,14 @@ namespace simba::cli {
 // it first); this starts the one thread that takes them and calls handler(sig) for each.
 void handle_signals(std::function<void(int)> handler);
 
-// For a signal that came while simba waits (nothing running): gives back anything `id` won on
-// `mutex`, reporting a failure on stderr, ends the backend's sessions (Backend::end_sessions:
-// a ZooKeeper node or etcd key that a round in flight made goes with them), and exits 128 + sig.
-[[noreturn]] void give_back_and_exit(const Client& client, const std::string& mutex, const std::string& id, int sig);
+// For a signal that came while simba waits (nothing running): requests `stop` (the token of
+// the waiting acquire: one about to begin refuses to), closes `locker` if it is still there
+// (interrupting an acquire under way, which returns once what it won went back), gives back
+// anything `id` won on `mutex`, reporting a failure on stderr, ends the backend's sessions
+// (Backend::end_sessions: a ZooKeeper node or etcd key a round in flight made goes with them),
+// and exits 128 + sig.
+[[noreturn]] void give_back_and_exit(std::stop_source& stop, const std::weak_ptr<Locker>& locker, const Client& client,
+                                     const std::string& mutex, const std::string& id, int sig);
 
 // On a terminal (stderr a TTY), one line on stderr, rewritten every 500 ms while `waiting()`
 // holds: the mutex, who holds it, since when this process sees that holder, and its token.

@@ -27,12 +27,12 @@ Leases::~Leases() { end(); }
 
 void Leases::end() noexcept {
   // Under grant_mutex_: no grant is under way, and none starts after (lease() sees closing_).
+  // Only end() sets closing_: set, the threads are stopped and the leases revoked already.
   internal::MutexLock grant(grant_mutex_);
-  if (joined_) return;
-  joined_ = true;
   std::vector<std::int64_t> ids;
   {
     internal::MutexLock lock(mutex_);
+    if (closing_) return;
     closing_ = true;
     if (context_) context_->TryCancel();
     for (const auto& [id, lease] : leases_) ids.push_back(id);

@@ -90,7 +90,6 @@ class Leases {
   internal::AnnotatedMutex mutex_;
   std::condition_variable wake_;
   bool closing_ GUARDED_BY(mutex_) = false;
-  bool joined_ GUARDED_BY(grant_mutex_) = false;                                     // end() has stopped the threads
   std::map<std::int64_t, Lease> leases_ GUARDED_BY(mutex_);                          // by lease id
   std::map<std::pair<std::int64_t, int>, std::int64_t> by_slot_ GUARDED_BY(mutex_);  // (seconds, slot) -> id
   grpc::ClientContext* context_ GUARDED_BY(mutex_) = nullptr;                        // the open stream's

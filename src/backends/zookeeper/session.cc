@@ -174,12 +174,16 @@ zhandle_t* Session::open_locked() {
   return zh;
 }
 
+void Session::throw_ended() const {
+  throw Error(errc::unavailable, "the ZooKeeper session for " + where_ + " was ended (end_sessions)");
+}
+
 std::uint64_t Session::ensure() {
   zhandle_t* stale = nullptr;
   bool given_up = false;
   {
     internal::UniqueMutexLock lock(mutex_);
-    if (ended_) throw Error(errc::unavailable, "the ZooKeeper session for " + where_ + " was ended (end_sessions)");
+    if (ended_) throw_ended();
     // Disconnected for longer than the session timeout, the session is over whatever the
     // client hears (a server that lost its data even refuses our reconnect for good): treat
     // it as expired, as Curator does, and start a new one.
@@ -214,7 +218,7 @@ std::uint64_t Session::ensure() {
   internal::UniqueMutexLock lock(mutex_);
   changed_.wait_for(lock.native(), options_.connect_timeout,
                     [&]() REQUIRES(mutex_) { return connected_ || auth_failed_ || expired_ || ended_; });
-  if (ended_) throw Error(errc::unavailable, "the ZooKeeper session for " + where_ + " was ended (end_sessions)");
+  if (ended_) throw_ended();
   if (auth_failed_) {
     throw Error(errc::permission_denied,
                 "ZooKeeper at " + where_ + " refused the digest credentials of '" + options_.user + "'");

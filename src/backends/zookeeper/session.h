@@ -107,6 +107,7 @@ class Session {
   static void on_session_event(zhandle_t* zh, int type, int state, const char* path, void* context);
   static void on_node_event(zhandle_t* zh, int type, int state, const char* path, void* context);
   zhandle_t* open_locked() REQUIRES(mutex_);
+  [[noreturn]] void throw_ended() const;  // ensure() after end()
   template <class Submit>
   Call submit(std::shared_ptr<Call::State> state, Submit submit);
 

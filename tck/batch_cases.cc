@@ -11,7 +11,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr auto kTtl = 30s;  // the leases these cases hold never run out while they look
+constexpr auto kBatchTtl = 30s;  // the leases these cases hold never run out while they look
 
 // A free mutex, one another contender holds and one the caller holds, in one batch: the first
 // is won with a new token, the second stays its owner's (with a demand where the engine keeps
@@ -32,11 +32,11 @@ TEST(BatchesTest, ABatchAnswersEachCallAsAcquireWouldAlone) {
   }
   const std::string free = unique_mutex("batch-free"), theirs = unique_mutex("batch-theirs"),
                     ours = unique_mutex("batch-ours");
-  ASSERT_EQ(backend->acquire(theirs, "them", kTtl, 1s).owner.owner_id, "them");
-  const auto before = backend->acquire(ours, "us", kTtl, 1s).owner;
+  ASSERT_EQ(backend->acquire(theirs, "them", kBatchTtl, 1s).owner.owner_id, "them");
+  const auto before = backend->acquire(ours, "us", kBatchTtl, 1s).owner;
   ASSERT_EQ(before.owner_id, "us");
   const auto results =
-      batches->acquire_batch({{free, "us", kTtl, 1s}, {theirs, "us", kTtl, 1s}, {ours, "us", kTtl, 1s}});
+      batches->acquire_batch({{free, "us", kBatchTtl, 1s}, {theirs, "us", kBatchTtl, 1s}, {ours, "us", kBatchTtl, 1s}});
   ASSERT_EQ(results.size(), 3u);
   for (const auto& result : results) ASSERT_FALSE(result.error) << "a call of the batch failed";
   EXPECT_EQ(results[0].snapshot.owner.owner_id, "us") << "the free mutex was not won";
@@ -49,8 +49,8 @@ TEST(BatchesTest, ABatchAnswersEachCallAsAcquireWouldAlone) {
   EXPECT_EQ(backend->read(free).owner.fencing_token, results[0].snapshot.owner.fencing_token);
   EXPECT_EQ(backend->read(theirs).owner.owner_id, "them");
   if (backend->demand_signal()) {
-    EXPECT_TRUE(backend->acquire(theirs, "them", kTtl, 1s).demanded) << "the batched call left no demand";
-    const auto renewed = batches->acquire_batch({{theirs, "them", kTtl, 1s}});
+    EXPECT_TRUE(backend->acquire(theirs, "them", kBatchTtl, 1s).demanded) << "the batched call left no demand";
+    const auto renewed = batches->acquire_batch({{theirs, "them", kBatchTtl, 1s}});
     ASSERT_FALSE(renewed[0].error);
     EXPECT_EQ(renewed[0].snapshot.owner.owner_id, "them");
     EXPECT_TRUE(renewed[0].snapshot.demanded) << "a batched renewal did not say that someone waits";
@@ -71,12 +71,14 @@ TEST(BatchesTest, ABatchTakesReleasedAndExpiredRowsAndOneOfTwoCallsOnAName) {
   const bool lapses = backend->capabilities().lease_lapses_by_time;
   const std::string released = unique_mutex("batch-released"), expired = unique_mutex("batch-expired"),
                     twice = unique_mutex("batch-twice"), ours = unique_mutex("batch-ours");
-  const auto first = backend->acquire(released, "us", kTtl, 1s).owner;
+  const auto first = backend->acquire(released, "us", kBatchTtl, 1s).owner;
   ASSERT_EQ(first.owner_id, "us");
   ASSERT_TRUE(backend->release(released, "us"));
-  const auto renewed = backend->acquire(ours, "us", kTtl, 1s).owner;
-  std::vector<AcquireCall> calls = {
-      {released, "us", kTtl, 1s}, {twice, "one", kTtl, 1s}, {ours, "us", kTtl, 1s}, {twice, "other", kTtl, 1s}};
+  const auto renewed = backend->acquire(ours, "us", kBatchTtl, 1s).owner;
+  std::vector<AcquireCall> calls = {{released, "us", kBatchTtl, 1s},
+                                    {twice, "one", kBatchTtl, 1s},
+                                    {ours, "us", kBatchTtl, 1s},
+                                    {twice, "other", kBatchTtl, 1s}};
   MutexOwner gone;
   if (lapses) {
     gone = backend->acquire(expired, "them", 100ms, 100ms).owner;
@@ -89,7 +91,7 @@ TEST(BatchesTest, ABatchTakesReleasedAndExpiredRowsAndOneOfTwoCallsOnAName) {
         },
         10s))
         << "the 200 ms lease of 'them' never ran out";
-    calls.push_back({expired, "us", kTtl, 1s});
+    calls.push_back({expired, "us", kBatchTtl, 1s});
   }
   const auto results = batches->acquire_batch(calls);
   ASSERT_EQ(results.size(), calls.size());
@@ -129,13 +131,13 @@ TEST(BatchesTest, ABatchReportsALeaseLostMeanwhileForThatLeaseOnly) {
                     last = unique_mutex("batch-kept-2");
   std::vector<MutexOwner> before;
   for (const auto& mutex : {first, lost, last}) {
-    before.push_back(backend->acquire(mutex, "us", kTtl, 1s).owner);
+    before.push_back(backend->acquire(mutex, "us", kBatchTtl, 1s).owner);
     ASSERT_EQ(before.back().owner_id, "us") << mutex;
   }
   ASSERT_TRUE(admin->evict(lost, "us"));
-  ASSERT_EQ(backend->acquire(lost, "them", kTtl, 1s).owner.owner_id, "them");
+  ASSERT_EQ(backend->acquire(lost, "them", kBatchTtl, 1s).owner.owner_id, "them");
   const auto results =
-      batches->acquire_batch({{first, "us", kTtl, 1s}, {lost, "us", kTtl, 1s}, {last, "us", kTtl, 1s}});
+      batches->acquire_batch({{first, "us", kBatchTtl, 1s}, {lost, "us", kBatchTtl, 1s}, {last, "us", kBatchTtl, 1s}});
   ASSERT_EQ(results.size(), 3u);
   for (const auto& result : results) ASSERT_FALSE(result.error) << "a call of the batch failed";
   EXPECT_EQ(results[0].snapshot.owner.owner_id, "us") << "a renewal beside a lost lease was lost too";

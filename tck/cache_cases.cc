@@ -23,7 +23,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Steady = std::chrono::steady_clock;
-constexpr auto kSoon = 5s;
 
 // How long the engine may take to hand a lease to a waiter of another process that asks once:
 // the demand reaches the owner (a push, or its poll of the record), the owner releases, the

@@ -14,7 +14,6 @@ namespace {
 using namespace std::chrono_literals;
 
 // Bound for anything that should happen "soon" on a healthy backend.
-constexpr auto kSoon = 5s;
 
 std::unique_ptr<MutexContendService> start_contender(const Client& client, std::shared_ptr<Recorder> recorder) {
   auto service = client.contend_service(std::move(recorder));

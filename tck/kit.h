@@ -63,6 +63,10 @@ Client make_client(const ContendOptions& options = fast_options());
 // bytes (Simba's SQL table holds 66).
 std::string unique_mutex(const std::string& hint = "");
 
+// How long a check waits for what should come at once (a callback, a wake-up, a release seen):
+// long enough for a loaded, sanitized machine; a check that passes waits only as long as it takes.
+inline constexpr std::chrono::seconds kSoon{5};
+
 // Waits until `predicate` holds or `timeout` passes; returns the predicate's last value.
 bool wait_until(const std::function<bool()>& predicate, std::chrono::milliseconds timeout);
 

@@ -22,7 +22,6 @@ namespace simba::tck {
 namespace {
 
 using namespace std::chrono_literals;
-constexpr auto kSoon = 5s;
 
 // Runs `io` on this thread until it has no more work, at most `limit`.
 void run_for(asio::io_context& io, std::chrono::milliseconds limit) {

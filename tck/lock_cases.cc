@@ -21,7 +21,6 @@ namespace simba::tck {
 namespace {
 
 using namespace std::chrono_literals;
-constexpr auto kSoon = 5s;
 
 // `threads` threads of `client` take `mutex` over and over for `duration`, each hold checked by
 // the register. Returns the number of holds.

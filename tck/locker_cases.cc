@@ -19,7 +19,6 @@ namespace simba::tck {
 namespace {
 
 using namespace std::chrono_literals;
-constexpr auto kSoon = 5s;
 
 TEST(LockerTest, TimesOutWhileAnotherHoldsThenSucceedsOnRetry) {
   auto client = make_client();

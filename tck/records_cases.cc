@@ -16,7 +16,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr auto kTtl = 60s;  // the leases these cases hold never run out while they look
+constexpr auto kRecordsTtl = 60s;  // the leases these cases hold never run out while they look
 constexpr auto kIdle = 1s;
 
 // How many names the sweep case locks: SIMBA_TCK_SWEEP_NAMES, default 100,000 (5,000 in the
@@ -75,10 +75,10 @@ TEST(RecordsTest, ListFindsARecordPerMutexOfThePrefixInNameOrder) {
   auto backend = make_backend();
   const std::string prefix = unique_mutex() + "/";
   for (const char* tail : {"c", "a", "b"}) {
-    backend->acquire(prefix + tail, "lister", kTtl, 0ms);
+    backend->acquire(prefix + tail, "lister", kRecordsTtl, 0ms);
   }
   ASSERT_TRUE(backend->release(prefix + "b", "lister"));
-  backend->acquire(prefix.substr(0, prefix.size() - 1) + "-x", "lister", kTtl, 0ms);
+  backend->acquire(prefix.substr(0, prefix.size() - 1) + "-x", "lister", kRecordsTtl, 0ms);
 
   const MutexListing all = admin(*backend).list(prefix, 10);
   ASSERT_EQ(all.records.size(), 3u);
@@ -107,11 +107,12 @@ TEST(RecordsTest, ListDerivedReportsEveryHeldRecordOfTheName) {
   auto backend = make_backend();
   const std::string name = unique_mutex();
   const std::vector<std::string> held{name + "#0of2", name + "#1of2", name + "#r0123abcd", name + "#wait"};
-  for (const auto& record : held) ASSERT_EQ(backend->acquire(record, "holder", kTtl, 0ms).owner.owner_id, "holder");
+  for (const auto& record : held)
+    ASSERT_EQ(backend->acquire(record, "holder", kRecordsTtl, 0ms).owner.owner_id, "holder");
   const std::vector<std::string> others{name + "x#wait", name + "#a#b", name};
-  for (const auto& record : others) backend->acquire(record, "holder", kTtl, 0ms);
+  for (const auto& record : others) backend->acquire(record, "holder", kRecordsTtl, 0ms);
   const std::string released = name + "#r00000001", evicted = name + "#r00000002", ran_out = name + "#r00000003";
-  for (const auto& record : {released, evicted}) backend->acquire(record, "holder", kTtl, 0ms);
+  for (const auto& record : {released, evicted}) backend->acquire(record, "holder", kRecordsTtl, 0ms);
   ASSERT_TRUE(backend->release(released, "holder"));
   ASSERT_TRUE(admin(*backend).evict(evicted, "holder"));
   const bool lapses = backend->capabilities().lease_lapses_by_time;
@@ -160,7 +161,7 @@ TEST(RecordsTest, SweepDeletesIdleRecordsKeepsLiveOnesAndTokensNeverGoBack) {
   const auto started = std::chrono::steady_clock::now();
   in_parallel(n, 8, [&](std::size_t i) {
     const std::string mutex = name(i);
-    const OwnerSnapshot got = backend->acquire(mutex, "sweeper", kTtl, 0ms);
+    const OwnerSnapshot got = backend->acquire(mutex, "sweeper", kRecordsTtl, 0ms);
     ASSERT_EQ(got.owner.owner_id, "sweeper") << mutex;
     ASSERT_TRUE(backend->release(mutex, "sweeper")) << mutex;
     if (i < 20 || i % 997 == 0) {
@@ -169,7 +170,7 @@ TEST(RecordsTest, SweepDeletesIdleRecordsKeepsLiveOnesAndTokensNeverGoBack) {
     }
   });
   const auto locked_in = std::chrono::steady_clock::now() - started;
-  const std::uint64_t held_token = backend->acquire(held, "holder", kTtl, 0ms).owner.fencing_token;
+  const std::uint64_t held_token = backend->acquire(held, "holder", kRecordsTtl, 0ms).owner.fencing_token;
   // The names left records (a page of them: list reads every record it returns).
   const MutexListing before = admin(*backend).list(prefix, 1000);
   const bool forgets_by_itself = !backend->capabilities().keeps_idle_records;
@@ -179,7 +180,7 @@ TEST(RecordsTest, SweepDeletesIdleRecordsKeepsLiveOnesAndTokensNeverGoBack) {
   }
 
   std::this_thread::sleep_for(kIdle + 200ms);
-  backend->acquire(held, "holder", kTtl, 0ms);  // renewed: live, and changed just now
+  backend->acquire(held, "holder", kRecordsTtl, 0ms);  // renewed: live, and changed just now
 
   // The store may hold other idle records too (another run's against the same server): a call
   // that deleted its whole limit may have left some of ours, so sweep until one deletes fewer.
@@ -202,7 +203,7 @@ TEST(RecordsTest, SweepDeletesIdleRecordsKeepsLiveOnesAndTokensNeverGoBack) {
       << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - sweep_started).count()
       << " ms\n";
   // Released just now: not idle, so a sweep leaves it.
-  backend->acquire(recent, "holder", kTtl, 0ms);
+  backend->acquire(recent, "holder", kRecordsTtl, 0ms);
   ASSERT_TRUE(backend->release(recent, "holder"));
   admin(*backend).sweep(kIdle, 1000);
   const MutexListing left = admin(*backend).list(prefix, 10);
@@ -214,7 +215,7 @@ TEST(RecordsTest, SweepDeletesIdleRecordsKeepsLiveOnesAndTokensNeverGoBack) {
   EXPECT_EQ(left.records[1].mutex, recent);
 
   for (const auto& [i, before] : tokens) {
-    const OwnerSnapshot again = backend->acquire(name(i), "next", kTtl, 0ms);
+    const OwnerSnapshot again = backend->acquire(name(i), "next", kRecordsTtl, 0ms);
     ASSERT_EQ(again.owner.owner_id, "next");
     EXPECT_GT(again.owner.fencing_token, before) << name(i) << ": a swept mutex's token went back";
     backend->release(name(i), "next");
@@ -235,7 +236,7 @@ TEST(RecordsTest, AnObserverOfASweptMutexSeesTheNextOwner) {
   const bool pushed = push && push->pushes_acquisitions();
   auto [client, wait] = slow_to_look(backend, pushed);
   const std::string mutex = unique_mutex();
-  backend->acquire(mutex, "first", kTtl, 0ms);
+  backend->acquire(mutex, "first", kRecordsTtl, 0ms);
   ASSERT_TRUE(backend->release(mutex, "first"));
   auto observer = client.retrieval_service(make_retriever(mutex, [](const MutexState&) {}));
   observer->start();
@@ -244,7 +245,7 @@ TEST(RecordsTest, AnObserverOfASweptMutexSeesTheNextOwner) {
   EXPECT_GE(admin(*backend).sweep(kIdle, 1'000'000), 1u) << "the idle record was not swept";
   EXPECT_TRUE(backend->read(mutex).owner.empty());
   std::this_thread::sleep_for(100ms);  // the sweep's events reach the observer
-  backend->acquire(mutex, "next", kTtl, 0ms);
+  backend->acquire(mutex, "next", kRecordsTtl, 0ms);
   EXPECT_TRUE(wait_until([&] { return observer->after_owner().owner_id == "next"; }, wait))
       << backend->capabilities().engine << ": the observer still sees '" << observer->after_owner().owner_id
       << "' (its watch was lost with the swept record?)";
@@ -270,7 +271,7 @@ TEST(RecordsTest, EvictByAnotherProcessEndsTheLeaseAndTheHolderFindsOut) {
   EXPECT_TRUE(wait_until([&] { return recorder->released_count() >= 1; }, options.ttl + options.transition + 1s))
       << "the holder never found out";
   holder->stop();
-  const OwnerSnapshot next = operator_backend->acquire(mutex, "next", kTtl, 0ms);
+  const OwnerSnapshot next = operator_backend->acquire(mutex, "next", kRecordsTtl, 0ms);
   ASSERT_EQ(next.owner.owner_id, "next");
   EXPECT_GT(next.owner.fencing_token, token);
   operator_backend->release(mutex, "next");
@@ -310,7 +311,7 @@ TEST(RecordsTest, AnEngineSweepsIdleRecordsByItself) {
   const std::string prefix = unique_mutex() + "/";
   for (int i = 0; i < 20; ++i) {
     const std::string mutex = prefix + std::to_string(i);
-    backend->acquire(mutex, "self", kTtl, 0ms);
+    backend->acquire(mutex, "self", kRecordsTtl, 0ms);
     ASSERT_TRUE(backend->release(mutex, "self"));
   }
   ASSERT_EQ(admin(*backend).list(prefix, 100).records.size(), 20u);
@@ -318,7 +319,7 @@ TEST(RecordsTest, AnEngineSweepsIdleRecordsByItself) {
   const std::string other = unique_mutex("other");
   EXPECT_TRUE(wait_until(
       [&] {
-        backend->acquire(other, "self", kTtl, 0ms);
+        backend->acquire(other, "self", kRecordsTtl, 0ms);
         backend->release(other, "self");
         std::this_thread::sleep_for(50ms);
         return admin(*backend).list(prefix, 100).records.empty();
@@ -334,14 +335,14 @@ TEST(RecordsTest, AnIdleMarkBelongsToTheLeaseItWasSetOn) {
   auto backend = make_backend();
   ASSERT_NE(backend->idle_marks(), nullptr) << "the owner record cannot show a cached lease unused";
   const std::string mutex = unique_mutex();
-  backend->acquire(mutex, "marker-a", kTtl, 0ms);
+  backend->acquire(mutex, "marker-a", kRecordsTtl, 0ms);
   EXPECT_FALSE(backend->read(mutex).owner.idle) << "a new lease starts in use";
   EXPECT_TRUE(marks(*backend).mark_idle(mutex, "marker-a", true));
   EXPECT_TRUE(backend->read(mutex).owner.idle);
   const MutexListing listing = admin(*backend).list(mutex, 10);
   ASSERT_EQ(listing.records.size(), 1u);
   EXPECT_TRUE(listing.records[0].owner.idle) << "list() shows the mark too";
-  backend->acquire(mutex, "marker-a", kTtl, 0ms);  // a renewal keeps it
+  backend->acquire(mutex, "marker-a", kRecordsTtl, 0ms);  // a renewal keeps it
   EXPECT_TRUE(backend->read(mutex).owner.idle) << "a renewal dropped the mark";
   EXPECT_TRUE(marks(*backend).mark_idle(mutex, "marker-a", false));
   EXPECT_FALSE(backend->read(mutex).owner.idle);
@@ -351,7 +352,7 @@ TEST(RecordsTest, AnIdleMarkBelongsToTheLeaseItWasSetOn) {
   EXPECT_TRUE(marks(*backend).mark_idle(mutex, "marker-a", true));
   ASSERT_TRUE(backend->release(mutex, "marker-a"));
   EXPECT_FALSE(backend->read(mutex).owner.idle) << "a free mutex is not idle";
-  backend->acquire(mutex, "marker-a", kTtl, 0ms);  // the same id, a new lease
+  backend->acquire(mutex, "marker-a", kRecordsTtl, 0ms);  // the same id, a new lease
   EXPECT_FALSE(backend->read(mutex).owner.idle) << "a new lease of the same id inherited the mark";
   // A lease that ran out, taken again by the same id: a new lease, unmarked (the token may
   // stay). An engine whose leases do not lapse by time alone (ZooKeeper: an unrenewed leader's
@@ -361,7 +362,7 @@ TEST(RecordsTest, AnIdleMarkBelongsToTheLeaseItWasSetOn) {
   EXPECT_TRUE(marks(*backend).mark_idle(brief, "marker-a", true));
   if (wait_until([&] { return backend->read(brief).owner.empty(); }, 1s)) {
     EXPECT_FALSE(backend->read(brief).owner.idle);
-    backend->acquire(brief, "marker-a", kTtl, 0ms);
+    backend->acquire(brief, "marker-a", kRecordsTtl, 0ms);
     EXPECT_FALSE(backend->read(brief).owner.idle) << "a lease taken after its expiry inherited the mark";
   } else {
     EXPECT_FALSE(backend->capabilities().lease_lapses_by_time) << "the 200 ms lease never ran out";
@@ -369,7 +370,7 @@ TEST(RecordsTest, AnIdleMarkBelongsToTheLeaseItWasSetOn) {
   backend->release(brief, "marker-a");
   EXPECT_TRUE(marks(*backend).mark_idle(mutex, "marker-a", true));
   ASSERT_TRUE(backend->release(mutex, "marker-a"));
-  const auto other = backend->acquire(mutex, "marker-b", kTtl, 0ms);
+  const auto other = backend->acquire(mutex, "marker-b", kRecordsTtl, 0ms);
   ASSERT_EQ(other.owner.owner_id, "marker-b");
   EXPECT_FALSE(backend->read(mutex).owner.idle) << "the next owner inherited the mark";
   EXPECT_FALSE(marks(*backend).mark_idle(mutex, "marker-a", true)) << "a former owner marked its successor's lease";

@@ -86,14 +86,6 @@ TEST(RwLockTest, AWriterExcludesEveryoneAndEveryoneGetsIn) {
   EXPECT_EQ(granted.load(), 36);
 }
 
-// Leases of a second and a second (see below).
-ContendOptions steady_options() {
-  auto options = fast_options();
-  options.ttl = std::chrono::seconds(1);
-  options.transition = std::chrono::seconds(1);
-  return options;
-}
-
 // Leases lost by any of `clients` so far (a loaded, sanitized machine may stall a renewal past
 // its lease; a holder whose lease ran out is rightly passed, so order checks then hold no more).
 std::uint64_t leases_lost(const std::vector<Client>& clients) {

@@ -105,16 +105,6 @@ TEST(SemaphoreTest, NeverMoreThanNHoldersAndEveryContenderGetsIn) {
   }
 }
 
-// Leases of a second and a second: a loaded, sanitized machine may still stall a renewal past
-// one, and a holder whose lease ran out is rightly replaced; the checks that a permit was not
-// given while all were held hold only while no holder lost its lease (`lost` says).
-ContendOptions steady_options() {
-  auto options = fast_options();
-  options.ttl = std::chrono::seconds(1);
-  options.transition = std::chrono::seconds(1);
-  return options;
-}
-
 // N processes hold every permit; the N+1st waits, and gets in when one lets go; try_acquire
 // finds none while all are held, and acquire's timeout names the semaphore and its holders.
 TEST(SemaphoreTest, TheNextContenderWaitsForARelease) {

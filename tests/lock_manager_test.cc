@@ -35,7 +35,7 @@ namespace {
 using namespace std::chrono_literals;
 using tck::wait_until;
 
-constexpr auto kSoon = 5s;
+using tck::kSoon;
 
 // Memory the process has allocated and not freed (all of glibc's arenas), in KiB: what a run
 // leaves behind. Not the resident size: glibc keeps freed memory in per-thread arenas, more of

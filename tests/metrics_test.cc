@@ -19,7 +19,7 @@ namespace {
 using namespace std::chrono_literals;
 using tck::wait_until;
 
-constexpr auto kSoon = 5s;
+using tck::kSoon;
 
 std::size_t lost_of(const MetricsSnapshot& m, LostReason reason) { return m.lost[static_cast<std::size_t>(reason)]; }
 std::uint64_t op_count(const std::array<HistogramSnapshot, kBackendOps>& h, BackendOp op) {
@@ -27,7 +27,7 @@ std::uint64_t op_count(const std::array<HistogramSnapshot, kBackendOps>& h, Back
 }
 
 // Events a hook recorded, for a test to wait on.
-class Recorder {
+class EventRecorder {
  public:
   EventHook hook() {
     return [this](const Event& e) {
@@ -133,7 +133,7 @@ TEST(MetricsTest, TheHookSeesEveryEventOfAScriptedSequenceInOrder) {
   auto faulty = std::make_shared<simba::testing::FaultInjectingBackend>(memory);
   Client client =
       Client(faulty, tck::fast_options(), std::make_shared<Runtime>()).with_lock_options(LockOptions{.linger = 0ms});
-  Recorder recorder;
+  EventRecorder recorder;
   client.on_event(recorder.hook());
 
   // 1. A backend error, then the retry wins.
@@ -243,7 +243,7 @@ TEST(MetricsTest, TheLastClientGoesWhileItsHookIsStuckOrHoldsIt) {
 TEST(MetricsTest, AServiceCountsItsLeaseAsAnAcquisitionAndItsStopAsARelease) {
   auto memory = make_memory_backend();
   Client client(memory, tck::fast_options(), std::make_shared<Runtime>());
-  Recorder recorder;
+  EventRecorder recorder;
   client.on_event(recorder.hook());
   auto service = client.contend_service(make_contender("service/counted", {}, {}));
   // A standby: another process holds the mutex; the service waits for it.

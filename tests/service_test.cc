@@ -18,7 +18,7 @@ using namespace std::chrono_literals;
 using tck::Recorder;
 using tck::wait_until;
 
-constexpr auto kSoon = 5s;
+using tck::kSoon;
 
 ContendOptions fast() {
   ContendOptions options = tck::fast_options();

@@ -9,10 +9,13 @@
 
 set(SIMBA_ENGINES_DIR ${PROJECT_SOURCE_DIR}/src/backends)
 
-file(GLOB simba_manifests RELATIVE ${SIMBA_ENGINES_DIR} ${SIMBA_ENGINES_DIR}/*/engine.env)
+# CONFIGURE_DEPENDS and each manifest a configure dependency: a manifest added or edited (a kit
+# URI, a package) takes effect at the next build, as a CMakeLists.txt edited would.
+file(GLOB simba_manifests CONFIGURE_DEPENDS RELATIVE ${SIMBA_ENGINES_DIR} ${SIMBA_ENGINES_DIR}/*/engine.env)
 set(simba_ordered)
 foreach(manifest ${simba_manifests})
   get_filename_component(name ${manifest} DIRECTORY)
+  set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${SIMBA_ENGINES_DIR}/${manifest})
   file(STRINGS ${SIMBA_ENGINES_DIR}/${manifest} lines)
   set(order "")
   foreach(line ${lines})

@@ -1,4 +1,5 @@
-// The kit's case files, as run_kit() links them. Internal to the kit.
+// The kit's case files, as run_kit() links them, and what several of them share. Internal to
+// the kit.
 #pragma once
 
 #include <chrono>

@@ -33,9 +33,8 @@ namespace simba {
 namespace {
 
 using namespace std::chrono_literals;
-using tck::wait_until;
-
 using tck::kSoon;
+using tck::wait_until;
 
 // Memory the process has allocated and not freed (all of glibc's arenas), in KiB: what a run
 // leaves behind. Not the resident size: glibc keeps freed memory in per-thread arenas, more of

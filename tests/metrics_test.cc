@@ -17,9 +17,8 @@ namespace simba {
 namespace {
 
 using namespace std::chrono_literals;
-using tck::wait_until;
-
 using tck::kSoon;
+using tck::wait_until;
 
 std::size_t lost_of(const MetricsSnapshot& m, LostReason reason) { return m.lost[static_cast<std::size_t>(reason)]; }
 std::uint64_t op_count(const std::array<HistogramSnapshot, kBackendOps>& h, BackendOp op) {

@@ -15,10 +15,9 @@ namespace simba {
 namespace {
 
 using namespace std::chrono_literals;
+using tck::kSoon;
 using tck::Recorder;
 using tck::wait_until;
-
-using tck::kSoon;
 
 ContendOptions fast() {
   ContendOptions options = tck::fast_options();

@@ -253,6 +253,56 @@ TEST(LockerTest, LockersOfOneProcessTakingTurnsAllGetTheirHoldsOneAtATime) {
   expect_left_nothing(client, mutex);
 }
 
+TEST(LockerTest, AHoldLongerThanItsLeaseIsRenewedAndKeepsItsToken) {
+  // An uncontended Locker takes its lease by one call and renews nothing while its hold is
+  // short (memory, SQLite: remote_contender.h); held for longer than ttl + transition twice,
+  // the lease is still renewed: no other process gets it meanwhile, and the token stays.
+  auto client = make_client();
+  auto elsewhere = other_process(client);
+  const auto mutex = unique_mutex();
+  Locker locker(mutex, client);
+  locker.acquire(kSoon);
+  const auto token = locker.fencing_token();
+  ASSERT_NE(token, 0u);
+  const auto lease = client.options().ttl + client.options().transition;
+  Locker rival(mutex, elsewhere);
+  const auto until = std::chrono::steady_clock::now() + 2 * lease;
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_FALSE(rival.try_lock()) << "another process took the mutex while it was held";
+    std::this_thread::sleep_for(client.options().ttl / 4);
+  }
+  EXPECT_TRUE(locker.is_owner());
+  EXPECT_EQ(locker.fencing_token(), token) << "the lease was taken anew while held";
+  EXPECT_FALSE(locker.lease_token().stop_requested());
+  locker.close();
+  ASSERT_TRUE(rival.try_lock_for(kSoon));
+  EXPECT_GT(rival.fencing_token(), token);
+}
+
+TEST(LockerTest, ALockerQueuedBehindAHoldGetsItsLeaseAtItsEnd) {
+  // The lease a Locker took alone (on memory and SQLite by one call, with no contender started)
+  // is handed to a Locker of the process that queued behind it: the same lease (its token),
+  // not given back and taken anew; and it is still renewed for the second hold.
+  auto client = make_client();
+  auto elsewhere = other_process(client);
+  const auto mutex = unique_mutex();
+  Locker first(mutex, client);
+  first.acquire(kSoon);
+  const auto token = first.fencing_token();
+  Locker second(mutex, client);
+  auto by_second = std::async(std::launch::async, [&] { return second.try_lock_for(kSoon); });
+  ASSERT_TRUE(wait_until([&] { return client.metrics().waiters > 0; }, kSoon)) << "the second Locker never queued";
+  first.close();
+  ASSERT_TRUE(by_second.get());
+  EXPECT_EQ(second.fencing_token(), token) << "a local handover keeps the lease";
+  Locker rival(mutex, elsewhere);
+  std::this_thread::sleep_for(client.options().ttl + client.options().transition);
+  EXPECT_FALSE(rival.try_lock()) << "another process took the mutex during the second hold";
+  EXPECT_TRUE(second.is_owner());
+  second.close();
+  EXPECT_TRUE(rival.try_lock_for(kSoon));
+}
+
 TEST(LockerTest, SignalsLostLeaseWhenBackendBecomesUnreachable) {
   auto client = make_client();
   auto faulty = std::make_shared<simba::testing::FaultInjectingBackend>(client.backend());

@@ -71,6 +71,10 @@ class LocalLine : protected LeaseCache {
   void grant_front_locked(Outcomes& outcomes, const ServiceCore::Lease& lease) REQUIRES(mutex_);
   // A new Locker request takes the lease on offer, passing the waiting ones (offer.h).
   bool pass_locked(Request& request, Outcomes& outcomes) REQUIRES(mutex_);
+  // The direct lease just taken (take_direct_locked) becomes a hold with `terms`; `self` is the
+  // entry, which the Hold keeps.
+  Hold grant_direct_locked(const ServiceCore::TakenLease& lease, const Terms& terms, std::shared_ptr<LockEntry> self)
+      REQUIRES(mutex_);
   // A woken request left before it claimed the lease on offer: the next one gets it.
   void reoffer();
   // The drive after a hold ended (at `ended_at`, if just before): a failure is logged (an
@@ -95,15 +99,20 @@ class LocalLine : protected LeaseCache {
     std::optional<Runtime::TimerId> max_hold_timer;
     Terms terms{};  // of the request it came from (a fast hold: of the hold that cached)
     Clock::time_point granted_at{};
+    // A hold of the direct lease has generation 0 (no core generation is); once the core takes
+    // it over, the core's, and `adopting` until the core's first round judged it.
+    bool adopting = false;
   };
 
   // RemoteContender's questions and news.
   EntryFacts local_facts() const override REQUIRES(mutex_);
   void on_round(const RoundTimes& times);
   void on_lost(std::uint64_t generation);
-  // `max_hold`: the hold outlived its max_hold (counted as its loss here; a lost lease was
-  // counted by the core).
-  void revoke(std::uint64_t hold_id, const char* why, bool max_hold = false);
+  void adopting_locked(std::uint64_t generation) override REQUIRES(mutex_);
+  // `counted_here`: the loss is counted here, for this reason (the hold outlived its max_hold,
+  // or a direct lease ran out before the core took it over); a lease the core lost was
+  // counted by the core.
+  void revoke(std::uint64_t hold_id, const char* why, std::optional<LostReason> counted_here = std::nullopt);
   // A local handover (its count, against the limit, and its time since the last hold ended).
   void handover_locked() REQUIRES(mutex_);
   // The lease of a hold that ended with `ending` terms (or that was on offer to a request that

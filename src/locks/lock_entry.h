@@ -66,6 +66,11 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   // whose thread is woken to claim() a handover (offer.h). Returns the ticket.
   std::uint64_t request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done, bool inline_round,
                         Waker* waker = nullptr);
+  // A Locker's request on an idle entry, on a thread that may block for a round trip: the
+  // direct lease (remote_contender.h) taken by one call on this thread and held with `terms`
+  // (no max_hold). An empty Hold if the entry is not idle or the call did not win it: then
+  // request() as usual.
+  Hold direct_hold(const Terms& terms);
   using LocalLine::Claim;
   using LocalLine::claim;
   bool cancel(std::uint64_t ticket, std::error_code reason);
@@ -119,6 +124,7 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   std::optional<Request> leave_locked(std::uint64_t ticket, bool& vacant) REQUIRES(mutex_);
   // The parts' questions: how they are held (weakly, by timers and posts), and a delayed drive.
   void drive_after(std::chrono::milliseconds delay) override;
+  void direct_timer_after(std::chrono::milliseconds delay) override;
   std::weak_ptr<LeaseCache> weak_cache() override;
   std::weak_ptr<LocalLine> weak_line() override;
   void on_io(std::function<void(LockEntry&)> work);

@@ -39,7 +39,9 @@ void LocalLine::on_round(const RoundTimes& times) {
   }
   unwatched.reset();
   if (lapsed != 0) {
-    revoke(lapsed, "the lease ran out before it could be renewed (the process stalled?)", LostReason::stall);
+    const auto why = "the lease of " + core().contender_id() +
+                     " ran out before it could be renewed (the process stalled?); no longer owner";
+    revoke(lapsed, why.c_str(), LostReason::stall);
     return;  // (revoke drives)
   }
   const bool granted = outcomes.has_value();

@@ -19,7 +19,7 @@ using namespace std::chrono_literals;
 constexpr auto kRecordsTtl = 60s;  // the leases these cases hold never run out while they look
 constexpr auto kIdle = 1s;
 
-// How many names the sweep case locks: SIMBA_TCK_SWEEP_NAMES, default 100,000 (5,000 in the
+// How many names the sweep case locks: SIMBA_TCK_SWEEP_NAMES, default 10,000 (5,000 in the
 // sanitizer builds; see tck/CMakeLists.txt).
 std::size_t sweep_names() {
   const char* text = std::getenv("SIMBA_TCK_SWEEP_NAMES");

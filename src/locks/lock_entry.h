@@ -6,8 +6,8 @@
 // It is built of parts with one job each, stacked privately (each is the next one's base):
 //   RemoteContender (remote_contender.h) the one remote contender (a ServiceCore), started
 //                 and stopped as the entry's state says (entry_state.h); it stays away for a
-//                 YieldWindow (yield_window.h) after giving a busy lease back; its mutex_ is
-//                 the entry's lock
+//                 YieldWindow (yield_window.h) after giving a busy lease back; a Locker on an
+//                 idle entry takes a direct lease without it; its mutex_ is the entry's lock
 //   LeaseCache    (lease_cache.h)    a lease kept after the last hold: its FastPath
 //                 (fast_path.h), demand, linger, and IdleMarker (idle_marker.h)
 //   LocalLine     (local_line.h)     who holds it here and who is next: the RequestQueue

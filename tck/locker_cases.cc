@@ -303,6 +303,34 @@ TEST(LockerTest, ALockerQueuedBehindAHoldGetsItsLeaseAtItsEnd) {
   EXPECT_TRUE(rival.try_lock_for(kSoon));
 }
 
+TEST(LockerTest, ALeaseTokenOfOneHoldIsNeverStoppedByALaterHoldsLoss) {
+  // A hold whose lease_token() nobody asked for passes its stop state on to the entry's next
+  // hold (no allocation per hold); one that was asked for never does: the token a caller
+  // keeps from one hold stays unstopped when a later hold of the Locker loses its lease.
+  auto client = make_client();
+  auto faulty = std::make_shared<simba::testing::FaultInjectingBackend>(client.backend());
+  Client flaky(faulty, client.options(), client.runtime());
+  const auto mutex = unique_mutex();
+  Locker locker(mutex, flaky);
+  locker.acquire(kSoon);
+  const auto first = locker.lease_token();  // asked for: this hold's own
+  locker.close();
+  EXPECT_FALSE(locker.lease_token().stop_requested()) << "the last hold's token, unstopped";
+  for (int i = 0; i < 3; ++i) {  // holds whose tokens nobody asks for
+    locker.acquire(kSoon);
+    locker.close();
+  }
+  locker.acquire(kSoon);
+  const auto last = locker.lease_token();
+  faulty->set_unreachable(true);
+  const auto bound = client.options().ttl + client.options().transition + 1s;
+  EXPECT_TRUE(wait_until([&] { return last.stop_requested(); }, bound)) << "the last hold's loss was not told";
+  EXPECT_FALSE(first.stop_requested()) << "a later hold's loss stopped the first hold's token";
+  faulty->set_unreachable(false);
+  locker.close();
+  EXPECT_TRUE(locker.lease_token().stop_requested()) << "after a lost hold, its token says so";
+}
+
 TEST(LockerTest, SignalsLostLeaseWhenBackendBecomesUnreachable) {
   auto client = make_client();
   auto faulty = std::make_shared<simba::testing::FaultInjectingBackend>(client.backend());

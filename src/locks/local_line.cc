@@ -88,11 +88,13 @@ void LocalLine::revoke(std::uint64_t hold_id, const char* why, std::optional<Los
   drive();
 }
 
-void LocalLine::end_hold(std::uint64_t hold_id) noexcept {
+void LocalLine::end_hold(std::uint64_t hold_id, bool recycle_lost) noexcept {
   Outcomes outcomes;
   {
     internal::MutexLock lock(mutex_);
     if (!holder_ || holder_->id != hold_id) return;  // revoked earlier: nothing left to do
+    // Not revoked (a revoke takes the holder out under this lock before it stops the state).
+    if (recycle_lost && !holder_->lost.stop_requested()) spare_lost_ = std::move(holder_->lost);
     const auto terms = holder_->terms;
     const auto now = Clock::now();
     telemetry().released(slot(), name(), core().contender_id(), holder_->token, now - holder_->granted_at);
@@ -220,7 +222,7 @@ void LocalLine::grant_front_locked(Outcomes& outcomes, const ServiceCore::Lease&
   if (request.deadline) runtime_->cancel(*request.deadline);
   offer_.granted(request.ticket);
   const auto now = lease.now;  // a clock read costs ~20-30 ns here: the lease's, read just before
-  Holder holder{++next_id_, lease.token, lease.generation, std::stop_source(), std::nullopt, request.terms, now};
+  Holder holder{++next_id_, lease.token, lease.generation, fresh_lost_locked(), std::nullopt, request.terms, now};
   telemetry().waiting(slot(), -1);
   telemetry().acquired(slot(), name(), core().contender_id(), lease.token, now - request.queued_at);
   if (request.terms.max_hold.count() > 0) {
@@ -294,11 +296,16 @@ Hold LocalLine::grant_direct_locked(const ServiceCore::TakenLease& lease, const 
                                     std::shared_ptr<LockEntry> self) {
   handovers_.reset();  // a fresh remote lease
   window().won(lease.answered - lease.sent);
-  Holder holder{++next_id_, lease.token(), /*generation=*/0, std::stop_source(), std::nullopt, terms, lease.answered};
+  Holder holder{++next_id_, lease.token(), /*generation=*/0, fresh_lost_locked(), std::nullopt, terms, lease.answered};
   telemetry().acquired(slot(), name(), core().contender_id(), holder.token, lease.answered - lease.sent);
   Hold hold(std::move(self), holder.id, holder.token, holder.lost.get_token());
   holder_ = std::move(holder);
   return hold;
+}
+
+std::stop_source LocalLine::fresh_lost_locked() {
+  if (spare_lost_.stop_possible()) return std::exchange(spare_lost_, std::stop_source(std::nostopstate));
+  return std::stop_source();
 }
 
 void LocalLine::adopting_locked(std::uint64_t generation) {

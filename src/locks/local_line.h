@@ -38,7 +38,9 @@ namespace simba::internal {
 class LocalLine : protected LeaseCache {
  public:
   // Hold::unlock(): hands over locally or releases. No-op for a hold already revoked.
-  void end_hold(std::uint64_t hold_id) noexcept;
+  // `recycle_lost`: nobody but the hold has its stop state (Hold::end): the next hold may
+  // have it, not a new one (an allocation per hold less).
+  void end_hold(std::uint64_t hold_id, bool recycle_lost = false) noexcept;
   // Whether hold `hold_id` is the holder and the lease behind it live by this host's clock.
   bool hold_is_owner(std::uint64_t hold_id) const;
   // A woken Locker request's thread takes the lease on offer (offer.h): granted (its
@@ -123,7 +125,13 @@ class LocalLine : protected LeaseCache {
   void adopt_fast_hold_locked(std::uint64_t token, std::uint64_t generation, std::stop_source lost,
                               const Terms& terms) override REQUIRES(mutex_);
 
+  // A new hold's stop state (its lost()).
+  std::stop_source fresh_lost_locked() REQUIRES(mutex_);
+
   std::optional<Holder> holder_ GUARDED_BY(mutex_);
+  // The stop state of a hold that ended unstopped and seen by nobody else (end_hold's
+  // `recycle_lost`): the next hold's.
+  std::stop_source spare_lost_ GUARDED_BY(mutex_){std::nostopstate};
   Handovers handovers_ GUARDED_BY(mutex_);
   std::uint64_t fast_hold_id_ GUARDED_BY(mutex_) = 0;     // the holder_ a settled fast hold became
   Clock::time_point hold_ended_at_ GUARDED_BY(mutex_){};  // of the last hold (a handover's start)

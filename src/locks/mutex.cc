@@ -47,9 +47,9 @@ bool Hold::is_owner() const noexcept {
 
 std::uint64_t Hold::fencing_token() const noexcept { return entry_ && !lost_.stop_requested() ? token_ : 0; }
 
-void Hold::end() noexcept {
+void Hold::end(bool recycle_lost) noexcept {
   const auto entry = std::move(entry_);  // empty from here on, whatever end_hold does
-  entry->end_hold(id_);
+  entry->end_hold(id_, recycle_lost);
 }
 
 // ---- Mutex
@@ -144,6 +144,11 @@ struct Landing final : internal::Waker {
 
 }  // namespace
 
+Hold Mutex::direct_hold() const {
+  if (internal::on_runtime_thread()) return {};  // a runtime thread makes no blocking call
+  return entry_->direct_hold({max_hold_, linger_, max_local_handovers_});
+}
+
 Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, const std::stop_token& interrupt) const {
   constexpr auto kForever = std::chrono::steady_clock::time_point::max();
   // The landing lives here: this thread returns only once the completion ran (or once its
@@ -151,11 +156,6 @@ Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, const std
   // so it is done with the landing when this thread sees `done`. A Locker's wake-up comes under
   // the entry's lock while the request is queued, so before this thread can leave. Holding the
   // landing by a plain pointer also keeps the completion inline in its std::function.
-  // A Locker on an idle entry takes the lease by one call on this thread (lock_entry.h).
-  const bool inline_round = !internal::on_runtime_thread();
-  if (for_locker_ && inline_round) {
-    if (Hold hold = entry_->direct_hold({max_hold_, linger_, max_local_handovers_})) return hold;
-  }
   Landing landing;
   const auto ticket = entry_->request(
       LockEntry::kNoTimeout, {max_hold_, linger_, max_local_handovers_},
@@ -170,7 +170,7 @@ Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, const std
         at->done = true;
         at->arrived.notify_one();
       },
-      inline_round, for_locker_ ? &landing : nullptr);
+      /*inline_round=*/!internal::on_runtime_thread(), for_locker_ ? &landing : nullptr);
   // Granted already (an inline round won, or a cached lease): no interrupt to listen for.
   if (landing.done_here) return std::move(landing.hold_here);
   {

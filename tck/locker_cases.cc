@@ -302,6 +302,60 @@ TEST(LockerTest, ALockerQueuedBehindAHoldGetsItsLeaseAtItsEnd) {
   EXPECT_TRUE(rival.try_lock_for(kSoon));
 }
 
+TEST(LockerTest, AHoldWhoseProcessStalledPastItsLeaseIsRevokedOnWaking) {
+  // The stall is the runtime's threads, all blocked from just after the acquisition until past
+  // the lease's end (its renewal falls due meanwhile, half a ttl in); another process takes the
+  // mutex meanwhile and lets it go before the stall ends. On waking the hold must learn that
+  // its lease ran out: the mutex was free to win again, but winning it again is a new lease, not
+  // the hold's.
+  auto options = fast_options();
+  options.ttl = 1s;  // the renewal falls due 500 ms in: the stall begins well before
+  auto client = make_client(options);
+  // Another process indeed: a runtime of its own, which the stall leaves alone.
+  Client elsewhere(std::make_shared<ForwardingBackend>(make_backend()), options, make_client().runtime());
+  const auto mutex = unique_mutex();
+  Locker locker(mutex, client);
+  locker.acquire(kSoon);
+  const auto acquired_at = std::chrono::steady_clock::now();
+  const auto token = locker.fencing_token();
+  std::atomic<bool> lost{false};
+  std::stop_callback on_lost(locker.lease_token(), [&] { lost = true; });
+  std::promise<void> wake;
+  std::shared_future<void> woken = wake.get_future().share();
+  std::atomic<unsigned> blocked{0};
+  const unsigned io_threads = client.runtime()->options().io_threads;
+  for (unsigned i = 0; i < io_threads; ++i) {
+    client.runtime()->post_io([woken, &blocked] {
+      blocked.fetch_add(1);
+      woken.wait();
+    });
+  }
+  struct Waker {
+    std::promise<void>& wake;
+    ~Waker() {
+      try {
+        wake.set_value();
+      } catch (const std::future_error&) {  // woken already
+      }
+    }
+  } waker{wake};
+  ASSERT_TRUE(wait_until([&] { return blocked.load() == io_threads; }, kSoon));
+  std::this_thread::sleep_until(acquired_at + options.ttl + options.transition + 100ms);
+  {
+    Locker rival(mutex, elsewhere);
+    ASSERT_TRUE(rival.try_lock_for(kSoon)) << "the stalled lease never ran out";
+    EXPECT_GT(rival.fencing_token(), token);
+  }
+  wake.set_value();
+  EXPECT_TRUE(wait_until([&] { return lost.load(); }, kSoon))
+      << "the hold never learnt that its lease ran out while its process stalled";
+  EXPECT_FALSE(locker.is_owner());
+  EXPECT_TRUE(locker.lease_token().stop_requested());
+  locker.unlock();  // never throws
+  Locker next(mutex, elsewhere);
+  EXPECT_TRUE(next.try_lock_for(kSoon)) << "the stalled process kept the mutex after its hold was revoked";
+}
+
 TEST(LockerTest, SignalsLostLeaseWhenBackendBecomesUnreachable) {
   auto client = make_client();
   auto faulty = std::make_shared<simba::testing::FaultInjectingBackend>(client.backend());

@@ -254,8 +254,9 @@ TEST(LockerTest, LockersOfOneProcessTakingTurnsAllGetTheirHoldsOneAtATime) {
 }
 
 TEST(LockerTest, AHoldLongerThanItsLeaseIsRenewedAndKeepsItsToken) {
-  // Held for longer than ttl + transition twice, a Locker's lease is renewed: no other process
-  // gets it meanwhile, and the token stays.
+  // An uncontended Locker takes its lease by one call and renews nothing while its hold is
+  // short (memory, SQLite: remote_contender.h); held for longer than ttl + transition twice,
+  // the lease is still renewed: no other process gets it meanwhile, and the token stays.
   auto client = make_client();
   auto elsewhere = other_process(client);
   const auto mutex = unique_mutex();
@@ -279,9 +280,9 @@ TEST(LockerTest, AHoldLongerThanItsLeaseIsRenewedAndKeepsItsToken) {
 }
 
 TEST(LockerTest, ALockerQueuedBehindAHoldGetsItsLeaseAtItsEnd) {
-  // The lease a Locker took alone is handed to a Locker of the process that queued behind it:
-  // the same lease (its token), not given back and taken anew; and it is still renewed for
-  // the second hold.
+  // The lease a Locker took alone (on memory and SQLite by one call, with no contender started)
+  // is handed to a Locker of the process that queued behind it: the same lease (its token),
+  // not given back and taken anew; and it is still renewed for the second hold.
   auto client = make_client();
   auto elsewhere = other_process(client);
   const auto mutex = unique_mutex();
@@ -354,6 +355,34 @@ TEST(LockerTest, AHoldWhoseProcessStalledPastItsLeaseIsRevokedOnWaking) {
   locker.unlock();  // never throws
   Locker next(mutex, elsewhere);
   EXPECT_TRUE(next.try_lock_for(kSoon)) << "the stalled process kept the mutex after its hold was revoked";
+}
+
+TEST(LockerTest, ALeaseTokenOfOneHoldIsNeverStoppedByALaterHoldsLoss) {
+  // A hold whose lease_token() nobody asked for passes its stop state on to the entry's next
+  // hold (no allocation per hold); one that was asked for never does: the token a caller
+  // keeps from one hold stays unstopped when a later hold of the Locker loses its lease.
+  auto client = make_client();
+  auto faulty = std::make_shared<simba::testing::FaultInjectingBackend>(client.backend());
+  Client flaky(faulty, client.options(), client.runtime());
+  const auto mutex = unique_mutex();
+  Locker locker(mutex, flaky);
+  locker.acquire(kSoon);
+  const auto first = locker.lease_token();  // asked for: this hold's own
+  locker.close();
+  EXPECT_FALSE(locker.lease_token().stop_requested()) << "the last hold's token, unstopped";
+  for (int i = 0; i < 3; ++i) {  // holds whose tokens nobody asks for
+    locker.acquire(kSoon);
+    locker.close();
+  }
+  locker.acquire(kSoon);
+  const auto last = locker.lease_token();
+  faulty->set_unreachable(true);
+  const auto bound = client.options().ttl + client.options().transition + 1s;
+  EXPECT_TRUE(wait_until([&] { return last.stop_requested(); }, bound)) << "the last hold's loss was not told";
+  EXPECT_FALSE(first.stop_requested()) << "a later hold's loss stopped the first hold's token";
+  faulty->set_unreachable(false);
+  locker.close();
+  EXPECT_TRUE(locker.lease_token().stop_requested()) << "after a lost hold, its token says so";
 }
 
 TEST(LockerTest, SignalsLostLeaseWhenBackendBecomesUnreachable) {

@@ -93,7 +93,9 @@ class Locker {
   bool is_owner() const;
   // The token of the current hold; 0 when not held.
   std::uint64_t fencing_token() const;
-  // Stop is requested when the lease of the current hold is lost. A new token per hold.
+  // Stop is requested when the lease of the current hold is lost. A new token per hold: one
+  // taken in a hold is never stopped by a later hold's loss. Between holds: the last hold's
+  // token if it was asked for during that hold or its lease was lost, else one that never stops.
   std::stop_token lease_token() const;
 
  private:

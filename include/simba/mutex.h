@@ -147,7 +147,10 @@ class Hold {
 
  private:
   friend class internal::LocalLine;  // grants holds
-  void end() noexcept;
+  friend class Locker;               // ends its holds with end(true)
+  // `recycle_lost`: the hold's stop state went to nobody but the hold (a Locker whose
+  // lease_token() was not asked for): the entry may give it to its next hold.
+  void end(bool recycle_lost = false) noexcept;
   Hold(std::shared_ptr<internal::LockEntry> entry, std::uint64_t id, std::uint64_t token,
        std::stop_token lost) noexcept;
 
@@ -228,6 +231,9 @@ class Mutex {
   // (a lease it won given back) before it returns an empty Hold. (By reference: a copy of a
   // token is two atomic read-modify-writes, a tenth of a memory cycle's.)
   Hold hold_until(std::chrono::steady_clock::time_point deadline, const std::stop_token& interrupt = {}) const;
+  // A Locker's first try: the mutex taken by one call on this thread if its entry is idle
+  // (the direct lease, src/locks/remote_contender.h); else an empty Hold.
+  Hold direct_hold() const;
 
   std::shared_ptr<internal::LockEntry> entry_;
   std::chrono::milliseconds max_hold_;

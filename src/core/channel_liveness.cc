@@ -22,24 +22,32 @@ bool ChannelLiveness::linked_locked(ServiceCore& core) const {
   return core.liveness_.prev != nullptr || first_ == &core;
 }
 
+bool ChannelLiveness::open_locked() {
+  if (subscription_) return true;
+  if (none_.load(std::memory_order_relaxed)) return false;
+  try {
+    subscription_ = backend_.watch_channel([this](WatchEvent event) { on_event(event); });
+  } catch (const std::exception& e) {
+    log_warn("cannot watch the push channel of " + backend_.describe() + " (" + e.what() +
+             "); an owner hears of its loss only at its next renewal");
+    return false;  // tried again at the next look
+  }
+  if (!subscription_) none_.store(true, std::memory_order_release);
+  return subscription_ != nullptr;
+}
+
+bool ChannelLiveness::offered() {
+  if (none_.load(std::memory_order_acquire)) return false;  // (memory, SQLite: each look stops here)
+  internal::MutexLock lock(open_mutex_);
+  open_locked();
+  return !none_.load(std::memory_order_relaxed);
+}
+
 bool ChannelLiveness::join(ServiceCore& core) {
   if (none_.load(std::memory_order_acquire)) return false;  // (memory, SQLite: each start() passes here)
   {
     internal::MutexLock lock(open_mutex_);
-    if (none_.load(std::memory_order_relaxed)) return false;
-    if (!subscription_) {
-      try {
-        subscription_ = backend_.watch_channel([this](WatchEvent event) { on_event(event); });
-      } catch (const std::exception& e) {
-        log_warn("cannot watch the push channel of " + backend_.describe() + " (" + e.what() +
-                 "); an owner hears of its loss only at its next renewal");
-        return false;
-      }
-      if (!subscription_) {
-        none_.store(true, std::memory_order_release);
-        return false;
-      }
-    }
+    if (!open_locked()) return false;
   }
   internal::MutexLock lock(mutex_);
   if (linked_locked(core)) return true;

@@ -41,11 +41,17 @@ class ChannelLiveness {
   bool join(ServiceCore& core);
   // Unlinks `core` (not linked: nothing).
   void leave(ServiceCore& core) noexcept;
+  // Whether the backend offers a channel watch: opens it if it is not open yet (as join()
+  // does); false once it answered that it has none (memory, SQLite: an owner there has no
+  // channel whose loss it must hear). True if it could not be opened (logged).
+  bool offered();
 
  private:
   // The channel's event: a loss is told to every linked core, on an I/O thread.
   void on_event(WatchEvent event);
   bool linked_locked(ServiceCore& core) const REQUIRES(mutex_);
+  // Opens the channel's watch if it is not open yet; true if it is open.
+  bool open_locked() REQUIRES(open_mutex_);
 
   Backend& backend_;
   Runtime& runtime_;

@@ -163,12 +163,59 @@ void ServiceCore::start(std::optional<InlineRound> first_round) {
   }
   if (after_watch) {
     round_when_watched(generation, std::move(subscription), /*first=*/true);
+  } else if (inline_round && first_round && first_round->answered && contender_) {
+    // Answered already (take_lease()): judged as this generation's first round.
+    finish_round(generation, first_round->since, BackendOp::acquire, *first_round->answered, /*counted=*/true);
   } else if (inline_round) {
     // Begun under the lock above, as a new generation's first round: nothing owned yet, so an
     // acquisition (a stop() meanwhile waits for it, and its end gives back what it took).
     run_round(generation, first_round ? std::optional(first_round->since) : std::nullopt,
               contender_ ? BackendOp::acquire : BackendOp::read);
   }
+}
+
+bool ServiceCore::may_take_lease() const {
+  return contender_ && context_->watch_when_waiting && context_->options.initial_delay.count() == 0 &&
+         !context_->liveness.offered();
+}
+
+bool ServiceCore::settled() const {
+  internal::MutexLock lock(mutex_);
+  return status_.load(std::memory_order_relaxed) == ServiceStatus::initial && !in_flight_ && stale_releases_ == 0;
+}
+
+std::optional<ServiceCore::TakenLease> ServiceCore::take_lease(Clock::time_point sent) {
+  TakenLease lease;
+  lease.sent = sent;
+  try {
+    lease.answer = context_->backend->acquire(mutex(), contender_->contender_id(), context_->options.ttl,
+                                              context_->options.transition);
+  } catch (const std::exception& e) {
+    if (context_->telemetry) {
+      context_->telemetry->round_trip(BackendOp::acquire, Clock::now() - sent);
+      context_->telemetry->backend_error(BackendOp::acquire, mutex(), e.what());
+    }
+    return std::nullopt;
+  }
+  lease.answered = Clock::now();
+  if (context_->telemetry) context_->telemetry->round_trip(BackendOp::acquire, lease.answered - sent);
+  if (!lease.answer.owner.is_owner(contender_->contender_id())) return std::nullopt;
+  lease.deadline = lease_end(sent, lease.answer);
+  lease.ttl_deadline = ttl_end(sent, lease.answer);
+  // A lease whose answer came back after its end by our clock (a stalled thread) is not ours
+  // to act on: the rounds of start() judge that answer again and contend anew.
+  if (lease.answered >= lease.deadline) return std::nullopt;
+  return lease;
+}
+
+ServiceCore::Clock::time_point ServiceCore::lease_end(Clock::time_point sent, const OwnerSnapshot& snapshot) const {
+  const auto granted = std::chrono::milliseconds(snapshot.owner.transition_at - snapshot.now);
+  return sent + std::min(context_->options.ttl + context_->options.transition, granted);
+}
+
+ServiceCore::Clock::time_point ServiceCore::ttl_end(Clock::time_point sent, const OwnerSnapshot& snapshot) const {
+  const auto granted_ttl = std::chrono::milliseconds(snapshot.owner.ttl_at - snapshot.now);
+  return sent + std::min(context_->options.ttl, granted_ttl);
 }
 
 bool ServiceCore::first_round_locked(std::uint64_t generation, std::shared_ptr<Subscription> subscription,
@@ -481,7 +528,7 @@ void ServiceCore::answer_round(std::uint64_t generation, Clock::time_point sent,
 }
 
 void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent, BackendOp op,
-                               const OwnerSnapshot& snapshot) {
+                               const OwnerSnapshot& snapshot, bool counted) {
   const bool claims = contender_ && snapshot.owner.is_owner(contender_->contender_id());
   bool demanded = false;
   bool look_when_watched = false;             // once the watch is in place, look again
@@ -513,9 +560,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     }
     // The lease counts from when the request was sent, and lasts what we asked for or what
     // the backend granted, whichever is shorter (ZooKeeper caps it by the session timeout).
-    const auto granted_ttl = std::chrono::milliseconds(snapshot.owner.ttl_at - snapshot.now);
-    const auto granted = std::chrono::milliseconds(snapshot.owner.transition_at - snapshot.now);
-    auto lease_deadline = sent + std::min(context_->options.ttl + context_->options.transition, granted);
+    const auto lease_deadline = lease_end(sent, snapshot);
     // A dormant core (a lock entry's that lost its lease) never claims again until stop().
     // A round sent before the push channel was lost may have been answered by a server that
     // then forgot the lease (a restart): only a round sent after the loss proves ownership.
@@ -524,7 +569,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     times.answered = now;
     // The answer's time, read once for both (a clock read costs ~30 ns here): the round trip
     // counts the wait for this lock too, which is short.
-    if (context_->telemetry) context_->telemetry->round_trip(op, now - sent);
+    if (context_->telemetry && !counted) context_->telemetry->round_trip(op, now - sent);
     bool ours = claims && !dormant_ && !before_loss && now < lease_deadline;
     if (ours && owned_ && snapshot.owner.fencing_token != token_) {
       // A new token: our lease ended between renewals (released by force, or expired by the
@@ -538,7 +583,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       const bool won = !owned_;
       owned_ = true;
       lease_deadline_ = lease_deadline;
-      ttl_deadline_ = sent + std::min(context_->options.ttl, granted_ttl);
+      ttl_deadline_ = ttl_end(sent, snapshot);
       token_ = snapshot.owner.fencing_token;
       if (won) {
         no_derived_since_won_ = snapshot.no_derived_held;
@@ -646,7 +691,7 @@ void ServiceCore::end_stale_round(std::optional<std::uint64_t> next, bool releas
     if (next) trigger(*next, true);
     return;
   }
-  release_remote(why);
+  release_lease(why);
   internal::MutexLock lock(mutex_);
   if (--stale_releases_ == 0) settled_locked();
 }

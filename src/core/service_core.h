@@ -111,8 +111,42 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // the lease it counts ends before the backend's does.
   struct InlineRound {
     Clock::time_point since;
+    // The first round's answer, when the caller made its call already (take_lease(), sent at
+    // `since`): the core sends nothing, judges that answer as of now and arms its next round
+    // from `since`, as for a round of its own. Its round trip was counted by take_lease().
+    const OwnerSnapshot* answered = nullptr;
   };
   void start(std::optional<InlineRound> first_round = std::nullopt);
+
+  // A lease taken by one call of this contender outside the core's rounds (a lock entry's
+  // direct lease, locks/remote_contender.h): the answer that won it, when its call was sent
+  // and answered, and until when it lasts by this host's clock.
+  struct TakenLease {
+    OwnerSnapshot answer;
+    Clock::time_point sent;
+    Clock::time_point answered;
+    Clock::time_point ttl_deadline;  // the renewal is due before this
+    Clock::time_point deadline;      // the lease's end (ttl + transition, or what was granted)
+    std::uint64_t token() const noexcept { return answer.owner.fencing_token; }
+  };
+  // Whether take_lease() may be used at all: the engine needs nothing of a started core for an
+  // owner (no watch before the first round, no push channel to hear a loss on) and the options
+  // no initial delay.
+  bool may_take_lease() const;
+  // Whether the core is stopped and settled: no round in flight, no stale release pending
+  // (take_lease() may be called now). Once true it stays so until start().
+  bool settled() const;
+  // One acquisition by this contender on the calling thread, sent at `sent` (the caller's
+  // clock read), while may_take_lease(): the lease if the answer won it and it is live by this
+  // host's clock, else nullopt (another owns it, or the call failed: counted in the telemetry;
+  // the caller contends through start(), whose rounds report a failure that persists). Only
+  // while may_take_lease() and settled(). The round trip is counted. The lease is given back by release_lease(), or
+  // taken over by start() with `answered`.
+  std::optional<TakenLease> take_lease(Clock::time_point sent);
+  // Gives this contender's lease back on the backend (a failure is logged and counted; never
+  // throws): stop()'s release, and a direct lease's end. `sent`: when its first attempt counts
+  // as sent (none: now).
+  void release_lease(const char* why, std::optional<Clock::time_point> sent = std::nullopt) noexcept;
   // `released_at`: the caller's clock read just before (a hold's end), from which the release's
   // round trip is counted unless stop() first waits for a round in flight: one read less.
   void stop(std::optional<Clock::time_point> released_at = std::nullopt);
@@ -194,7 +228,13 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // acquisition, or an observer's read); none: begin_round() decides, under a lock of its own.
   void run_round(std::uint64_t generation, std::optional<Clock::time_point> sent = std::nullopt,
                  std::optional<BackendOp> begun = std::nullopt);
-  void finish_round(std::uint64_t generation, Clock::time_point sent, BackendOp op, const OwnerSnapshot& snapshot);
+  // `counted`: its round trip was counted already (a taken lease's answer).
+  void finish_round(std::uint64_t generation, Clock::time_point sent, BackendOp op, const OwnerSnapshot& snapshot,
+                    bool counted = false);
+  // Until when a lease won by `snapshot`'s answer to a call sent at `sent` lasts (the options'
+  // ttl + transition, or what the backend granted if shorter) and when its renewal is due.
+  Clock::time_point lease_end(Clock::time_point sent, const OwnerSnapshot& snapshot) const;
+  Clock::time_point ttl_end(Clock::time_point sent, const OwnerSnapshot& snapshot) const;
   void fail_round(std::uint64_t generation, Clock::time_point sent, const std::string& what);
   // The timer that revokes at lease_deadline_ unless a renewal came back first.
   void arm_deadline_locked(std::uint64_t generation) REQUIRES(mutex_);
@@ -221,8 +261,6 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // On the callback pool: runs the notifications queued so far.
   void drain_notifications();
   void apply(std::uint64_t generation, const MutexOwner& owner);
-  // `sent`: when its first attempt counts as sent (none: now).
-  void release_remote(const char* why, std::optional<Clock::time_point> sent = std::nullopt) noexcept;
   bool current_locked(std::uint64_t generation) const REQUIRES(mutex_);
   // A round ended or a stale release was done: tells whoever waits for it.
   void settled_locked() REQUIRES(mutex_);

@@ -56,7 +56,7 @@ void ServiceCore::stop(std::optional<Clock::time_point> released_at) {
   }
   subscription.reset();
   context_->liveness.leave(*this);
-  if (contender_) release_remote("stop()", released_at);
+  if (contender_) release_lease("stop()", released_at);
   if (gave_back && context_->telemetry && !one_shot_) {
     context_->telemetry->ended(*slot_, held);
     context_->telemetry->released(*slot_, mutex(), contender_id(), token, held);
@@ -81,7 +81,7 @@ void ServiceCore::close(std::optional<Clock::time_point> released_at) noexcept {
   }
 }
 
-void ServiceCore::release_remote(const char* why, std::optional<Clock::time_point> first_sent) noexcept {
+void ServiceCore::release_lease(const char* why, std::optional<Clock::time_point> first_sent) noexcept {
   // A release is idempotent (only the owner's own lease goes), so one that failed on a broken
   // connection (reset, timed out) is sent again, twice at most, on a new one.
   for (int attempt = 1;; ++attempt) {

@@ -9,6 +9,10 @@
 //   cached     owns the lease, renewing it    none          none      -
 //   cancelled  contending, no longer wanted   none          none      stop -> idle
 //   releasing  giving the lease back          none          any       stop -> idle, or queued
+//
+// A Locker's direct lease (remote_contender.h) is held with no contender running: while the
+// entry has one, its driver decides by it (keep it, have the contender take it over, or give it
+// back) instead of by this table.
 #pragma once
 
 namespace simba::internal {

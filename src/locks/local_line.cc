@@ -12,11 +12,16 @@ namespace simba::internal {
 void LocalLine::on_round(const RoundTimes& times) {
   Outcomes outcomes;
   std::unique_ptr<Subscription> unwatched;  // ends outside the lock
+  std::uint64_t lapsed = 0;                 // a hold whose direct lease ran out before it was taken over
   {
     internal::MutexLock lock(mutex_);
     count_round();
     const auto now = times.answered;
     const auto lease = core().lease(now);
+    if (holder_ && holder_->adopting) {
+      holder_->adopting = false;
+      if (!lease.owner) lapsed = holder_->id;
+    }
     if (lease.rival_seen) {
       window().rival_seen(now);
       if (!requests_.empty() && !requests_.front().met_owner_at) requests_.front().met_owner_at = window().last_rival();
@@ -33,6 +38,12 @@ void LocalLine::on_round(const RoundTimes& times) {
     lease_renewed_locked(lease.deadline);
   }
   unwatched.reset();
+  if (lapsed != 0) {
+    const auto why = "the lease of " + core().contender_id() +
+                     " ran out before it could be renewed (the process stalled?); no longer owner";
+    revoke(lapsed, why.c_str(), LostReason::stall);
+    return;  // (revoke drives)
+  }
   const bool granted = outcomes.has_value();
   run(outcomes);
   // A grant leaves the entry held, where the contender has nothing to do; whatever the
@@ -59,15 +70,15 @@ void LocalLine::on_lost(std::uint64_t generation) {
   }
 }
 
-void LocalLine::revoke(std::uint64_t hold_id, const char* why, bool max_hold) {
+void LocalLine::revoke(std::uint64_t hold_id, const char* why, std::optional<LostReason> counted_here) {
   std::stop_source to_stop{std::nostopstate};
   {
     internal::MutexLock lock(mutex_);
     if (!holder_ || holder_->id != hold_id) return;
     log_warn("mutex '" + name() + "': " + why + "; the hold is revoked (lost() requested)");
     // A lost lease was counted where it was lost (the core); max_hold is the hold's own end.
-    if (max_hold) {
-      telemetry().lost(slot(), LostReason::max_hold, name(), core().contender_id(), holder_->token,
+    if (counted_here) {
+      telemetry().lost(slot(), *counted_here, name(), core().contender_id(), holder_->token,
                        Clock::now() - holder_->granted_at);
     }
     end_holder_locked(&to_stop, Clock::now());
@@ -77,15 +88,23 @@ void LocalLine::revoke(std::uint64_t hold_id, const char* why, bool max_hold) {
   drive();
 }
 
-void LocalLine::end_hold(std::uint64_t hold_id) noexcept {
+void LocalLine::end_hold(std::uint64_t hold_id, bool recycle_lost) noexcept {
   Outcomes outcomes;
   {
     internal::MutexLock lock(mutex_);
     if (!holder_ || holder_->id != hold_id) return;  // revoked earlier: nothing left to do
+    // Not revoked (a revoke takes the holder out under this lock before it stops the state).
+    if (recycle_lost && !holder_->lost.stop_requested()) spare_lost_ = std::move(holder_->lost);
     const auto terms = holder_->terms;
     const auto now = Clock::now();
     telemetry().released(slot(), name(), core().contender_id(), holder_->token, now - holder_->granted_at);
     end_holder_locked(nullptr, now);
+    if (direct_held()) {
+      // The direct lease goes back, or the core takes it over for a request queued behind it
+      // (its first round grants): the drive's.
+      drive_after_hold_locked(now);
+      return;
+    }
     pass_on_locked(terms, outcomes);
     if (!outcomes) {
       drive_after_hold_locked(now);  // nothing to complete first: on without letting go of the lock
@@ -203,14 +222,14 @@ void LocalLine::grant_front_locked(Outcomes& outcomes, const ServiceCore::Lease&
   if (request.deadline) runtime_->cancel(*request.deadline);
   offer_.granted(request.ticket);
   const auto now = lease.now;  // a clock read costs ~20-30 ns here: the lease's, read just before
-  Holder holder{++next_id_, lease.token, lease.generation, std::stop_source(), std::nullopt, request.terms, now};
+  Holder holder{++next_id_, lease.token, lease.generation, fresh_lost_locked(), std::nullopt, request.terms, now};
   telemetry().waiting(slot(), -1);
   telemetry().acquired(slot(), name(), core().contender_id(), lease.token, now - request.queued_at);
   if (request.terms.max_hold.count() > 0) {
     // Releasing takes a round trip: off the timer's short path.
     holder.max_hold_timer = internal::after_on_io<LocalLine>(
         *runtime_, request.terms.max_hold, weak_line(),
-        [id = holder.id](LocalLine& line) { line.revoke(id, "the hold outlived its max_hold", true); });
+        [id = holder.id](LocalLine& line) { line.revoke(id, "the hold outlived its max_hold", LostReason::max_hold); });
   }
   Hold hold(request.self, holder.id, holder.token, holder.lost.get_token());
   holder_ = std::move(holder);
@@ -268,8 +287,31 @@ bool LocalLine::hold_is_owner(std::uint64_t hold_id) const {
   {
     internal::MutexLock lock(mutex_);
     if (!holder_ || holder_->id != hold_id || holder_->lost.stop_requested()) return false;
+    if (direct_held()) return direct_live(Clock::now());
   }
   return core().is_owner();
+}
+
+Hold LocalLine::grant_direct_locked(const ServiceCore::TakenLease& lease, const Terms& terms,
+                                    std::shared_ptr<LockEntry> self) {
+  handovers_.reset();  // a fresh remote lease
+  window().won(lease.answered - lease.sent);
+  Holder holder{++next_id_, lease.token(), /*generation=*/0, fresh_lost_locked(), std::nullopt, terms, lease.answered};
+  telemetry().acquired(slot(), name(), core().contender_id(), holder.token, lease.answered - lease.sent);
+  Hold hold(std::move(self), holder.id, holder.token, holder.lost.get_token());
+  holder_ = std::move(holder);
+  return hold;
+}
+
+std::stop_source LocalLine::fresh_lost_locked() {
+  if (spare_lost_.stop_possible()) return std::exchange(spare_lost_, std::stop_source(std::nostopstate));
+  return std::stop_source();
+}
+
+void LocalLine::adopting_locked(std::uint64_t generation) {
+  if (!holder_ || holder_->generation != 0) return;
+  holder_->generation = generation;
+  holder_->adopting = true;
 }
 
 }  // namespace simba::internal

@@ -38,7 +38,9 @@ namespace simba::internal {
 class LocalLine : protected LeaseCache {
  public:
   // Hold::unlock(): hands over locally or releases. No-op for a hold already revoked.
-  void end_hold(std::uint64_t hold_id) noexcept;
+  // `recycle_lost`: nobody but the hold has its stop state (Hold::end): the next hold may
+  // have it, not a new one (an allocation per hold less).
+  void end_hold(std::uint64_t hold_id, bool recycle_lost = false) noexcept;
   // Whether hold `hold_id` is the holder and the lease behind it live by this host's clock.
   bool hold_is_owner(std::uint64_t hold_id) const;
   // A woken Locker request's thread takes the lease on offer (offer.h): granted (its
@@ -71,6 +73,10 @@ class LocalLine : protected LeaseCache {
   void grant_front_locked(Outcomes& outcomes, const ServiceCore::Lease& lease) REQUIRES(mutex_);
   // A new Locker request takes the lease on offer, passing the waiting ones (offer.h).
   bool pass_locked(Request& request, Outcomes& outcomes) REQUIRES(mutex_);
+  // The direct lease just taken (take_direct_locked) becomes a hold with `terms`; `self` is the
+  // entry, which the Hold keeps.
+  Hold grant_direct_locked(const ServiceCore::TakenLease& lease, const Terms& terms, std::shared_ptr<LockEntry> self)
+      REQUIRES(mutex_);
   // A woken request left before it claimed the lease on offer: the next one gets it.
   void reoffer();
   // The drive after a hold ended (at `ended_at`, if just before): a failure is logged (an
@@ -95,15 +101,20 @@ class LocalLine : protected LeaseCache {
     std::optional<Runtime::TimerId> max_hold_timer;
     Terms terms{};  // of the request it came from (a fast hold: of the hold that cached)
     Clock::time_point granted_at{};
+    // A hold of the direct lease has generation 0 (no core generation is); once the core takes
+    // it over, the core's, and `adopting` until the core's first round judged it.
+    bool adopting = false;
   };
 
   // RemoteContender's questions and news.
   EntryFacts local_facts() const override REQUIRES(mutex_);
   void on_round(const RoundTimes& times);
   void on_lost(std::uint64_t generation);
-  // `max_hold`: the hold outlived its max_hold (counted as its loss here; a lost lease was
-  // counted by the core).
-  void revoke(std::uint64_t hold_id, const char* why, bool max_hold = false);
+  void adopting_locked(std::uint64_t generation) override REQUIRES(mutex_);
+  // `counted_here`: the loss is counted here, for this reason (the hold outlived its max_hold,
+  // or a direct lease ran out before the core took it over); a lease the core lost was
+  // counted by the core.
+  void revoke(std::uint64_t hold_id, const char* why, std::optional<LostReason> counted_here = std::nullopt);
   // A local handover (its count, against the limit, and its time since the last hold ended).
   void handover_locked() REQUIRES(mutex_);
   // The lease of a hold that ended with `ending` terms (or that was on offer to a request that
@@ -114,7 +125,13 @@ class LocalLine : protected LeaseCache {
   void adopt_fast_hold_locked(std::uint64_t token, std::uint64_t generation, std::stop_source lost,
                               const Terms& terms) override REQUIRES(mutex_);
 
+  // A new hold's stop state (its lost()).
+  std::stop_source fresh_lost_locked() REQUIRES(mutex_);
+
   std::optional<Holder> holder_ GUARDED_BY(mutex_);
+  // The stop state of a hold that ended unstopped and seen by nobody else (end_hold's
+  // `recycle_lost`): the next hold's.
+  std::stop_source spare_lost_ GUARDED_BY(mutex_){std::nostopstate};
   Handovers handovers_ GUARDED_BY(mutex_);
   std::uint64_t fast_hold_id_ GUARDED_BY(mutex_) = 0;     // the holder_ a settled fast hold became
   Clock::time_point hold_ended_at_ GUARDED_BY(mutex_){};  // of the last hold (a handover's start)

@@ -48,6 +48,11 @@ void LockEntry::drive_after(std::chrono::milliseconds delay) {
   internal::after_on_io<LockEntry>(*runtime_, delay, weak_from_this(), [](LockEntry& entry) { entry.yield_ended(); });
 }
 
+void LockEntry::direct_timer_after(std::chrono::milliseconds delay) {
+  internal::after_on_io<LockEntry>(*runtime_, delay, weak_from_this(),
+                                   [](LockEntry& entry) { entry.direct_timer_fired(); });
+}
+
 std::weak_ptr<LeaseCache> LockEntry::weak_cache() {
   return std::shared_ptr<LeaseCache>(shared_from_this(), static_cast<LeaseCache*>(this));
 }
@@ -101,6 +106,17 @@ std::uint64_t LockEntry::request(std::chrono::milliseconds timeout, Terms terms,
   run(outcomes);
   drive(first_round);
   return ticket;
+}
+
+Hold LockEntry::direct_hold(const Terms& terms) {
+  if (terms.max_hold.count() > 0) return {};
+  internal::MutexLock lock(mutex_);
+  if (held_locked() || !requests_.empty() || cached() || offer_.on_offer()) return {};
+  Hold hold;
+  // Requests that came while the call ran queue behind this one, which came first.
+  if (const auto* lease = take_direct_locked()) hold = grant_direct_locked(*lease, terms, shared_from_this());
+  after_direct_locked();
+  return hold;
 }
 
 std::optional<Request> LockEntry::leave_locked(std::uint64_t ticket, bool& vacant) {

@@ -6,8 +6,8 @@
 // It is built of parts with one job each, stacked privately (each is the next one's base):
 //   RemoteContender (remote_contender.h) the one remote contender (a ServiceCore), started
 //                 and stopped as the entry's state says (entry_state.h); it stays away for a
-//                 YieldWindow (yield_window.h) after giving a busy lease back; its mutex_ is
-//                 the entry's lock
+//                 YieldWindow (yield_window.h) after giving a busy lease back; a Locker on an
+//                 idle entry takes a direct lease without it; its mutex_ is the entry's lock
 //   LeaseCache    (lease_cache.h)    a lease kept after the last hold: its FastPath
 //                 (fast_path.h), demand, linger, and IdleMarker (idle_marker.h)
 //   LocalLine     (local_line.h)     who holds it here and who is next: the RequestQueue
@@ -66,6 +66,11 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   // whose thread is woken to claim() a handover (offer.h). Returns the ticket.
   std::uint64_t request(std::chrono::milliseconds timeout, Terms terms, Mutex::Callback done, bool inline_round,
                         Waker* waker = nullptr);
+  // A Locker's request on an idle entry, on a thread that may block for a round trip: the
+  // direct lease (remote_contender.h) taken by one call on this thread and held with `terms`
+  // (no max_hold). An empty Hold if the entry is not idle or the call did not win it: then
+  // request() as usual.
+  Hold direct_hold(const Terms& terms);
   using LocalLine::Claim;
   using LocalLine::claim;
   bool cancel(std::uint64_t ticket, std::error_code reason);
@@ -119,6 +124,7 @@ class LockEntry final : public std::enable_shared_from_this<LockEntry>, private 
   std::optional<Request> leave_locked(std::uint64_t ticket, bool& vacant) REQUIRES(mutex_);
   // The parts' questions: how they are held (weakly, by timers and posts), and a delayed drive.
   void drive_after(std::chrono::milliseconds delay) override;
+  void direct_timer_after(std::chrono::milliseconds delay) override;
   std::weak_ptr<LeaseCache> weak_cache() override;
   std::weak_ptr<LocalLine> weak_line() override;
   void on_io(std::function<void(LockEntry&)> work);

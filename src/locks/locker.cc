@@ -20,7 +20,10 @@ struct LockerState {
   mutable internal::AnnotatedMutex mutex;
   bool busy GUARDED_BY(mutex) = false;  // acquiring or holding
   Hold hold GUARDED_BY(mutex);
-  std::stop_token lease GUARDED_BY(mutex);  // of the last hold
+  // lease_token() after a hold: of the last hold if it was asked for or lost, else none (that
+  // hold's stop state went to the next hold of the entry: Hold::end's recycle_lost).
+  std::stop_token lease GUARDED_BY(mutex);
+  bool lease_asked GUARDED_BY(mutex) = false;  // lease_token() was asked for during the hold
   // An acquire in progress (on one thread), and how close() interrupts it.
   bool acquiring GUARDED_BY(mutex) = false;
   std::stop_source interrupt GUARDED_BY(mutex);
@@ -58,7 +61,9 @@ std::uint64_t Locker::fencing_token() const {
 
 std::stop_token Locker::lease_token() const {
   internal::MutexLock lock(state_->mutex);
-  return state_->lease;
+  if (!state_->hold) return state_->lease;
+  state_->lease_asked = true;
+  return state_->hold.lost();
 }
 
 namespace {
@@ -90,6 +95,7 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline, const
   auto& state = *state_;
   std::stop_token interrupt;
   std::stop_source relayed{std::nostopstate};  // this acquire's interrupt, for `stop`'s callback
+  bool closed_first = false;
   {
     internal::MutexLock lock(state.mutex);
     if (state.busy) {
@@ -103,12 +109,9 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline, const
     state.acquiring = true;
     // A fresh interrupt only after one was used: making a stop state allocates.
     if (state.interrupt.stop_requested()) state.interrupt = std::stop_source();
-    interrupt = state.interrupt.get_token();
-    if (stop.stop_possible()) relayed = state.interrupt;
   }
-  auto relay = [relayed]() mutable noexcept { relayed.request_stop(); };
+  auto relay = [&relayed]() noexcept { relayed.request_stop(); };
   std::optional<std::stop_callback<decltype(relay)>> relaying;
-  if (stop.stop_possible()) relaying.emplace(stop, relay);
   // Whatever ends the acquire, a close() waiting for it learns so (after the hold is settled).
   auto done = [&state]() {
     {
@@ -119,7 +122,19 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline, const
   };
   Hold hold;
   try {
-    hold = state.handle.hold_until(deadline, interrupt);
+    // A free mutex first: one bounded call on this thread, which nothing interrupts (a close()
+    // meanwhile waits for it, then finds busy cleared: the hold goes back, below).
+    hold = state.handle.direct_hold();
+    if (!hold) {
+      {
+        internal::MutexLock lock(state.mutex);
+        closed_first = !state.busy;  // a close() meanwhile interrupted this acquire already
+        interrupt = state.interrupt.get_token();
+        if (stop.stop_possible()) relayed = state.interrupt;
+      }
+      if (stop.stop_possible()) relaying.emplace(stop, relay);
+      if (!closed_first) hold = state.handle.hold_until(deadline, interrupt);
+    }
   } catch (...) {
     {
       internal::MutexLock lock(state.mutex);
@@ -138,7 +153,7 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline, const
     done();
     return false;
   }
-  state.lease = hold.lost();
+  state.lease_asked = false;
   state.hold = std::move(hold);
   state.acquiring = false;
   lock.unlock();
@@ -148,10 +163,15 @@ bool Locker::acquire_until(std::chrono::steady_clock::time_point deadline, const
 
 void Locker::close() noexcept {
   Hold hold;
+  bool recycle = false;  // nobody but the hold saw its stop state
   {
     internal::UniqueMutexLock lock(state_->mutex);
     state_->busy = false;
     hold = std::move(state_->hold);
+    if (hold) {
+      recycle = !state_->lease_asked && !hold.lost_.stop_requested();
+      state_->lease = recycle ? std::stop_token() : hold.lost_;
+    }
     if (state_->acquiring) {
       // Another thread waits in acquire: interrupt it, and wait until what it won (if anything)
       // went back and its contender stopped.
@@ -159,7 +179,8 @@ void Locker::close() noexcept {
       state_->acquired_or_not.wait(lock.native(), [this]() REQUIRES(state_->mutex) { return !state_->acquiring; });
     }
   }
-  hold.unlock();  // hands the lease to the next local request, or releases it; logs a failure
+  // Hands the lease to the next local request, or releases it; logs a failure.
+  if (hold) hold.end(recycle);
 }
 
 }  // namespace simba

@@ -47,9 +47,9 @@ bool Hold::is_owner() const noexcept {
 
 std::uint64_t Hold::fencing_token() const noexcept { return entry_ && !lost_.stop_requested() ? token_ : 0; }
 
-void Hold::end() noexcept {
+void Hold::end(bool recycle_lost) noexcept {
   const auto entry = std::move(entry_);  // empty from here on, whatever end_hold does
-  entry->end_hold(id_);
+  entry->end_hold(id_, recycle_lost);
 }
 
 // ---- Mutex
@@ -143,6 +143,11 @@ struct Landing final : internal::Waker {
 };
 
 }  // namespace
+
+Hold Mutex::direct_hold() const {
+  if (internal::on_runtime_thread()) return {};  // a runtime thread makes no blocking call
+  return entry_->direct_hold({max_hold_, linger_, max_local_handovers_});
+}
 
 Hold Mutex::hold_until(std::chrono::steady_clock::time_point deadline, const std::stop_token& interrupt) const {
   constexpr auto kForever = std::chrono::steady_clock::time_point::max();

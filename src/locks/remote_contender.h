@@ -99,6 +99,34 @@ class RemoteContender {
   // The drive_after() that ends a yield.
   void yield_ended() EXCLUDES(mutex_);
 
+  // A direct lease: a Locker that finds the entry idle takes the lease by one call on its own
+  // thread, with no core started (take_direct_locked). The entry keeps it, not the core; its
+  // hold's end gives it back by one call (the next drive). Whatever needs a started core
+  // meanwhile (a request queued behind the hold, the renewal falling due: the timer of
+  // direct_timer_after) has the core take it over: started with the answer that won it
+  // (ServiceCore::InlineRound::answered), as if its first round had won it. Only where the
+  // core may_take_lease() (memory, SQLite: nothing of a started core is needed for an owner).
+  //
+  // Takes the direct lease if the entry's contender is idle (the caller checked the entry's
+  // side: no hold, no request, nothing cached) and the answer wins it: then it is held,
+  // mutex_ held again. Else null (not idle, or another owns it, or the call failed): the caller
+  // contends through the core. mutex_ is let go while the call runs.
+  const ServiceCore::TakenLease* take_direct_locked() REQUIRES(mutex_);
+  // After the direct lease was granted (or not): a drive another thread asked for meanwhile.
+  void after_direct_locked() REQUIRES(mutex_) {
+    if (redrive_) drive_locked();
+  }
+  bool direct_held() const REQUIRES(mutex_) { return direct_.has_value(); }
+  // The direct lease is live by this host's clock at `now`.
+  bool direct_live(Clock::time_point now) const REQUIRES(mutex_) { return direct_ && now < direct_->deadline; }
+  // The direct lease's renewal timer fired (direct_timer_after): the core takes it over once due.
+  void direct_timer_fired() EXCLUDES(mutex_);
+  // Calls direct_timer_fired() after `delay`, on an I/O thread, if the entry still lives then.
+  virtual void direct_timer_after(std::chrono::milliseconds delay) = 0;
+  // The core takes the direct lease over as generation `generation`: a hold of it is now the
+  // core's (the entry's side adopts it, under mutex_).
+  virtual void adopting_locked(std::uint64_t generation) REQUIRES(mutex_) = 0;
+
   // The entry's lock: this contender's state, and the entry's queue, holder and cache.
   mutable AnnotatedMutex mutex_;
 
@@ -115,6 +143,22 @@ class RemoteContender {
   bool driving_ GUARDED_BY(mutex_) = false;
   bool redrive_ GUARDED_BY(mutex_) = false;
   bool restart_pending_ GUARDED_BY(mutex_) = false;  // a drive_after() for the end of a yield
+  // The direct lease (take_direct_locked), the core's to take over once due_ (or needed).
+  std::optional<ServiceCore::TakenLease> direct_ GUARDED_BY(mutex_);
+  bool direct_due_ GUARDED_BY(mutex_) = false;
+  // The core is known settled since its last stop (ServiceCore::settled()): a direct lease may
+  // be taken. Cleared at every start.
+  bool core_settled_ GUARDED_BY(mutex_) = true;
+  // A direct_timer_after() is pending, for direct_timer_at_: armed once per renewal period, not
+  // once per direct lease (one fires early: armed again for the lease then held).
+  bool direct_timer_pending_ GUARDED_BY(mutex_) = false;
+  Clock::time_point direct_timer_at_ GUARDED_BY(mutex_){};
+  void arm_direct_timer_locked(Clock::time_point now) REQUIRES(mutex_);
+  // When the core is to take the direct lease over: halfway to its renewal (the core renews at
+  // the ttl's end).
+  Clock::time_point direct_due_at() const REQUIRES(mutex_) {
+    return direct_->sent + (direct_->ttl_deadline - direct_->sent) / 2;
+  }
   std::uint64_t rounds_ GUARDED_BY(mutex_) = 0;
   YieldWindow window_ GUARDED_BY(mutex_);
 };

@@ -579,6 +579,7 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
       revoke_locked(generation, LostReason::evicted);
       ours = !dormant_;
     }
+    times.ours = ours;
     if (ours) {
       const bool won = !owned_;
       owned_ = true;

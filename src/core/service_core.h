@@ -34,6 +34,10 @@ class RoundBatcher;
 struct RoundTimes {
   std::chrono::steady_clock::time_point sent;
   std::chrono::steady_clock::time_point answered;
+  // This round's answer left the contender owner (a lease won or renewed by it). A later
+  // round may have changed that by the time the hook runs: the hooks of two rounds may run
+  // in either order.
+  bool ours = false;
 };
 
 // What the contenders of one Client share (one per Client and options, not one per contender:

@@ -18,9 +18,12 @@ void LocalLine::on_round(const RoundTimes& times) {
     count_round();
     const auto now = times.answered;
     const auto lease = core().lease(now);
-    if (holder_ && holder_->adopting) {
-      holder_->adopting = false;
-      if (!lease.owner) lapsed = holder_->id;
+    // The round that judged the direct lease's answer (sent when it was) says whether the hold
+    // kept it: a stall may have let it run out before the core took it over. Only that round's
+    // verdict counts: a later round may have won the mutex anew (and its hook may run first).
+    if (holder_ && holder_->adopting && *holder_->adopting == times.sent) {
+      holder_->adopting.reset();
+      if (!times.ours) lapsed = holder_->id;
     }
     if (lease.rival_seen) {
       window().rival_seen(now);
@@ -308,10 +311,10 @@ std::stop_source LocalLine::fresh_lost_locked() {
   return std::stop_source();
 }
 
-void LocalLine::adopting_locked(std::uint64_t generation) {
+void LocalLine::adopting_locked(std::uint64_t generation, Clock::time_point sent) {
   if (!holder_ || holder_->generation != 0) return;
   holder_->generation = generation;
-  holder_->adopting = true;
+  holder_->adopting = sent;
 }
 
 }  // namespace simba::internal

@@ -102,15 +102,16 @@ class LocalLine : protected LeaseCache {
     Terms terms{};  // of the request it came from (a fast hold: of the hold that cached)
     Clock::time_point granted_at{};
     // A hold of the direct lease has generation 0 (no core generation is); once the core takes
-    // it over, the core's, and `adopting` until the core's first round judged it.
-    bool adopting = false;
+    // it over, the core's, and `adopting` (when the lease's call was sent: the round that judges
+    // its answer has that time) until the core's round judged it.
+    std::optional<Clock::time_point> adopting = std::nullopt;
   };
 
   // RemoteContender's questions and news.
   EntryFacts local_facts() const override REQUIRES(mutex_);
   void on_round(const RoundTimes& times);
   void on_lost(std::uint64_t generation);
-  void adopting_locked(std::uint64_t generation) override REQUIRES(mutex_);
+  void adopting_locked(std::uint64_t generation, Clock::time_point sent) override REQUIRES(mutex_);
   // `counted_here`: the loss is counted here, for this reason (the hold outlived its max_hold,
   // or a direct lease ran out before the core took it over); a lease the core lost was
   // counted by the core.

@@ -255,9 +255,11 @@ TEST(LockerTest, LockersOfOneProcessTakingTurnsAllGetTheirHoldsOneAtATime) {
 
 TEST(LockerTest, AHoldLongerThanItsLeaseIsRenewedAndKeepsItsToken) {
   // An uncontended Locker takes its lease by one call and renews nothing while its hold is
-  // short (memory, SQLite: remote_contender.h); held for longer than ttl + transition twice,
-  // the lease is still renewed: no other process gets it meanwhile, and the token stays.
-  auto client = make_client();
+  // short (memory, SQLite: remote_contender.h); held for a ttl longer than its lease (ttl +
+  // transition), the lease is still renewed: no other process gets it meanwhile, and the token
+  // stays. Leases of a second and a second: a server that stalls a few hundred ms on a loaded
+  // machine (a JVM's) must not end it.
+  auto client = make_client(steady_options());
   auto elsewhere = other_process(client);
   const auto mutex = unique_mutex();
   Locker locker(mutex, client);
@@ -266,7 +268,7 @@ TEST(LockerTest, AHoldLongerThanItsLeaseIsRenewedAndKeepsItsToken) {
   ASSERT_NE(token, 0u);
   const auto lease = client.options().ttl + client.options().transition;
   Locker rival(mutex, elsewhere);
-  const auto until = std::chrono::steady_clock::now() + 2 * lease;
+  const auto until = std::chrono::steady_clock::now() + lease + client.options().ttl;
   while (std::chrono::steady_clock::now() < until) {
     ASSERT_FALSE(rival.try_lock()) << "another process took the mutex while it was held";
     std::this_thread::sleep_for(client.options().ttl / 4);
@@ -282,8 +284,9 @@ TEST(LockerTest, AHoldLongerThanItsLeaseIsRenewedAndKeepsItsToken) {
 TEST(LockerTest, ALockerQueuedBehindAHoldGetsItsLeaseAtItsEnd) {
   // The lease a Locker took alone (on memory and SQLite by one call, with no contender started)
   // is handed to a Locker of the process that queued behind it: the same lease (its token),
-  // not given back and taken anew; and it is still renewed for the second hold.
-  auto client = make_client();
+  // not given back and taken anew; and it is still renewed for the second hold (leases of a
+  // second and a second, as above).
+  auto client = make_client(steady_options());
   auto elsewhere = other_process(client);
   const auto mutex = unique_mutex();
   Locker first(mutex, client);

@@ -373,16 +373,8 @@ void stalled_runtime_case() {
   m.lock();
   const auto token = m.fencing_token();
   m.unlock();
-  std::promise<void> wake;
-  std::shared_future<void> woken = wake.get_future().share();
-  std::atomic<int> blocked{0};
-  for (int i = 0; i < 4; ++i) {
-    client.runtime()->post_io([woken, &blocked] {
-      blocked.fetch_add(1);
-      woken.wait();
-    });
-  }
-  ASSERT_TRUE(wait_until([&] { return blocked.load() == 4; }, kSoon));
+  StalledIoThreads stall(client);
+  ASSERT_TRUE(stall.all_blocked());
   std::this_thread::sleep_for(fast_options().ttl + fast_options().transition + 100ms);
   auto rival = Client(std::make_shared<ForwardingBackend>(make_backend()), fast_options(), make_client().runtime());
   auto hold = rival.mutex(mutex).with_linger(0ms).acquire(kSoon);
@@ -391,7 +383,7 @@ void stalled_runtime_case() {
   EXPECT_FALSE(took) << "the stalled process used its cached lease (token " << m.fencing_token()
                      << ") while another held the mutex (token " << hold.fencing_token() << ")";
   if (took) m.unlock();
-  wake.set_value();
+  stall.wake();
   hold.unlock();
 }
 

@@ -324,33 +324,15 @@ TEST(LockerTest, AHoldWhoseProcessStalledPastItsLeaseIsRevokedOnWaking) {
   const auto token = locker.fencing_token();
   std::atomic<bool> lost{false};
   std::stop_callback on_lost(locker.lease_token(), [&] { lost = true; });
-  std::promise<void> wake;
-  std::shared_future<void> woken = wake.get_future().share();
-  std::atomic<unsigned> blocked{0};
-  const unsigned io_threads = client.runtime()->options().io_threads;
-  for (unsigned i = 0; i < io_threads; ++i) {
-    client.runtime()->post_io([woken, &blocked] {
-      blocked.fetch_add(1);
-      woken.wait();
-    });
-  }
-  struct Waker {
-    std::promise<void>& wake;
-    ~Waker() {
-      try {
-        wake.set_value();
-      } catch (const std::future_error&) {  // woken already
-      }
-    }
-  } waker{wake};
-  ASSERT_TRUE(wait_until([&] { return blocked.load() == io_threads; }, kSoon));
+  StalledIoThreads stall(client);
+  ASSERT_TRUE(stall.all_blocked());
   std::this_thread::sleep_until(acquired_at + options.ttl + options.transition + 100ms);
   {
     Locker rival(mutex, elsewhere);
     ASSERT_TRUE(rival.try_lock_for(kSoon)) << "the stalled lease never ran out";
     EXPECT_GT(rival.fencing_token(), token);
   }
-  wake.set_value();
+  stall.wake();
   EXPECT_TRUE(wait_until([&] { return lost.load(); }, kSoon))
       << "the hold never learnt that its lease ran out while its process stalled";
   EXPECT_FALSE(locker.is_owner());

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "cases.h"
@@ -148,6 +150,92 @@ TEST(LockCachingTest, ACachedRelockMakesNoBackendCall) {
   EXPECT_GE(faults->calls() - plain_before, 40);
   EXPECT_EQ(client.release_cached(), 1u);
   EXPECT_TRUE(client.owner(m.name()).empty()) << "release_cached() gave the lease back";
+}
+
+// A backend that counts reads and releases and can push a demand nobody made, as
+// DemandPush::watch_demand() may (ZooKeeper: a waiter left; SQLite: another mutex's ring in a
+// shared slot of its wake board; any engine: a push channel that dropped).
+class DemandPushSpy : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+
+  OwnerSnapshot read(const std::string& mutex) override {
+    reads_.fetch_add(1);
+    return ForwardingBackend::read(mutex);
+  }
+  bool release(const std::string& mutex, const std::string& contender_id) override {
+    releases_.fetch_add(1);
+    return ForwardingBackend::release(mutex, contender_id);
+  }
+  std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& owner_id,
+                                             std::function<void()> on_demand) override {
+    auto shared = std::make_shared<std::function<void()>>(std::move(on_demand));
+    auto inner = ForwardingBackend::watch_demand(mutex, owner_id, [shared] { (*shared)(); });
+    std::lock_guard lock(mutex_);
+    const auto id = ++next_id_;
+    watches_[id] = shared;
+    return std::make_unique<Watch>(std::move(inner), [this, id] {
+      std::lock_guard lock(mutex_);
+      watches_.erase(id);
+    });
+  }
+
+  bool watching() const {
+    std::lock_guard lock(mutex_);
+    return !watches_.empty();
+  }
+  // Calls every demand watch, as a push without a demand would.
+  void push_without_demand() {
+    std::lock_guard lock(mutex_);
+    for (const auto& [id, on_demand] : watches_) (*on_demand)();
+  }
+  long reads() const { return reads_.load(); }
+  long releases() const { return releases_.load(); }
+
+ private:
+  class Watch : public Subscription {
+   public:
+    Watch(std::unique_ptr<Subscription> inner, std::function<void()> forget)
+        : inner_(std::move(inner)), forget_(std::move(forget)) {}
+    ~Watch() override { forget_(); }
+
+   private:
+    std::unique_ptr<Subscription> inner_;
+    std::function<void()> forget_;
+  };
+
+  mutable std::mutex mutex_;
+  std::uint64_t next_id_ = 0;                                                // guarded by mutex_
+  std::map<std::uint64_t, std::shared_ptr<std::function<void()>>> watches_;  // guarded by mutex_
+  std::atomic<long> reads_{0};
+  std::atomic<long> releases_{0};
+};
+
+// A demand push is a cue to look at the record, not a demand: one without a demand leaves the
+// cached lease where it is (SQLite's wake board once rang a cached lease away for another
+// mutex that shared its slot: tck.sqlite under ASan).
+TEST(LockCachingTest, ADemandPushWithoutADemandKeepsTheCachedLease) {
+  auto spy = std::make_shared<DemandPushSpy>(make_backend());
+  if (spy->demand_push() == nullptr) GTEST_SKIP() << "the engine pushes no demands";
+  auto client = client_over(spy);
+  auto m = client.mutex(unique_mutex()).with_linger(30s);
+  m.lock();
+  const auto token = m.fencing_token();
+  m.unlock();
+  ASSERT_TRUE(wait_until([&] { return spy->watching(); }, kSoon)) << "the caching owner never watched for demands";
+  ASSERT_EQ(client.owner(m.name()).fencing_token, token) << "the lease should be cached";
+  const long releases = spy->releases();
+  const long reads = spy->reads();
+  for (int i = 0; i < 3; ++i) spy->push_without_demand();
+  // The pushes reach the entry at once; its demand polls (every 100 ms at most) read the
+  // record after them. A lease given back for the pushes is released before the third read.
+  ASSERT_TRUE(wait_until([&] { return spy->releases() > releases || spy->reads() >= reads + 6; }, kSoon))
+      << "the owner neither read its record nor released";
+  EXPECT_EQ(spy->releases(), releases) << "a push without a demand gave the cached lease back";
+  m.lock();
+  EXPECT_EQ(m.fencing_token(), token) << "the lease was not kept cached";
+  m.unlock();
+  EXPECT_EQ(client.release_cached(), 1u);
 }
 
 TEST(LockCachingTest, ACachedLeaseGoesToAnotherProcessThatAsks) {

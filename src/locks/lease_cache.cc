@@ -108,6 +108,17 @@ void LeaseCache::demand_arrived() {
   drive();
 }
 
+// A push is a cue to look, not a demand: it may come without one (DemandPush::watch_demand():
+// a ZooKeeper waiter that left, a dropped channel, another mutex ringing a shared slot of
+// SQLite's wake board), and a lease given back for it would cost the next hold a round trip.
+void LeaseCache::demand_pushed() {
+  {
+    internal::MutexLock lock(mutex_);
+    if (!running() || demanded_) return;  // nothing held here, or heard already
+  }
+  if (read_demand()) demand_arrived();
+}
+
 // Whether the backend's record shows a demand on our own lease. A failed read is said once per
 // run of failures (the lease's own renewals say whether it survives) and reads as no demand.
 bool LeaseCache::read_demand() {
@@ -182,7 +193,7 @@ void LeaseCache::watch_demand() {
     try {
       // Runs on the backend's thread: only a post (the entry is never released there).
       watch = pushes->watch_demand(name(), core().contender_id(), [runtime = runtime_, weak = weak_cache()] {
-        internal::on_io<LeaseCache>(*runtime, weak, [](LeaseCache& cache) { cache.demand_arrived(); });
+        internal::on_io<LeaseCache>(*runtime, weak, [](LeaseCache& cache) { cache.demand_pushed(); });
       });
     } catch (const std::exception& e) {
       log_warn("mutex '" + name() + "': cannot watch for demand (" + e.what() + "); reading it at the poll interval");

@@ -90,6 +90,7 @@ class LeaseCache : protected RemoteContender {
  private:
   std::chrono::milliseconds demand_poll() const;
   void demand_arrived();
+  void demand_pushed();
   void watch_demand();
   void poll_demand(std::uint64_t epoch);
   bool read_demand();

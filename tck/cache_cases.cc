@@ -12,11 +12,10 @@
 #include <fstream>
 #include <future>
 #include <iostream>
-#include <map>
-#include <mutex>
 #include <thread>
 
 #include "cases.h"
+#include "demand_push_spy.h"
 #include "fencing_register.h"
 #include "kit.h"
 
@@ -151,69 +150,6 @@ TEST(LockCachingTest, ACachedRelockMakesNoBackendCall) {
   EXPECT_EQ(client.release_cached(), 1u);
   EXPECT_TRUE(client.owner(m.name()).empty()) << "release_cached() gave the lease back";
 }
-
-// A backend that counts reads and releases and can push a demand nobody made, as
-// DemandPush::watch_demand() may (ZooKeeper: a waiter left; SQLite: another mutex's ring in a
-// shared slot of its wake board; any engine: a push channel that dropped). It offers a demand
-// push on every engine: the engine's own where it has one, else only the pushes made here.
-class DemandPushSpy : public ForwardingBackend {
- public:
-  using ForwardingBackend::ForwardingBackend;
-
-  DemandPush* demand_push() noexcept override { return this; }
-
-  OwnerSnapshot read(const std::string& mutex) override {
-    reads_.fetch_add(1);
-    return ForwardingBackend::read(mutex);
-  }
-  bool release(const std::string& mutex, const std::string& contender_id) override {
-    releases_.fetch_add(1);
-    return ForwardingBackend::release(mutex, contender_id);
-  }
-  std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& owner_id,
-                                             std::function<void()> on_demand) override {
-    auto shared = std::make_shared<std::function<void()>>(std::move(on_demand));
-    auto inner =
-        target()->demand_push() ? ForwardingBackend::watch_demand(mutex, owner_id, [shared] { (*shared)(); }) : nullptr;
-    std::lock_guard lock(mutex_);
-    const auto id = ++next_id_;
-    watches_[id] = shared;
-    return std::make_unique<Watch>(std::move(inner), [this, id] {
-      std::lock_guard lock(mutex_);
-      watches_.erase(id);
-    });
-  }
-
-  bool watching() const {
-    std::lock_guard lock(mutex_);
-    return !watches_.empty();
-  }
-  // Calls every demand watch, as a push without a demand would.
-  void push_without_demand() {
-    std::lock_guard lock(mutex_);
-    for (const auto& [id, on_demand] : watches_) (*on_demand)();
-  }
-  long reads() const { return reads_.load(); }
-  long releases() const { return releases_.load(); }
-
- private:
-  class Watch : public Subscription {
-   public:
-    Watch(std::unique_ptr<Subscription> inner, std::function<void()> forget)
-        : inner_(std::move(inner)), forget_(std::move(forget)) {}
-    ~Watch() override { forget_(); }
-
-   private:
-    std::unique_ptr<Subscription> inner_;
-    std::function<void()> forget_;
-  };
-
-  mutable std::mutex mutex_;
-  std::uint64_t next_id_ = 0;                                                // guarded by mutex_
-  std::map<std::uint64_t, std::shared_ptr<std::function<void()>>> watches_;  // guarded by mutex_
-  std::atomic<long> reads_{0};
-  std::atomic<long> releases_{0};
-};
 
 // A demand push is a cue to look at the record, not a demand: one without a demand leaves the
 // cached lease where it is (on every engine: where it pushes none, the kit's backend does) (SQLite's wake board once

@@ -49,6 +49,8 @@ class WakeBoard : public std::enable_shared_from_this<WakeBoard> {
   // and then after another key's, sharing its slot), until the handle goes.
   std::unique_ptr<Subscription> watch(const std::string& key, std::function<void(WatchEvent)> on_change);
   static std::string demand_key(const std::string& mutex) { return "demand\n" + mutex; }
+  // The slot a key rings and is watched in: the same in every process and build.
+  static std::size_t slot_of(const std::string& key) noexcept;
 
   static constexpr std::size_t kPage = 4096;
   static constexpr std::size_t kBytes = 2 * kPage;
@@ -60,7 +62,6 @@ class WakeBoard : public std::enable_shared_from_this<WakeBoard> {
   // watches of slot i.
   std::uint32_t* word(std::size_t index) const noexcept { return static_cast<std::uint32_t*>(map_) + index; }
   std::uint32_t* watches_of(std::size_t slot) const noexcept { return word(kSlots + 1 + slot); }
-  static std::size_t slot_of(const std::string& key) noexcept;
   void listen();
   void forget(std::size_t slot, std::uint64_t id);
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -10,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "kit.h"
 #include "simba/backend.h"
 
 namespace simba::tck {
@@ -34,12 +36,10 @@ class DemandPushSpy : public ForwardingBackend {
   }
   std::unique_ptr<Subscription> watch_demand(const std::string& mutex, const std::string& owner_id,
                                              std::function<void()> on_demand) override {
-    auto shared = std::make_shared<std::function<void()>>(std::move(on_demand));
-    auto inner =
-        target()->demand_push() ? ForwardingBackend::watch_demand(mutex, owner_id, [shared] { (*shared)(); }) : nullptr;
+    auto inner = target()->demand_push() ? ForwardingBackend::watch_demand(mutex, owner_id, on_demand) : nullptr;
     std::lock_guard lock(mutex_);
     const auto id = ++next_id_;
-    watches_[id] = shared;
+    watches_[id] = std::move(on_demand);
     return std::make_unique<Watch>(std::move(inner), [this, id] {
       std::lock_guard lock(mutex_);
       watches_.erase(id);
@@ -53,10 +53,22 @@ class DemandPushSpy : public ForwardingBackend {
   // Calls every demand watch, as a push without a demand would.
   void push_without_demand() {
     std::lock_guard lock(mutex_);
-    for (const auto& [id, on_demand] : watches_) (*on_demand)();
+    for (const auto& [id, on_demand] : watches_) on_demand();
   }
-  long reads() const { return reads_.load(); }
-  long releases() const { return releases_.load(); }
+
+  // What it counted so far.
+  struct Counts {
+    long reads = 0;
+    long releases = 0;
+  };
+  Counts counts() const { return {reads_.load(), releases_.load()}; }
+  // Waits until the owner answered the pushes made after `before`: it released, or it read its
+  // record six times (its look at each push, and its demand polls, at most 100 ms apart, after
+  // them: a lease given back for a push is released before those). false: neither in `timeout`.
+  bool answered_since(Counts before, std::chrono::milliseconds timeout) const {
+    return wait_until([&] { return released_since(before) || reads_.load() >= before.reads + 6; }, timeout);
+  }
+  bool released_since(Counts before) const { return releases_.load() > before.releases; }
 
  private:
   class Watch : public Subscription {
@@ -71,8 +83,8 @@ class DemandPushSpy : public ForwardingBackend {
   };
 
   mutable std::mutex mutex_;
-  std::uint64_t next_id_ = 0;                                                // guarded by mutex_
-  std::map<std::uint64_t, std::shared_ptr<std::function<void()>>> watches_;  // guarded by mutex_
+  std::uint64_t next_id_ = 0;                               // guarded by mutex_
+  std::map<std::uint64_t, std::function<void()>> watches_;  // guarded by mutex_
   std::atomic<long> reads_{0};
   std::atomic<long> releases_{0};
 };

@@ -291,6 +291,10 @@ bool LocalLine::hold_is_owner(std::uint64_t hold_id) const {
     internal::MutexLock lock(mutex_);
     if (!holder_ || holder_->id != hold_id || holder_->lost.stop_requested()) return false;
     if (direct_held()) return direct_live(Clock::now());
+    // Taken over by the core, whose first round has not judged it yet (the core owns nothing
+    // until then): the lease itself says. Asking the core meanwhile said false for a moment,
+    // as a Locker queued behind the hold (LockerTest.AHoldIsOwnerAllAlongWhileTheCoreTakesItsLeaseOver).
+    if (holder_->adopting && Clock::now() < holder_->adopted_deadline) return true;
   }
   return core().is_owner();
 }
@@ -311,10 +315,11 @@ std::stop_source LocalLine::fresh_lost_locked() {
   return std::stop_source();
 }
 
-void LocalLine::adopting_locked(std::uint64_t generation, Clock::time_point sent) {
+void LocalLine::adopting_locked(std::uint64_t generation, const ServiceCore::TakenLease& lease) {
   if (!holder_ || holder_->generation != 0) return;
   holder_->generation = generation;
-  holder_->adopting = sent;
+  holder_->adopting = lease.sent;
+  holder_->adopted_deadline = lease.deadline;
 }
 
 }  // namespace simba::internal

@@ -105,13 +105,16 @@ class LocalLine : protected LeaseCache {
     // it over, the core's, and `adopting` (when the lease's call was sent: the round that judges
     // its answer has that time) until the core's round judged it.
     std::optional<Clock::time_point> adopting = std::nullopt;
+    // The direct lease's end, while `adopting`: the hold is owner until then, though the core
+    // does not own before that round has judged the answer.
+    Clock::time_point adopted_deadline{};
   };
 
   // RemoteContender's questions and news.
   EntryFacts local_facts() const override REQUIRES(mutex_);
   void on_round(const RoundTimes& times);
   void on_lost(std::uint64_t generation);
-  void adopting_locked(std::uint64_t generation, Clock::time_point sent) override REQUIRES(mutex_);
+  void adopting_locked(std::uint64_t generation, const ServiceCore::TakenLease& lease) override REQUIRES(mutex_);
   // `counted_here`: the loss is counted here, for this reason (the hold outlived its max_hold,
   // or a direct lease ran out before the core took it over); a lease the core lost was
   // counted by the core.

@@ -65,7 +65,7 @@ void RemoteContender::drive_locked(InlineRound inline_round, std::optional<Clock
         adopted = std::move(direct_);
         running_ = true;
         core_settled_ = false;
-        adopting_locked(core_->generation() + 1, adopted->sent);  // only this driver starts or stops the core
+        adopting_locked(core_->generation() + 1, *adopted);  // only this driver starts or stops the core
       } else {
         move = ContenderMove::stop;
         give_back = true;

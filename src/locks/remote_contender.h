@@ -123,10 +123,10 @@ class RemoteContender {
   void direct_timer_fired() EXCLUDES(mutex_);
   // Calls direct_timer_fired() after `delay`, on an I/O thread, if the entry still lives then.
   virtual void direct_timer_after(std::chrono::milliseconds delay) = 0;
-  // The core takes the direct lease (its call sent at `sent`) over as generation `generation`:
-  // a hold of it is now the core's (the entry's side adopts it, under mutex_), if the round
-  // that judges the lease's answer finds it still live.
-  virtual void adopting_locked(std::uint64_t generation, Clock::time_point sent) REQUIRES(mutex_) = 0;
+  // The core takes `lease` (the direct lease) over as generation `generation`: a hold of it is
+  // now the core's (the entry's side adopts it, under mutex_), if the round that judges the
+  // lease's answer finds it still live; until that round ends, the lease says whether it is.
+  virtual void adopting_locked(std::uint64_t generation, const ServiceCore::TakenLease& lease) REQUIRES(mutex_) = 0;
 
   // The entry's lock: this contender's state, and the entry's queue, holder and cache.
   mutable AnnotatedMutex mutex_;

@@ -227,7 +227,10 @@ TEST(LockManagerTest, LocalRequestsAreServedInFifoOrderOnOneRemoteLease) {
 }
 
 TEST(LockManagerTest, AsyncTimeoutNamesOwnerAndLeavesNoWaiter) {
-  auto client = make_client();
+  // Leases of a second and a second: the holder must keep its lease through the request's
+  // timeout, and under ASan on a loaded machine a renewal came over 400 ms late (its lease ran
+  // out, and the request got the mutex instead of timing out).
+  auto client = make_client(steady_options());
   auto mutex = unique_mutex();
   auto holder_client = other_process(client);
   auto held = holder_client.mutex(mutex).acquire(kSoon);

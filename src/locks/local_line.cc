@@ -21,7 +21,7 @@ void LocalLine::on_round(const RoundTimes& times) {
     // The round that judged the direct lease's answer (sent when it was) says whether the hold
     // kept it: a stall may have let it run out before the core took it over. Only that round's
     // verdict counts: a later round may have won the mutex anew (and its hook may run first).
-    if (holder_ && holder_->adopting && *holder_->adopting == times.sent) {
+    if (holder_ && holder_->adopting && holder_->adopting->sent == times.sent) {
       holder_->adopting.reset();
       if (!times.ours) lapsed = holder_->id;
     }
@@ -292,9 +292,9 @@ bool LocalLine::hold_is_owner(std::uint64_t hold_id) const {
     if (!holder_ || holder_->id != hold_id || holder_->lost.stop_requested()) return false;
     if (direct_held()) return direct_live(Clock::now());
     // Taken over by the core, whose first round has not judged it yet (the core owns nothing
-    // until then): the lease itself says. Asking the core meanwhile said false for a moment,
-    // as a Locker queued behind the hold (LockerTest.AHoldIsOwnerAllAlongWhileTheCoreTakesItsLeaseOver).
-    if (holder_->adopting && Clock::now() < holder_->adopted_deadline) return true;
+    // until then): the lease itself says. Asking the core meanwhile said false for a moment
+    // (LockerTest.AHoldIsOwnerAllAlongWhileTheCoreTakesItsLeaseOver).
+    if (holder_->adopting && Clock::now() < holder_->adopting->deadline) return true;
   }
   return core().is_owner();
 }
@@ -318,8 +318,7 @@ std::stop_source LocalLine::fresh_lost_locked() {
 void LocalLine::adopting_locked(std::uint64_t generation, const ServiceCore::TakenLease& lease) {
   if (!holder_ || holder_->generation != 0) return;
   holder_->generation = generation;
-  holder_->adopting = lease.sent;
-  holder_->adopted_deadline = lease.deadline;
+  holder_->adopting = Holder::Adopting{lease.sent, lease.deadline};
 }
 
 }  // namespace simba::internal

@@ -102,12 +102,14 @@ class LocalLine : protected LeaseCache {
     Terms terms{};  // of the request it came from (a fast hold: of the hold that cached)
     Clock::time_point granted_at{};
     // A hold of the direct lease has generation 0 (no core generation is); once the core takes
-    // it over, the core's, and `adopting` (when the lease's call was sent: the round that judges
-    // its answer has that time) until the core's round judged it.
-    std::optional<Clock::time_point> adopting = std::nullopt;
-    // The direct lease's end, while `adopting`: the hold is owner until then, though the core
-    // does not own before that round has judged the answer.
-    Clock::time_point adopted_deadline{};
+    // it over, the core's, and `adopting` until the core's round judged it: when the lease's
+    // call was sent (the round that judges its answer has that time) and the lease's end (the
+    // hold is owner until then, though the core owns nothing before that round).
+    struct Adopting {
+      Clock::time_point sent;
+      Clock::time_point deadline;
+    };
+    std::optional<Adopting> adopting = std::nullopt;
   };
 
   // RemoteContender's questions and news.

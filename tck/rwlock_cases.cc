@@ -185,8 +185,9 @@ TEST(RwLockTest, AWaitingWriterWatchesTheReadersInside) {
 // Where the engine says with the gate's grant that no reader's record is held
 // (OwnerSnapshot::no_derived_held), a writer looks for no readers; with a reader of another
 // process inside, it looks, and waits for it. An engine may say so only of a name whose
-// derived records it has listed once (ZooKeeper): the probe lists first, and the writes are
-// counted after a first one.
+// derived records it has listed once (ZooKeeper), or whose record was there before the grant
+// (PostgreSQL): the probe lists first and asks on its second grant, and the writes are counted
+// after a first one.
 TEST(RwLockTest, AWriterLooksForReadersOnlyWhereTheEngineCannotSayNoneIsIn) {
   auto client = make_client();
   const auto name = unique_mutex("rw-look");
@@ -195,6 +196,8 @@ TEST(RwLockTest, AWriterLooksForReadersOnlyWhereTheEngineCannotSayNoneIsIn) {
     auto probe = make_backend();
     const auto probe_name = unique_mutex("rw-look-probe");
     if (auto* records = probe->administration()) records->list_derived(probe_name, 16);
+    probe->acquire(probe_name, "probe", 10s, 0ms);
+    probe->release(probe_name, "probe");
     says = probe->acquire(probe_name, "probe", 10s, 0ms).no_derived_held;
     probe->release(probe_name, "probe");
   }

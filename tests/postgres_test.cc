@@ -294,5 +294,34 @@ TEST_F(PostgresTest, AWriterWaitsForAReadInFlightAndHearsIt) {
   backend->release(gate, "writer");
 }
 
+// A reader in flight on a gate that has no row yet (its share lock found nothing to lock, and
+// its record is not yet committed): a writer's take that makes the gate's row does not wait for
+// it, and must not say that no reader is in. The reader reads the gate once its record has
+// committed, which may come before the writer's commit: it finds the gate free, so the writer
+// must look at the readers after its own commit. (Said from the take's snapshot, which misses
+// the uncommitted record, a writer and a reader were both in: the kit's
+// RwLockTest.AWriterExcludesEveryoneAndEveryoneGetsIn, once, on a fresh name.)
+TEST_F(PostgresTest, AWriterThatMakesTheGatesRowDoesNotVouchForAReadInFlight) {
+  auto backend = open_backend(uri_);
+  const std::string gate = tck::unique_mutex("rw-order-new-gate");
+  Session reader(uri_);
+  reader.run("BEGIN");
+  EXPECT_EQ(reader.run("SELECT count(*) FROM simba_mutex WHERE mutex = '" + gate + "'"), "0");
+  reader.run("SELECT fencing_token FROM simba_mutex WHERE mutex = '" + gate + "' FOR SHARE");
+  reader.run("INSERT INTO simba_mutex (mutex, owner_id, acquired_at, ttl_at, transition_at, version) VALUES ('" + gate +
+             "#r1', 'reader', " + kDbNow + ", " + kDbNow + " + 60000, " + kDbNow + " + 60000, 1)");
+  const auto got = across_commit(uri_, reader, [&] { return backend->acquire(gate, "writer", 10s, 0ms); });
+  ASSERT_TRUE(got);
+  const OwnerSnapshot& wrote = *got;
+  ASSERT_EQ(wrote.owner.owner_id, "writer");
+  EXPECT_FALSE(wrote.no_derived_held) << "a writer that made the gate's row vouched for the readers while a "
+                                         "reader's record was in flight";
+  // Once the row is there, a take of it says so again (the reader's record, committed, is seen).
+  ASSERT_TRUE(backend->release(gate, "writer"));
+  Session(uri_).run("DELETE FROM simba_mutex WHERE mutex = '" + gate + "#r1'");
+  EXPECT_TRUE(backend->acquire(gate, "writer", 10s, 0ms).no_derived_held) << "a gate's row there: no reader in";
+  backend->release(gate, "writer");
+}
+
 }  // namespace
 }  // namespace simba

@@ -45,7 +45,8 @@ struct OwnerSnapshot {
   // sees the grant), that no record derived from the mutex (Administration::list_derived) was
   // held. A shared mutex's writer that got its gate so needs no look at the readers: a reader
   // that comes later finds the gate held. False: unknown (every engine may leave it so; an
-  // engine may say it only of a name whose derived records it has listed once, as ZooKeeper).
+  // engine may say it only of a name whose derived records it has listed once, as ZooKeeper,
+  // or whose record was there before the grant, as PostgreSQL).
   bool no_derived_held = false;
   // From acquire() of a derived record ("<name>#<suffix>") when the caller owns it after it:
   // the mutex <name> as the engine saw it in the same atomic step (a shared mutex's reader that

@@ -139,8 +139,13 @@ RETURNING m.owner_id, m.acquired_at, m.ttl_at, m.transition_at, m.fencing_token,
 // of its own: true if no record derived from $1 ("$1#<suffix>", in byte order through the index
 // simba_mutex_bytes) is held. A reader of $1 holds its share lock on $1's row (kLockPrimitive)
 // until its record commits, so the take waited for that commit and this sees the record.
+// Only if the row was there before the take (its version above 1; kTakeOrWait makes a row
+// with version 1, every take of one adds 1): a reader in flight that found no row locked
+// nothing, and reads the gate once its record has committed, which may be before this take
+// commits, so it would find the gate free while this snapshot misses its record. Then false
+// (unknown): the writer looks at the readers after its commit.
 constexpr const char* kNoDerivedHeld = R"sql(
-SELECT NOT EXISTS (
+SELECT (SELECT version > 1 FROM simba_mutex WHERE mutex = $1) AND NOT EXISTS (
   SELECT 1 FROM simba_mutex
   WHERE (mutex COLLATE "C") >= ($1 || '#') AND (mutex COLLATE "C") < ($1 || '$')
     AND strpos(substr(mutex, char_length($1) + 2), '#') = 0

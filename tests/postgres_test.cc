@@ -207,6 +207,15 @@ std::optional<OwnerSnapshot> across_commit(const std::string& uri, Session& open
   return call.get();
 }
 
+// A reader's take of its record "<gate>#r1" as the engine makes it, left in flight in `reader`'s
+// transaction: the share lock on the gate's row (none if it has no row), then the record.
+void begin_read(Session& reader, const std::string& gate) {
+  reader.run("BEGIN");
+  reader.run("SELECT fencing_token FROM simba_mutex WHERE mutex = '" + gate + "' FOR SHARE");
+  reader.run("INSERT INTO simba_mutex (mutex, owner_id, acquired_at, ttl_at, transition_at, version) VALUES ('" + gate +
+             "#r1', 'reader', " + kDbNow + ", " + kDbNow + " + 60000, " + kDbNow + " + 60000, 1)");
+}
+
 // A batch's grants of existing rows hear their relatives, as acquire()'s do (a shared mutex's
 // writer and first reader skip a round trip by them); its renewals do not ask (their answer is
 // not heard). (A new row's grant in a batch hears nothing: see acquire_batch.)
@@ -282,10 +291,7 @@ TEST_F(PostgresTest, AWriterWaitsForAReadInFlightAndHearsIt) {
   ASSERT_TRUE(backend->acquire(gate, "writer", 10s, 0ms).no_derived_held) << "no reader yet";
   ASSERT_TRUE(backend->release(gate, "writer"));
   Session reader(uri_);
-  reader.run("BEGIN");
-  reader.run("SELECT fencing_token FROM simba_mutex WHERE mutex = '" + gate + "' FOR SHARE");
-  reader.run("INSERT INTO simba_mutex (mutex, owner_id, acquired_at, ttl_at, transition_at, version) VALUES ('" + gate +
-             "#r1', 'reader', " + kDbNow + ", " + kDbNow + " + 60000, " + kDbNow + " + 60000, 1)");
+  begin_read(reader, gate);
   const auto got = across_commit(uri_, reader, [&] { return backend->acquire(gate, "writer", 10s, 0ms); });
   ASSERT_TRUE(got);
   const OwnerSnapshot& wrote = *got;
@@ -305,11 +311,8 @@ TEST_F(PostgresTest, AWriterThatMakesTheGatesRowDoesNotVouchForAReadInFlight) {
   auto backend = open_backend(uri_);
   const std::string gate = tck::unique_mutex("rw-order-new-gate");
   Session reader(uri_);
-  reader.run("BEGIN");
-  EXPECT_EQ(reader.run("SELECT count(*) FROM simba_mutex WHERE mutex = '" + gate + "'"), "0");
-  reader.run("SELECT fencing_token FROM simba_mutex WHERE mutex = '" + gate + "' FOR SHARE");
-  reader.run("INSERT INTO simba_mutex (mutex, owner_id, acquired_at, ttl_at, transition_at, version) VALUES ('" + gate +
-             "#r1', 'reader', " + kDbNow + ", " + kDbNow + " + 60000, " + kDbNow + " + 60000, 1)");
+  EXPECT_EQ(reader.run("SELECT count(*) FROM simba_mutex WHERE mutex = '" + gate + "'"), "0") << "a new name";
+  begin_read(reader, gate);
   const auto got = across_commit(uri_, reader, [&] { return backend->acquire(gate, "writer", 10s, 0ms); });
   ASSERT_TRUE(got);
   const OwnerSnapshot& wrote = *got;

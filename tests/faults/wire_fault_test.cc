@@ -339,6 +339,15 @@ TEST_F(WireFaultTest, ResetsDuringAcquireRenewAndReleaseLeaveNoLeaseBehind) {
   // keeps that lease through the renewal (the same token on the server), the release still frees the
   // mutex (sent again on a new connection), and a rival that waits on a healthy wire from the
   // acquire on never believes while the owner does: it takes the mutex only after the release.
+  // The retry of a reset renewal needs a new session first, which on a busy machine took over
+  // 2 s (PostgreSQL forks a process per session; see open_patiently; a fresh-clone run lost
+  // the lease so with a transition of 500 ms, its rounds 4 times as slow as on a quiet
+  // machine): the leases here have a transition of 4 s. Renewals still leave every ~ttl/3,
+  // and nothing in a round waits for a lease to run out; a renewal taken for a loss (given up,
+  // or taken again with a new token) still fails the round.
+  auto options = lease_options();
+  options.transition = 4000ms;
+  const auto lease = options.ttl + options.transition;
   rival_service_.reset();
   unsigned seed = 12345;
   auto random_ms = [&](unsigned bound) {
@@ -352,8 +361,8 @@ TEST_F(WireFaultTest, ResetsDuringAcquireRenewAndReleaseLeaveNoLeaseBehind) {
   };
   int owned = 0, kept = 0, left_behind = 0, overlaps = 0, rival_took = 0;
   for (int round = 0; round < 12; ++round) {
-    auto service = owner_client_->contend_service(owner_);
-    auto rival = rival_client_->contend_service(rival_);
+    auto service = owner_client_->contend_service(owner_, options);
+    auto rival = rival_client_->contend_service(rival_, options);
     proxy_->delay(60ms);
     service->start();
     reset_in_flight(100);
@@ -367,7 +376,7 @@ TEST_F(WireFaultTest, ResetsDuringAcquireRenewAndReleaseLeaveNoLeaseBehind) {
     // Kept: the owner owns again within a lease and the server still holds the lease it had,
     // by its fencing token (the owner may stop believing while its wire is down; a lease that
     // ran out and was taken again would have a new token).
-    const bool owns_again = wait_until([&] { return service->is_owner(); }, 2s);
+    const bool owns_again = wait_until([&] { return service->is_owner(); }, lease);
     const auto record = rival_client_->backend()->read(mutex_).owner;
     const bool kept_lease =
         owns && owns_again && record.owner_id == owner_->contender_id() && record.fencing_token == token;

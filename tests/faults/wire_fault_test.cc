@@ -359,7 +359,15 @@ TEST_F(WireFaultTest, ResetsDuringAcquireRenewAndReleaseLeaveNoLeaseBehind) {
     proxy_->reset();
     proxy_->pass();
   };
-  int owned = 0, kept = 0, left_behind = 0, overlaps = 0, rival_took = 0;
+  // A release is sent at most 3 times (ServiceCore::release_lease), each on a new connection
+  // after a broken one; if every one failed (a new session not made within the connect
+  // timeout, on a busy machine), the lease is left to run out, as the library says in its
+  // log. Such a round is counted apart (`unreachable`), not as a lease left behind.
+  constexpr std::uint64_t kReleaseAttempts = 3;
+  auto release_errors = [&] {
+    return owner_client_->metrics().backend_errors[static_cast<std::size_t>(BackendOp::release)];
+  };
+  int owned = 0, kept = 0, left_behind = 0, unreachable = 0, overlaps = 0, rival_took = 0;
   for (int round = 0; round < 12; ++round) {
     auto service = owner_client_->contend_service(owner_, options);
     auto rival = rival_client_->contend_service(rival_, options);
@@ -386,16 +394,25 @@ TEST_F(WireFaultTest, ResetsDuringAcquireRenewAndReleaseLeaveNoLeaseBehind) {
                     << " before, the record now: '" << record.owner_id << "' token " << record.fencing_token << ")";
     }
     proxy_->delay(60ms);
+    const auto errors_before = release_errors();
     std::jthread stopping([&] { service->stop(); });
     reset_in_flight(100);
     stopping.join();
+    const auto failed_releases = release_errors() - errors_before;
     auto after = rival_client_->backend()->read(mutex_);
     if (after.owner.has_owner(after.now) && after.owner.owner_id == owner_->contender_id()) {
-      ++left_behind;
-      ADD_FAILURE() << "round " << round << ": the stopped owner's lease is still there (token "
-                    << after.owner.fencing_token << ")";
+      if (failed_releases >= kReleaseAttempts) {
+        ++unreachable;
+        std::cout << "[ NOTE     ] round " << round << ": every release attempt failed (" << failed_releases
+                  << "): the server could not be reached in time; the lease runs out\n";
+      } else {
+        ++left_behind;
+        ADD_FAILURE() << "round " << round << ": the stopped owner's lease is still there (token "
+                      << after.owner.fencing_token << ", " << failed_releases << " release attempts failed)";
+      }
     }
-    rival_took += wait_until([&] { return rival->is_owner(); }, 5s);
+    // After the release, or once a lease left to run out has (an unreachable round).
+    rival_took += wait_until([&] { return rival->is_owner(); }, lease + 5s);
     sampler.stop();
     overlaps += sampler.overlaps();
     rival->stop();
@@ -403,11 +420,12 @@ TEST_F(WireFaultTest, ResetsDuringAcquireRenewAndReleaseLeaveNoLeaseBehind) {
   EXPECT_EQ(owned, 12) << "an acquire reset in flight was not retried";
   EXPECT_EQ(kept, 12) << "a renewal reset in flight lost the lease";
   EXPECT_EQ(left_behind, 0) << "releases reset in flight that left a lease behind";
+  EXPECT_LT(unreachable, 12) << "no release reset in flight ever landed";
   EXPECT_EQ(overlaps, 0) << "the rival believed it owned while the owner did";
   EXPECT_EQ(rival_took, 12) << "the waiting rival did not get the mutex after the owner's release";
-  report("resets", "\"owned\":" + std::to_string(owned) + ",\"kept\":" + std::to_string(kept) +
-                       ",\"left_behind\":" + std::to_string(left_behind) + ",\"overlaps\":" + std::to_string(overlaps) +
-                       ",\"rival_took\":" + std::to_string(rival_took) +
+  report("resets", "\"owned\":" + std::to_string(owned) + ",\"kept\":" + std::to_string(kept) + ",\"left_behind\":" +
+                       std::to_string(left_behind) + ",\"unreachable\":" + std::to_string(unreachable) +
+                       ",\"overlaps\":" + std::to_string(overlaps) + ",\"rival_took\":" + std::to_string(rival_took) +
                        ",\"connections\":" + std::to_string(proxy_->accepted()));
 }
 

@@ -149,7 +149,9 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   std::optional<TakenLease> take_lease(Clock::time_point sent);
   // Gives this contender's lease back on the backend (a failure is logged and counted; never
   // throws): stop()'s release, and a direct lease's end. `sent`: when its first attempt counts
-  // as sent (none: now).
+  // as sent (none: now). A release that fails on a broken connection is sent again on a new
+  // one, kReleaseAttempts times in all; after that the lease is left to run out.
+  static constexpr int kReleaseAttempts = 3;
   void release_lease(const char* why, std::optional<Clock::time_point> sent = std::nullopt) noexcept;
   // `released_at`: the caller's clock read just before (a hold's end), from which the release's
   // round trip is counted unless stop() first waits for a round in flight: one read less.

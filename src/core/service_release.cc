@@ -83,7 +83,7 @@ void ServiceCore::close(std::optional<Clock::time_point> released_at) noexcept {
 
 void ServiceCore::release_lease(const char* why, std::optional<Clock::time_point> first_sent) noexcept {
   // A release is idempotent (only the owner's own lease goes), so one that failed on a broken
-  // connection (reset, timed out) is sent again, twice at most, on a new one.
+  // connection (reset, timed out) is sent again on a new one, kReleaseAttempts times in all.
   for (int attempt = 1;; ++attempt) {
     const auto sent = attempt == 1 && first_sent ? *first_sent : Clock::now();
     try {
@@ -92,7 +92,7 @@ void ServiceCore::release_lease(const char* why, std::optional<Clock::time_point
       return;
     } catch (const std::system_error& e) {
       if (context_->telemetry) context_->telemetry->backend_error(BackendOp::release, mutex(), e.what());
-      if (attempt < 3 && e.code() == make_error_code(errc::unavailable)) continue;
+      if (attempt < kReleaseAttempts && e.code() == make_error_code(errc::unavailable)) continue;
       log_warn("mutex '" + mutex() + "': could not release the lease of " + contender_id() + " on " + why + " (" +
                e.what() + "); it expires by itself after ttl + transition");
       return;

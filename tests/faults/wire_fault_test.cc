@@ -13,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/service_core.h"
 #include "core/uri.h"
 #include "faults/fault_proxy.h"
 #include "kit.h"
@@ -359,11 +360,11 @@ TEST_F(WireFaultTest, ResetsDuringAcquireRenewAndReleaseLeaveNoLeaseBehind) {
     proxy_->reset();
     proxy_->pass();
   };
-  // A release is sent at most 3 times (ServiceCore::release_lease), each on a new connection
+  // A release is sent at most ServiceCore::kReleaseAttempts times, each on a new connection
   // after a broken one; if every one failed (a new session not made within the connect
   // timeout, on a busy machine), the lease is left to run out, as the library says in its
   // log. Such a round is counted apart (`unreachable`), not as a lease left behind.
-  constexpr std::uint64_t kReleaseAttempts = 3;
+  constexpr auto kReleaseAttempts = static_cast<std::uint64_t>(internal::ServiceCore::kReleaseAttempts);
   auto release_errors = [&] {
     return owner_client_->metrics().backend_errors[static_cast<std::size_t>(BackendOp::release)];
   };

@@ -47,6 +47,27 @@ check() {
     failures=$((failures + 1))
   fi
 }
+# beside WHAT COMMAND...: a check that keeps one core (cpack) or mostly waits (a kit run), run
+# beside the next ones (the stage is the suite's last, on an otherwise idle machine); its result
+# is reported by settle_beside.
+beside_pids=() beside_whats=()
+beside() {
+  local what=$1
+  shift
+  "$@" >"$work/beside-${#beside_pids[@]}.out" 2>&1 &
+  beside_pids+=($!)
+  beside_whats+=("$what")
+}
+replay() { cat "$2"; return "$1"; }  # replay RC FILE: FILE's output and RC, as a check sees them
+settle_beside() {
+  local n rc
+  for n in "${!beside_pids[@]}"; do
+    wait "${beside_pids[n]}"
+    rc=$?
+    check "${beside_whats[n]}" replay "$rc" "$work/beside-$n.out"
+  done
+  beside_pids=() beside_whats=()
+}
 configure() { cmake -G Ninja -Wno-dev "$@" >/dev/null; }
 
 shared=$trees/build-shared
@@ -84,18 +105,7 @@ check "the installed simba --version says $version" \
 check "the man page is installed and lists every subcommand and the exit codes" \
   bash -c "for word in lock leader schedule status watch list release SIMBA_BACKEND password_file 124 77; do
              grep -q -- \"\$word\" '$work/prefix-shared/share/man/man1/simba.1' || exit 1; done"
-check "cpack -G DEB" bash -c "cd '$shared' && cpack -G DEB"
-deb=$(ls "$shared"/simba_*.deb 2>/dev/null | head -n 1)
-check "the .deb holds the CLI, the libraries, the headers and the CMake package" \
-  bash -c "dpkg-deb -c '$deb' | grep -q './usr/bin/simba\$' && dpkg-deb -c '$deb' | grep -q 'libsimba_core.so.$version' &&
-           dpkg-deb -c '$deb' | grep -q 'include/simba/simba.h' && dpkg-deb -c '$deb' | grep -q 'cmake/simba/simbaConfig.cmake'"
-check "the .deb holds the conformance kit (simba-tck, <simba/tck/kit.h>, its CMake targets)" \
-  bash -c "dpkg-deb -c '$deb' | grep -q './usr/bin/simba-tck\$' && dpkg-deb -c '$deb' | grep -q 'include/simba/tck/kit.h' &&
-           dpkg-deb -c '$deb' | grep -q 'cmake/simba/simbaTckTargets.cmake'"
-check "the .deb depends on each engine's client library (dpkg-shlibdeps)" \
-  bash -c "deps=\$(dpkg-deb -f '$deb' Depends); echo \"Depends: \$deps\";
-           for lib in libhiredis libpq5 libmariadb3 libzookeeper-mt libsqlite3 libspdlog; do
-             grep -q \"\$lib\" <<<\"\$deps\" || { echo \"missing \$lib\"; exit 1; }; done"
+beside "cpack -G DEB" bash -c "cd '$shared' && cpack -G DEB"
 
 # The static main build, installed.
 check "install of the static build" cmake --install "$static_build" --prefix "$work/prefix-static"
@@ -108,7 +118,7 @@ for kind in static shared; do
   check "find_package(simba COMPONENTS tck) against the $kind install: the kit is installed" \
     test -x "$work/consumer-$kind/consumer_kit"
   if [ "$kind" = static ]; then  # once is enough: the same cases as tck.own_backend
-    check "... and proves the consumer's own Backend (the kit's lease groups)" \
+    beside "... and proves the consumer's own Backend (the kit's lease groups)" \
       bash -c "'$work/consumer-$kind/consumer_kit' > '$work/consumer-kit.log' 2>&1 || { tail -n 30 '$work/consumer-kit.log'; exit 1; }"
   fi
   pc="PKG_CONFIG_PATH=$(dirname "$(find "$prefix" -name simba.pc)")"
@@ -131,6 +141,19 @@ check "... answers a Redis URI with exit 78 naming SIMBA_WITH_REDIS" \
            [ \$rc -eq 78 ] && grep -q 'SIMBA_WITH_REDIS=ON' '$work/err'"
 check "... still locks on SQLite" \
   "$sqlite_only/bin/simba" lock --backend "sqlite://$work/only.db" m -- true
+
+settle_beside
+deb=$(ls "$shared"/simba_*.deb 2>/dev/null | head -n 1)
+check "the .deb holds the CLI, the libraries, the headers and the CMake package" \
+  bash -c "dpkg-deb -c '$deb' | grep -q './usr/bin/simba\$' && dpkg-deb -c '$deb' | grep -q 'libsimba_core.so.$version' &&
+           dpkg-deb -c '$deb' | grep -q 'include/simba/simba.h' && dpkg-deb -c '$deb' | grep -q 'cmake/simba/simbaConfig.cmake'"
+check "the .deb holds the conformance kit (simba-tck, <simba/tck/kit.h>, its CMake targets)" \
+  bash -c "dpkg-deb -c '$deb' | grep -q './usr/bin/simba-tck\$' && dpkg-deb -c '$deb' | grep -q 'include/simba/tck/kit.h' &&
+           dpkg-deb -c '$deb' | grep -q 'cmake/simba/simbaTckTargets.cmake'"
+check "the .deb depends on each engine's client library (dpkg-shlibdeps)" \
+  bash -c "deps=\$(dpkg-deb -f '$deb' Depends); echo \"Depends: \$deps\";
+           for lib in libhiredis libpq5 libmariadb3 libzookeeper-mt libsqlite3 libspdlog; do
+             grep -q \"\$lib\" <<<\"\$deps\" || { echo \"missing \$lib\"; exit 1; }; done"
 
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -184,10 +184,14 @@ TEST(LockCachingTest, ACachedLeaseGoesToAnotherProcessThatAsks) {
   ASSERT_FALSE(client.owner(mutex).empty()) << "the lease should be cached";
   auto other = other_process(client);
   const auto bound = handback_bound(*client.backend());
+  // A single attempt waits for a hand-back longer where rounds are slow (a busy machine's):
+  // its time is judged against the bound plus the slowest hand-back seen here.
+  std::chrono::milliseconds slowest{0};
   for (int round = 0; round < 3; ++round) {
     const auto start = Steady::now();
     auto hold = other.mutex(mutex).with_linger(0ms).acquire(kSoon);
     const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - start);
+    slowest = std::max(slowest, took);
     EXPECT_LT(took, bound) << "round " << round << ": the cached lease came back in " << took.count() << " ms";
     EXPECT_GT(hold.fencing_token(), token);
     hold.unlock();
@@ -222,14 +226,14 @@ TEST(LockCachingTest, ACachedLeaseGoesToAnotherProcessThatAsks) {
   const bool got = once.try_lock();
   const auto took = Steady::now() - start;
   EXPECT_TRUE(got) << "try_lock() of another process did not get the cached lease";
-  EXPECT_LT(took, bound);
+  EXPECT_LT(took, bound + slowest);
   if (got) once.unlock();
   ASSERT_FALSE(cache_again().empty())
       << "the lease was never cached again";  // a Locker's single attempt (simba lock --timeout 0s) too
   Locker locker(mutex, other);
   const auto locker_start = Steady::now();
   EXPECT_TRUE(locker.try_lock()) << "a Locker's try_lock() did not get the cached lease";
-  EXPECT_LT(Steady::now() - locker_start, bound);
+  EXPECT_LT(Steady::now() - locker_start, bound + slowest);
   locker.unlock();
   // Against an owner that does not cache, a single attempt still fails at once.
   auto plain = client_over(std::make_shared<ForwardingBackend>(make_backend()));

@@ -323,7 +323,13 @@ std::uint64_t ServiceCore::fencing_token() const {
 std::chrono::milliseconds ServiceCore::handback_bound() const {
   if (context_->backend->demand_signal() == nullptr) return std::chrono::milliseconds(0);
   const bool pushed = context_->backend->demand_push() != nullptr && context_->push;
-  return std::chrono::milliseconds(250) + (pushed ? std::chrono::milliseconds(0) : 2 * context_->poll);
+  std::chrono::milliseconds round_trips;
+  {
+    internal::MutexLock lock(mutex_);
+    round_trips = std::min<std::chrono::milliseconds>(4 * std::chrono::milliseconds(last_round_ms_),
+                                                      context_->options.ttl + context_->options.transition);
+  }
+  return std::chrono::milliseconds(250) + (pushed ? std::chrono::milliseconds(0) : 2 * context_->poll) + round_trips;
 }
 
 std::chrono::milliseconds ServiceCore::attempt_bound() const {
@@ -567,6 +573,8 @@ void ServiceCore::finish_round(std::uint64_t generation, Clock::time_point sent,
     const bool before_loss = sent <= channel_lost_at_;
     const auto now = Clock::now();
     times.answered = now;
+    last_round_ms_ = static_cast<std::uint16_t>(
+        std::clamp<std::int64_t>(std::chrono::ceil<std::chrono::milliseconds>(now - sent).count(), 0, UINT16_MAX));
     // The answer's time, read once for both (a clock read costs ~30 ns here): the round trip
     // counts the wait for this lock too, which is short.
     if (context_->telemetry && !counted) context_->telemetry->round_trip(op, now - sent);

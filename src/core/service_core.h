@@ -175,7 +175,9 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   std::uint64_t fencing_token() const;
   // How long a single attempt waits when the owner it met caches its lease
   // (MutexOwner::caching()): its attempt left a demand; the owner hears it (a push, or its
-  // poll), releases, and this contender hears that (a push, or its poll). 0 without demand.
+  // poll), releases, and this contender hears that (a push, or its poll) and takes the lease:
+  // 250 ms, the polls, and four times the last round's time (the round trips of a hand-back,
+  // as slow as this contender's were: a busy machine's, up to ttl + transition). 0 without demand.
   std::chrono::milliseconds handback_bound() const;
   // How long a single attempt waits for this contender's first round at most: a round is
   // bounded by the engine's timeouts, so none within a whole lease (+ a hand-back) means a
@@ -344,6 +346,9 @@ class ServiceCore : public std::enable_shared_from_this<ServiceCore> {
   // Threads waiting in start() or stop() (on context_->settled) for a round to end (in_flight_
   // false) or the last stale release to be done: settled_locked() tells them.
   std::uint16_t settle_waiters_ GUARDED_BY(mutex_) = 0;
+  // How long the last round took, sent to answered, in ms (saturated): handback_bound() scales
+  // with it.
+  std::uint16_t last_round_ms_ GUARDED_BY(mutex_) = 0;
   // Of the last round timer scheduled; one that fires with another is stale. (32 bits: a stale
   // timer would need 4 billion timers scheduled after it while it is pending to be taken for
   // the current one.)

@@ -88,46 +88,25 @@ TEST(LockManagerUnitTest, AMillionNamesLeaveNoEntryAndLittleMemoryBehind) {
   }
 }
 
-// Every call to the store waits before it reaches it (a slow server's round trips, or a busy
-// machine's): a release `release_delay`, the others `delay`.
-class DelayedBackend final : public ForwardingBackend {
- public:
-  DelayedBackend(std::shared_ptr<Backend> target, std::chrono::milliseconds delay,
-                 std::chrono::milliseconds release_delay)
-      : ForwardingBackend(std::move(target)), delay_(delay), release_delay_(release_delay) {}
-  OwnerSnapshot acquire(const std::string& mutex, const std::string& id, std::chrono::milliseconds ttl,
-                        std::chrono::milliseconds transition) override {
-    std::this_thread::sleep_for(delay_);
-    return ForwardingBackend::acquire(mutex, id, ttl, transition);
-  }
-  bool release(const std::string& mutex, const std::string& id) override {
-    std::this_thread::sleep_for(release_delay_);
-    return ForwardingBackend::release(mutex, id);
-  }
-  OwnerSnapshot read(const std::string& mutex) override {
-    std::this_thread::sleep_for(delay_);
-    return ForwardingBackend::read(mutex);
-  }
-
- private:
-  const std::chrono::milliseconds delay_;
-  const std::chrono::milliseconds release_delay_;
-};
-
 // A single attempt against an owner that caches waits for the hand-back its demand brings: the
 // owner's release and its own take, round trips after the one that met the owner. Here the
-// attempt's rounds take 150 ms and the owner's release 400 (it lands 250 ms after the round
-// that met the owner, at the earliest): past the 250 ms a fast server's hand-back gets, so the
-// wait scales with the rounds' time (a fresh-clone run's Locker::try_lock() gave up on
-// PostgreSQL under TSan). With the wait fixed at 250 ms this fails every time.
+// attempt's calls take 200 ms and the owner's 300 (the delays of FaultInjectingBackend): the
+// hand-back takes about 400 ms after the round that met the owner, past the 250 ms a fast
+// server's hand-back gets, so the wait scales with the rounds' time (a fresh-clone run's
+// Locker::try_lock() gave up on PostgreSQL under TSan). With the wait fixed at 250 ms this
+// fails every time.
 TEST(LockManagerUnitTest, ASingleAttemptWaitsForAHandBackAsLongAsTheRoundsTake) {
   auto store = make_memory_backend();
   auto runtime = std::make_shared<Runtime>();
   ContendOptions options = tck::fast_options();
   options.ttl = 2s;  // renewals far apart: the delays slow the hand-back only
   options.transition = 1s;
-  Client owner(std::make_shared<DelayedBackend>(store, 150ms, 400ms), options, runtime);
-  Client other(std::make_shared<DelayedBackend>(store, 150ms, 150ms), options, runtime);
+  auto slow_owner = std::make_shared<simba::testing::FaultInjectingBackend>(store);
+  auto slow_other = std::make_shared<simba::testing::FaultInjectingBackend>(store);
+  slow_owner->set_delay(300ms);
+  slow_other->set_delay(200ms);
+  Client owner(slow_owner, options, runtime);
+  Client other(slow_other, options, runtime);
   const std::string name = "slow-handback";
   auto mine = owner.mutex(name).with_linger(60s);  // only a demand frees it
   mine.lock();

@@ -69,12 +69,14 @@ class RawSession {
   zhandle_t* zh_ = nullptr;
 };
 
-// `simba lock` holding a mutex until killed, in a process group of its own.
+// `simba lock` holding a mutex until killed, in a process group of its own. Its command
+// creates `started` first: simba runs it only once it knows it holds the mutex (the server
+// shows the process as owner a round trip or so earlier).
 class LockProcess : public test::ChildProcess {
  public:
-  LockProcess(const std::string& backend, const std::string& mutex)
+  LockProcess(const std::string& backend, const std::string& mutex, const std::filesystem::path& started)
       : ChildProcess({env("SIMBA_CLI"), "lock", "--backend", backend, "--ttl", "10s", "--transition", "6s", mutex, "--",
-                      "sleep", "600"}) {}
+                      "sh", "-c", "touch '" + started.string() + "'; exec sleep 600"}) {}
 };
 
 bool have_cli() { return !env("SIMBA_CLI").empty(); }
@@ -93,12 +95,16 @@ void start_server() { ASSERT_EQ(std::system(env("SIMBA_TEST_ZK_START").c_str()),
 // A `simba lock` process holding a fresh mutex on a 1 s session, and a client of ours.
 struct ProcessOwnerScene {
   const std::string mutex = tck::unique_mutex();
+  const std::filesystem::path started =
+      std::filesystem::temp_directory_path() / ("simba-owner-" + contender_id::uuid());
   Client client = connect(uri("session_timeout=1s"));
-  LockProcess owner{uri("session_timeout=1s"), mutex};
+  LockProcess owner{uri("session_timeout=1s"), mutex, started};
 
-  // Whether the process came to own the mutex.
+  ~ProcessOwnerScene() { std::filesystem::remove(started); }
+
+  // Whether the process came to own the mutex and knows it: its command runs.
   bool owns() {
-    return wait_until([&] { return !client.owner(mutex).empty(); }, 10s);
+    return wait_until([&] { return std::filesystem::exists(started) && !client.owner(mutex).empty(); }, 10s);
   }
 };
 

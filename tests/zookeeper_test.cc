@@ -12,6 +12,7 @@
 
 #include "backends/zookeeper/latch_book.h"
 #include "backends/zookeeper/latch_names.h"
+#include "backends/zookeeper/session.h"
 #include "kit.h"
 #include "server_test.h"
 
@@ -363,6 +364,41 @@ TEST(ZookeeperSessionTest, AnOwnerStalledPastItsSessionFindsOnWakingThatItHasLos
   EXPECT_TRUE(waiter->is_owner());
   EXPECT_EQ(successor->released_count(), 0);
   waiter->stop();
+}
+
+// The C client's multi, sent on an expired session, frees a path it does not own (session.cc:
+// send_multi): it aborted `simba lock` woken from a stall past its session. A multi on an
+// expired session is not sent and answers unavailable; the next session takes multis again.
+TEST(ZookeeperSessionTest, AMultiOnAnExpiredSessionIsNotSentAndAnswersUnavailable) {
+  ZookeeperOptions options;
+  options.hosts = "127.0.0.1:" + env("SIMBA_TEST_ZK_PORT");
+  options.session_timeout = 4s;
+  std::atomic<bool> expired{false};
+  zookeeper::Session session(options, "the test's session",
+                             {[&](int state, bool) {
+                                if (state == ZOO_EXPIRED_SESSION_STATE) expired = true;
+                              },
+                              [](int, const std::string&) {}});
+  const auto first = session.ensure();
+  // Another client ends the session with its id and password: the server drops our
+  // connection, and the reconnect is answered "expired".
+  clientid_t id = session.client_id();
+  zhandle_t* other = zookeeper_init(options.hosts.c_str(), nullptr, 4000, &id, nullptr, 0);
+  ASSERT_NE(other, nullptr);
+  ASSERT_TRUE(wait_until([&] { return zoo_state(other) == ZOO_CONNECTED_STATE; }, 5s));
+  zookeeper_close(other);
+  ASSERT_TRUE(wait_until([&] { return expired.load(); }, 10s)) << "the session did not expire";
+  // Paths too long to live inside a string: freed twice, they would be a double free.
+  const std::string folder = "/simba-test-" + contender_id::uuid() + "-a-folder-with-a-long-name";
+  const std::vector<std::pair<std::string, std::string>> writes = {
+      {folder + "/first-node", "1"}, {folder + "/second-node", "2"}, {folder + "/third-node", "3"}};
+  const zookeeper::Reply removed = session.remove_and_set(folder + "/node-0000000001", -1, folder, "42").wait();
+  EXPECT_TRUE(zookeeper::Session::unavailable(removed.rc)) << zerror(removed.rc);
+  const zookeeper::Reply written = session.write_all(writes).wait();
+  EXPECT_TRUE(zookeeper::Session::unavailable(written.rc)) << zerror(written.rc);
+  EXPECT_GT(session.ensure(), first);  // a new session, where the nodes do not exist
+  EXPECT_EQ(session.remove_and_set(folder + "/node-0000000001", -1, folder, "42").wait().rc, ZNONODE);
+  EXPECT_EQ(session.write_all(writes).wait().rc, ZNONODE);
 }
 
 TEST(ZookeeperAclTest, DigestUsersSeeButCannotTouchEachOthersMutexes) {

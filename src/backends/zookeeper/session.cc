@@ -179,6 +179,27 @@ void Session::throw_ended() const {
 }
 
 std::uint64_t Session::ensure() {
+  const auto deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
+  for (;;) {
+    replace_if_expired();
+    internal::UniqueMutexLock lock(mutex_);
+    changed_.wait_until(lock.native(), deadline,
+                        [&]() REQUIRES(mutex_) { return connected_ || auth_failed_ || expired_ || ended_; });
+    if (ended_) throw_ended();
+    if (auth_failed_) {
+      throw Error(errc::permission_denied,
+                  "ZooKeeper at " + where_ + " refused the digest credentials of '" + options_.user + "'");
+    }
+    if (connected_) return generation_;
+    // The session expired while we waited for it (a reconnect the server refused): a new one,
+    // within the same connect_timeout.
+    if (expired_ && std::chrono::steady_clock::now() < deadline) continue;
+    throw Error(errc::unavailable, "no connection to ZooKeeper at " + where_ + " within " +
+                                       std::to_string(options_.connect_timeout.count()) + " ms");
+  }
+}
+
+void Session::replace_if_expired() {
   zhandle_t* stale = nullptr;
   bool given_up = false;
   {
@@ -207,27 +228,18 @@ std::uint64_t Session::ensure() {
     if (expired_ && !auth_failed_ && !ended_) std::swap(stale, zh_);
   }
   if (stale) zookeeper_close(stale);
-  {
-    internal::WriterLock handle(handle_mutex_);
-    internal::MutexLock lock(mutex_);
-    if (!zh_ && expired_ && !auth_failed_ && !ended_) {
-      zh_ = open_locked();
-      internal::log_info("opened a new zookeeper session for " + where_);
-    }
+  internal::WriterLock handle(handle_mutex_);
+  internal::MutexLock lock(mutex_);
+  if (!zh_ && expired_ && !auth_failed_ && !ended_) {
+    zh_ = open_locked();
+    internal::log_info("opened a new zookeeper session for " + where_);
   }
-  internal::UniqueMutexLock lock(mutex_);
-  changed_.wait_for(lock.native(), options_.connect_timeout,
-                    [&]() REQUIRES(mutex_) { return connected_ || auth_failed_ || expired_ || ended_; });
-  if (ended_) throw_ended();
-  if (auth_failed_) {
-    throw Error(errc::permission_denied,
-                "ZooKeeper at " + where_ + " refused the digest credentials of '" + options_.user + "'");
-  }
-  if (!connected_) {
-    throw Error(errc::unavailable, "no connection to ZooKeeper at " + where_ + " within " +
-                                       std::to_string(options_.connect_timeout.count()) + " ms");
-  }
-  return generation_;
+}
+
+clientid_t Session::client_id() const {
+  internal::ReaderLock lock(handle_mutex_);
+  if (!zh_) return {};
+  return *zoo_client_id(zh_);
 }
 
 std::chrono::milliseconds Session::session_timeout() const {
@@ -303,6 +315,22 @@ void Session::on_node_event(zhandle_t* zh, int type, int, const char* path, void
 }
 
 namespace {
+// The C client's zoo_amulti (3.8, and upstream still) checks the session's state once per
+// operation, and an operation after one that found the session unrecoverable (expired) frees a
+// path it never allocated: the previous operation's, which is ours (with a chroot, its own
+// copy, again). Sent on an expired session, a multi freed our node's path, which the call's
+// state freed again: a double free that aborted `simba lock` on waking from a stall past its
+// session. So a multi goes only on a connected session; otherwise it is not sent and answers
+// ZCONNECTIONLOSS, and the caller retries as for any lost connection. (The session is seen
+// connected just before the call: expiring it takes the client's I/O thread a reconnect and
+// the server's answer, so only a call descheduled for that long in between could still meet
+// an expiry.)
+template <class Send>
+int send_multi(zhandle_t* zh, Send send) {
+  if (zoo_state(zh) != ZOO_CONNECTED_STATE) return ZCONNECTIONLOSS;
+  return send();
+}
+
 // The state of a call about `path`; `then`, if any, runs with its answer.
 std::shared_ptr<State> call_about(const std::string& path, std::function<void(const Reply&)> then = {}) {
   auto state = std::make_shared<State>();
@@ -385,8 +413,10 @@ Call Session::write_all(std::vector<std::pair<std::string, std::string>> writes)
                     &state->many_stats[i]);
   }
   return submit(state, [&](zhandle_t* zh, const void* holder) {
-    return zoo_amulti(zh, static_cast<int>(n), state->many_ops.data(), state->many_results.data(), on_multi_all,
-                      holder);
+    return send_multi(zh, [&] {
+      return zoo_amulti(zh, static_cast<int>(n), state->many_ops.data(), state->many_results.data(), on_multi_all,
+                        holder);
+    });
   });
 }
 
@@ -405,7 +435,7 @@ Call Session::remove_and_set(const std::string& path, int version, const std::st
   zoo_set_op_init(&state->ops[1], state->parent.c_str(), state->parent_data.data(),
                   static_cast<int>(state->parent_data.size()), -1, &state->set_stat);
   return submit(state, [&](zhandle_t* zh, const void* holder) {
-    return zoo_amulti(zh, 2, state->ops, state->results, on_multi, holder);
+    return send_multi(zh, [&] { return zoo_amulti(zh, 2, state->ops, state->results, on_multi, holder); });
   });
 }
 

@@ -66,13 +66,17 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   // The generation (1, 2, ... one per session opened) of the connected session, waiting up to
-  // connect_timeout; after an expiry, or a disconnection longer than the session timeout, it
-  // opens a new session first (the latter also reported as ZOO_EXPIRED_SESSION_STATE). Throws Error:
-  // errc::unavailable (no connection), errc::permission_denied (digest refused).
+  // connect_timeout; after an expiry (also one that comes while it waits), or a disconnection
+  // longer than the session timeout (also reported as ZOO_EXPIRED_SESSION_STATE), it opens a
+  // new session first. Throws Error: errc::unavailable (no connection),
+  // errc::permission_denied (digest refused).
   std::uint64_t ensure();
   // Closes the session for good (Backend::end_sessions): the server drops its ephemeral nodes
   // at once; calls after it answer ZINVALIDSTATE, ensure() throws errc::unavailable.
   void end();
+  // The current handle's session id and password (zeros without a handle), e.g. for a test
+  // that ends the session from another client.
+  clientid_t client_id() const;
   // The session timeout the server granted (what was asked, before the first connection).
   std::chrono::milliseconds session_timeout() const;
   const std::string& where() const { return where_; }
@@ -89,7 +93,8 @@ class Session {
   Call get(const std::string& path);
   Call watch_exists(const std::string& path, std::function<void(const Reply&)> then = {});
   Call set(const std::string& path, const std::string& data, int version);
-  // Writes every (path, data), at any version, in one multi: all of them or none.
+  // Writes every (path, data), at any version, in one multi: all of them or none. Like
+  // remove_and_set(), sent only while the session is connected (else ZCONNECTIONLOSS).
   Call write_all(std::vector<std::pair<std::string, std::string>> writes);
   Call remove(const std::string& path, int version);
   // Deletes `path` (at `version`; -1: any) and writes `data` into `parent`, atomically. The
@@ -107,6 +112,9 @@ class Session {
   static void on_session_event(zhandle_t* zh, int type, int state, const char* path, void* context);
   static void on_node_event(zhandle_t* zh, int type, int state, const char* path, void* context);
   zhandle_t* open_locked() REQUIRES(mutex_);
+  // ensure()'s first step: an expired session (or one disconnected for longer than its
+  // timeout) closed and a new one opened, not waited for.
+  void replace_if_expired();
   [[noreturn]] void throw_ended() const;  // ensure() after end()
   template <class Submit>
   Call submit(std::shared_ptr<Call::State> state, Submit submit);
@@ -116,7 +124,7 @@ class Session {
   const Events events_;
   const std::string connect_string_;
 
-  internal::AnnotatedSharedMutex handle_mutex_ ACQUIRED_BEFORE(mutex_);
+  mutable internal::AnnotatedSharedMutex handle_mutex_ ACQUIRED_BEFORE(mutex_);
   // Written under both locks (handle_mutex_ exclusively); read under either (handle_mutex_
   // shared while a call is submitted, mutex_ by the client's threads): no one annotation says
   // that.

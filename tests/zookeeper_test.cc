@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "backends/zookeeper/latch_book.h"
@@ -399,6 +400,35 @@ TEST(ZookeeperSessionTest, AMultiOnAnExpiredSessionIsNotSentAndAnswersUnavailabl
   EXPECT_GT(session.ensure(), first);  // a new session, where the nodes do not exist
   EXPECT_EQ(session.remove_and_set(folder + "/node-0000000001", -1, folder, "42").wait().rc, ZNONODE);
   EXPECT_EQ(session.write_all(writes).wait().rc, ZNONODE);
+}
+
+// A call that waits for the session while it is disconnected, and then hears that it expired
+// (a server restarted without its data answers the reconnect so), opens a new session and goes
+// on waiting, within its connect_timeout, rather than failing at once.
+TEST(ZookeeperSessionTest, ACallWaitingForTheSessionWhenItExpiresGoesOnOnANewOne) {
+  const auto folder = std::filesystem::path(env("SIMBA_TEST_ZK_START")).parent_path() / "data";
+  ZookeeperOptions options;
+  options.hosts = "127.0.0.1:" + env("SIMBA_TEST_ZK_PORT");
+  options.session_timeout = 4s;
+  options.connect_timeout = 60s;  // longer than the server's restart, however loaded the machine
+  std::atomic<bool> disconnected{false};
+  zookeeper::Session session(options, "the test's session",
+                             {[&](int state, bool) {
+                                if (state == ZOO_CONNECTING_STATE) disconnected = true;
+                              },
+                              [](int, const std::string&) {}});
+  const auto first = session.ensure();
+  ASSERT_NO_FATAL_FAILURE(kill_server());
+  ASSERT_TRUE(wait_until([&] { return disconnected.load(); }, 10s));
+  std::filesystem::remove_all(folder / "version-2");
+  auto waiting = std::async(std::launch::async, [&] { return session.ensure(); });
+  ASSERT_NO_FATAL_FAILURE(start_server());
+  ASSERT_EQ(waiting.wait_for(60s), std::future_status::ready);
+  try {
+    EXPECT_GT(waiting.get(), first);
+  } catch (const Error& e) {
+    ADD_FAILURE() << "the waiting call failed: " << e.what();
+  }
 }
 
 TEST(ZookeeperAclTest, DigestUsersSeeButCannotTouchEachOthersMutexes) {

@@ -367,19 +367,35 @@ TEST(ZookeeperSessionTest, AnOwnerStalledPastItsSessionFindsOnWakingThatItHasLos
   waiter->stop();
 }
 
+// The backend's session alone, on a 4 s session timeout: `seen` turns true once it reports
+// the session state `watched`.
+struct BareSession {
+  BareSession(int watched, std::chrono::milliseconds connect_timeout)
+      : options(bare_options(connect_timeout)),
+        session(options, "the test's session",
+                {[this, watched](int state, bool) {
+                   if (state == watched) seen = true;
+                 },
+                 [](int, const std::string&) {}}) {}
+  static ZookeeperOptions bare_options(std::chrono::milliseconds connect_timeout) {
+    ZookeeperOptions options;
+    options.hosts = "127.0.0.1:" + env("SIMBA_TEST_ZK_PORT");
+    options.session_timeout = 4s;
+    options.connect_timeout = connect_timeout;
+    return options;
+  }
+  const ZookeeperOptions options;
+  std::atomic<bool> seen{false};
+  zookeeper::Session session;
+};
+
 // The C client's multi, sent on an expired session, frees a path it does not own (session.cc:
 // send_multi): it aborted `simba lock` woken from a stall past its session. A multi on an
 // expired session is not sent and answers unavailable; the next session takes multis again.
 TEST(ZookeeperSessionTest, AMultiOnAnExpiredSessionIsNotSentAndAnswersUnavailable) {
-  ZookeeperOptions options;
-  options.hosts = "127.0.0.1:" + env("SIMBA_TEST_ZK_PORT");
-  options.session_timeout = 4s;
-  std::atomic<bool> expired{false};
-  zookeeper::Session session(options, "the test's session",
-                             {[&](int state, bool) {
-                                if (state == ZOO_EXPIRED_SESSION_STATE) expired = true;
-                              },
-                              [](int, const std::string&) {}});
+  BareSession bare(ZOO_EXPIRED_SESSION_STATE, 5s);
+  auto& session = bare.session;
+  const auto& expired = bare.seen;
   const auto first = session.ensure();
   // Another client ends the session with its id and password: the server drops our
   // connection, and the reconnect is answered "expired". (Our client may take the session back
@@ -387,7 +403,7 @@ TEST(ZookeeperSessionTest, AMultiOnAnExpiredSessionIsNotSentAndAnswersUnavailabl
   const clientid_t id = session.client_id();
   for (int attempt = 0; attempt < 10 && !expired; ++attempt) {
     clientid_t same = id;
-    zhandle_t* other = zookeeper_init(options.hosts.c_str(), nullptr, 4000, &same, nullptr, 0);
+    zhandle_t* other = zookeeper_init(bare.options.hosts.c_str(), nullptr, 4000, &same, nullptr, 0);
     ASSERT_NE(other, nullptr);
     EXPECT_TRUE(wait_until([&] { return zoo_state(other) == ZOO_CONNECTED_STATE; }, 5s));
     zookeeper_close(other);
@@ -412,16 +428,9 @@ TEST(ZookeeperSessionTest, AMultiOnAnExpiredSessionIsNotSentAndAnswersUnavailabl
 // on waiting, within its connect_timeout, rather than failing at once.
 TEST(ZookeeperSessionTest, ACallWaitingForTheSessionWhenItExpiresGoesOnOnANewOne) {
   const auto folder = std::filesystem::path(env("SIMBA_TEST_ZK_START")).parent_path() / "data";
-  ZookeeperOptions options;
-  options.hosts = "127.0.0.1:" + env("SIMBA_TEST_ZK_PORT");
-  options.session_timeout = 4s;
-  options.connect_timeout = 60s;  // longer than the server's restart, however loaded the machine
-  std::atomic<bool> disconnected{false};
-  zookeeper::Session session(options, "the test's session",
-                             {[&](int state, bool) {
-                                if (state == ZOO_CONNECTING_STATE) disconnected = true;
-                              },
-                              [](int, const std::string&) {}});
+  BareSession bare(ZOO_CONNECTING_STATE, 60s);  // longer than the server's restart, however loaded the machine
+  auto& session = bare.session;
+  const auto& disconnected = bare.seen;
   const auto first = session.ensure();
   ASSERT_NO_FATAL_FAILURE(kill_server());
   ASSERT_TRUE(wait_until([&] { return disconnected.load(); }, 10s));

@@ -397,18 +397,15 @@ TEST(ZookeeperSessionTest, AMultiOnAnExpiredSessionIsNotSentAndAnswersUnavailabl
   auto& session = bare.session;
   const auto& expired = bare.seen;
   const auto first = session.ensure();
-  // Another client ends the session with its id and password: the server drops our
-  // connection, and the reconnect is answered "expired". (Our client may take the session back
-  // before the other closes it, which the server then refuses: so again, until it expires.)
-  const clientid_t id = session.client_id();
-  for (int attempt = 0; attempt < 10 && !expired; ++attempt) {
-    clientid_t same = id;
-    zhandle_t* other = zookeeper_init(bare.options.hosts.c_str(), nullptr, 4000, &same, nullptr, 0);
-    ASSERT_NE(other, nullptr);
-    EXPECT_TRUE(wait_until([&] { return zoo_state(other) == ZOO_CONNECTED_STATE; }, 5s));
-    zookeeper_close(other);
-    wait_until([&] { return expired.load(); }, 3s);
-  }
+  // A server restarted without its data answers the reconnect "expired". (Another client
+  // ending the session with its id and password races that client's own session events with
+  // its close, where the C client can leak one: zookeeper_close() may end its completion thread
+  // before it delivers an event queued meanwhile.)
+  const auto data = std::filesystem::path(env("SIMBA_TEST_ZK_START")).parent_path() / "data";
+  ASSERT_NO_FATAL_FAILURE(kill_server());
+  std::filesystem::remove_all(data / "version-2");
+  ASSERT_NO_FATAL_FAILURE(start_server());
+  wait_until([&] { return expired.load(); }, 60s);  // however long the restart takes
   ASSERT_TRUE(expired.load()) << "the session did not expire";
   // Paths too long to live inside a string: freed twice, they would be a double free.
   const std::string folder = "/simba-test-" + contender_id::uuid() + "-a-folder-with-a-long-name";

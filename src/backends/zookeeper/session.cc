@@ -236,12 +236,6 @@ void Session::replace_if_expired() {
   }
 }
 
-clientid_t Session::client_id() const {
-  internal::ReaderLock lock(handle_mutex_);
-  if (!zh_) return {};
-  return *zoo_client_id(zh_);
-}
-
 std::chrono::milliseconds Session::session_timeout() const {
   internal::MutexLock lock(mutex_);
   return granted_;

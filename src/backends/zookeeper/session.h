@@ -74,9 +74,6 @@ class Session {
   // Closes the session for good (Backend::end_sessions): the server drops its ephemeral nodes
   // at once; calls after it answer ZINVALIDSTATE, ensure() throws errc::unavailable.
   void end();
-  // The current handle's session id and password (zeros without a handle), e.g. for a test
-  // that ends the session from another client.
-  clientid_t client_id() const;
   // The session timeout the server granted (what was asked, before the first connection).
   std::chrono::milliseconds session_timeout() const;
   const std::string& where() const { return where_; }
@@ -124,7 +121,7 @@ class Session {
   const Events events_;
   const std::string connect_string_;
 
-  mutable internal::AnnotatedSharedMutex handle_mutex_ ACQUIRED_BEFORE(mutex_);
+  internal::AnnotatedSharedMutex handle_mutex_ ACQUIRED_BEFORE(mutex_);
   // Written under both locks (handle_mutex_ exclusively); read under either (handle_mutex_
   // shared while a call is submitted, mutex_ by the client's threads): no one annotation says
   // that.

@@ -90,12 +90,13 @@ class Session {
   Call get(const std::string& path);
   Call watch_exists(const std::string& path, std::function<void(const Reply&)> then = {});
   Call set(const std::string& path, const std::string& data, int version);
-  // Writes every (path, data), at any version, in one multi: all of them or none. Like
-  // remove_and_set(), sent only while the session is connected (else ZCONNECTIONLOSS).
+  // Writes every (path, data), at any version, in one multi: all of them or none. Sent only
+  // while the session is connected, as remove_and_set().
   Call write_all(std::vector<std::pair<std::string, std::string>> writes);
   Call remove(const std::string& path, int version);
-  // Deletes `path` (at `version`; -1: any) and writes `data` into `parent`, atomically. The
-  // reply's stat is the parent's afterwards.
+  // Deletes `path` (at `version`; -1: any) and writes `data` into `parent`, atomically, in a
+  // multi sent only while the session is connected (else ZCONNECTIONLOSS, unsent: session.cc,
+  // send_multi). The reply's stat is the parent's afterwards.
   Call remove_and_set(const std::string& path, int version, const std::string& parent, const std::string& data);
 
   // Throws the Error for ZooKeeper code `rc`: unavailable for connection trouble,

@@ -71,14 +71,21 @@ class RawSession {
   zhandle_t* zh_ = nullptr;
 };
 
+// `simba lock ARGS -- COMMAND`, whose command creates `marker` (it runs once simba holds what it
+// waited for) and then sleeps until killed.
+std::vector<std::string> lock_and_mark(std::vector<std::string> args, const std::filesystem::path& marker) {
+  args.insert(args.begin(), {env("SIMBA_CLI"), "lock"});
+  args.insert(args.end(), {"--", "sh", "-c", "touch '" + marker.string() + "'; exec sleep 600"});
+  return args;
+}
+
 // `simba lock` holding a mutex until killed, in a process group of its own. Its command
 // creates `started` first: simba runs it only once it knows it holds the mutex (the server
 // shows the process as owner a round trip or so earlier).
 class LockProcess : public test::ChildProcess {
  public:
   LockProcess(const std::string& backend, const std::string& mutex, const std::filesystem::path& started)
-      : ChildProcess({env("SIMBA_CLI"), "lock", "--backend", backend, "--ttl", "10s", "--transition", "6s", mutex, "--",
-                      "sh", "-c", "touch '" + started.string() + "'; exec sleep 600"}) {}
+      : ChildProcess(lock_and_mark({"--backend", backend, "--ttl", "10s", "--transition", "6s", mutex}, started)) {}
 };
 
 bool have_cli() { return !env("SIMBA_CLI").empty(); }
@@ -93,6 +100,11 @@ void kill_server() {
   ASSERT_TRUE(wait_until([&] { return ::kill(pid, 0) != 0; }, 10s));
 }
 void start_server() { ASSERT_EQ(std::system(env("SIMBA_TEST_ZK_START").c_str()), 0); }
+// The killed server's data gone (its sessions with it): started again, it answers every
+// session's reconnect "expired".
+void wipe_server_data() {
+  std::filesystem::remove_all(std::filesystem::path(env("SIMBA_TEST_ZK_START")).parent_path() / "data" / "version-2");
+}
 
 // A `simba lock` process holding a fresh mutex on a 1 s session, and a client of ours.
 struct ProcessOwnerScene {
@@ -280,7 +292,6 @@ TEST(ZookeeperSessionTest, ServerRestartRevokesAtOnceAndTheSurvivingSessionOwnsA
 TEST(ZookeeperSessionTest, AnOwnerWhoseSessionExpiredContendsAgainOnANewSession) {
   // A server restarted on an empty data folder has forgotten every session: the client's
   // reconnect is answered "expired".
-  const auto folder = std::filesystem::path(env("SIMBA_TEST_ZK_START")).parent_path() / "data";
   // A lease (10 s + 6 s) far longer than the 2 s wait below: the owner hears of its loss at the
   // disconnection, not at the end of a lease it can no longer renew.
   auto options = tck::fast_options();
@@ -295,7 +306,7 @@ TEST(ZookeeperSessionTest, AnOwnerWhoseSessionExpiredContendsAgainOnANewSession)
   ASSERT_TRUE(wait_until([&] { return owner->acquired_count() == 1; }, 5s));
   ASSERT_NO_FATAL_FAILURE(kill_server());
   ASSERT_TRUE(wait_until([&] { return owner->released_count() == 1; }, 2s));  // revoked at once
-  std::filesystem::remove_all(folder / "version-2");
+  wipe_server_data();
   ASSERT_NO_FATAL_FAILURE(start_server());
   ASSERT_TRUE(wait_until([&] { return owner->acquired_count() == 2; }, 20s));  // a new node, a new session
   EXPECT_TRUE(service->is_owner());
@@ -401,12 +412,11 @@ TEST(ZookeeperSessionTest, AMultiOnAnExpiredSessionIsNotSentAndAnswersUnavailabl
   // ending the session with its id and password races that client's own session events with
   // its close, where the C client can leak one: zookeeper_close() may end its completion thread
   // before it delivers an event queued meanwhile.)
-  const auto data = std::filesystem::path(env("SIMBA_TEST_ZK_START")).parent_path() / "data";
   ASSERT_NO_FATAL_FAILURE(kill_server());
-  std::filesystem::remove_all(data / "version-2");
+  wipe_server_data();
   ASSERT_NO_FATAL_FAILURE(start_server());
-  wait_until([&] { return expired.load(); }, 60s);  // however long the restart takes
-  ASSERT_TRUE(expired.load()) << "the session did not expire";
+  ASSERT_TRUE(wait_until([&] { return expired.load(); }, 60s))  // however long the restart takes
+      << "the session did not expire";
   // Paths too long to live inside a string: freed twice, they would be a double free.
   const std::string folder = "/simba-test-" + contender_id::uuid() + "-a-folder-with-a-long-name";
   const std::vector<std::pair<std::string, std::string>> writes = {
@@ -424,14 +434,13 @@ TEST(ZookeeperSessionTest, AMultiOnAnExpiredSessionIsNotSentAndAnswersUnavailabl
 // (a server restarted without its data answers the reconnect so), opens a new session and goes
 // on waiting, within its connect_timeout, rather than failing at once.
 TEST(ZookeeperSessionTest, ACallWaitingForTheSessionWhenItExpiresGoesOnOnANewOne) {
-  const auto folder = std::filesystem::path(env("SIMBA_TEST_ZK_START")).parent_path() / "data";
   BareSession bare(ZOO_CONNECTING_STATE, 60s);  // longer than the server's restart, however loaded the machine
   auto& session = bare.session;
   const auto& disconnected = bare.seen;
   const auto first = session.ensure();
   ASSERT_NO_FATAL_FAILURE(kill_server());
   ASSERT_TRUE(wait_until([&] { return disconnected.load(); }, 10s));
-  std::filesystem::remove_all(folder / "version-2");
+  wipe_server_data();
   auto waiting = std::async(std::launch::async, [&] { return session.ensure(); });
   ASSERT_NO_FATAL_FAILURE(start_server());
   ASSERT_EQ(waiting.wait_for(60s), std::future_status::ready);
@@ -671,7 +680,6 @@ TEST(ZookeeperRelativesTest, AReaderThatTrustsTheGateIsMissingIsKeptOutByTheFirs
 // reports. Fails with session_changed() doing nothing.
 TEST(ZookeeperRelativesTest, AWritersTrustEndsWithItsSession) {
   ASSERT_TRUE(have_cli()) << "needs the simba CLI in $SIMBA_CLI (ctest sets it)";
-  const auto folder = std::filesystem::path(env("SIMBA_TEST_ZK_START")).parent_path() / "data";
   const std::string options = "session_timeout=2s&connect_timeout=2s";
   auto writers = connect(uri(options));
   const std::string name = tck::unique_mutex("session");
@@ -682,7 +690,7 @@ TEST(ZookeeperRelativesTest, AWritersTrustEndsWithItsSession) {
   }
   for (int i = 0; i < 3; ++i) writer.acquire(5s).unlock();  // a look, reads with watches, trust
   ASSERT_NO_FATAL_FAILURE(kill_server());
-  std::filesystem::remove_all(folder / "version-2");
+  wipe_server_data();
   ASSERT_NO_FATAL_FAILURE(start_server());
   const bool back = wait_until(  // on a new session: a read of another name answers
       [&] {
@@ -696,8 +704,7 @@ TEST(ZookeeperRelativesTest, AWritersTrustEndsWithItsSession) {
       30s);
   ASSERT_TRUE(back) << "the writer's client did not come back";
   const auto marker = std::filesystem::temp_directory_path() / ("simba-reader-" + contender_id::uuid());
-  test::ChildProcess reader({env("SIMBA_CLI"), "lock", "--backend", uri(options), "--shared", name, "--", "sh", "-c",
-                             "touch '" + marker.string() + "'; exec sleep 600"});
+  test::ChildProcess reader(lock_and_mark({"--backend", uri(options), "--shared", name}, marker));
   ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(marker); }, 30s)) << "the reader did not get in";
   std::filesystem::remove(marker);
   const bool got = writer.try_lock_for(2s);

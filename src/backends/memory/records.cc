@@ -14,7 +14,7 @@ MemoryRecords::Acquired MemoryRecords::acquire(const std::string& mutex, const s
   Acquired out;
   MutexLock lock(mutex_);
   const EpochMillis now = clock.now();
-  Entry& entry = entries_[mutex];
+  Entry& entry = find_or_add_locked(mutex).second;
   MutexOwner& owner = entry.owner;
   const bool free = owner.empty() || owner.transition_at < now;
   const bool renew = owner.owner_id == contender_id && owner.transition_at > now;
@@ -42,34 +42,34 @@ MemoryRecords::Acquired MemoryRecords::acquire(const std::string& mutex, const s
 
 bool MemoryRecords::release(const std::string& mutex, const std::string& contender_id, const Clock& clock) {
   MutexLock lock(mutex_);
-  auto it = entries_.find(mutex);
-  if (it == entries_.end() || it->second.owner.owner_id != contender_id) return false;
-  it->second.owner = MutexOwner::none();
+  Record* record = find_locked(mutex);
+  if (!record || record->second.owner.owner_id != contender_id) return false;
+  record->second.owner = MutexOwner::none();
   // Only when records are forgotten depends on this time (this one's, and touch_locked's look
   // at the one that falls out of the queue): a coarse reading, which lags, keeps them longer.
-  touch_locked(mutex, it->second, clock.coarse_now());
+  touch_locked(mutex, record->second, clock.coarse_now());
   return true;
 }
 
 OwnerSnapshot MemoryRecords::read(const std::string& mutex, const Clock& clock) {
   MutexLock lock(mutex_);
   const EpochMillis now = clock.now();
-  auto it = entries_.find(mutex);
-  if (it == entries_.end()) {
+  const Record* record = find_locked(mutex);
+  if (!record) {
     MutexOwner none;
     none.fencing_token = forgotten_token_;
     return {none, now};
   }
-  MutexOwner owner = judged(it->second, now);
-  const bool demanded = !owner.empty() && it->second.wanted_until >= now;
+  MutexOwner owner = judged(record->second, now);
+  const bool demanded = !owner.empty() && record->second.wanted_until >= now;
   return {owner, now, demanded};
 }
 
 bool MemoryRecords::mark_idle(const std::string& mutex, const std::string& owner_id, bool idle, const Clock& clock) {
   MutexLock lock(mutex_);
-  auto it = entries_.find(mutex);
-  if (it == entries_.end()) return false;
-  Entry& entry = it->second;
+  Record* record = find_locked(mutex);
+  if (!record) return false;
+  Entry& entry = record->second;
   if (entry.owner.owner_id != owner_id || entry.owner.transition_at < clock.now()) return false;
   entry.idle_token = idle ? entry.last_token : 0;
   return true;
@@ -103,7 +103,7 @@ std::size_t MemoryRecords::sweep(std::chrono::milliseconds idle_for, std::size_t
     }
     forgotten_token_ = std::max(forgotten_token_, entry.last_token);
     unindex_locked(it->first);
-    it = entries_.erase(it);
+    it = erase_locked(it);
     ++swept;
   }
   return swept;
@@ -160,6 +160,7 @@ void MemoryRecords::unindex_locked(const std::string& mutex) {
 // Calls visit(name, entry) for each held record derived from `name` until it returns false.
 template <typename Visit>
 void MemoryRecords::for_each_derived_held_locked(const std::string& name, EpochMillis now, Visit visit) {
+  if (derived_.empty()) return;  // (find() would hash the name first)
   auto index = derived_.find(name);
   if (index == derived_.end()) return;
   for (const auto& record : index->second) {
@@ -189,7 +190,24 @@ void MemoryRecords::touch_locked(const std::string& mutex, Entry& entry, EpochMi
   if (!owner.empty() && owner.transition_at >= now) return;  // live: kept until it changes again
   forgotten_token_ = std::max(forgotten_token_, it->second.last_token);
   unindex_locked(name);
-  entries_.erase(it);
+  erase_locked(it);
+}
+
+MemoryRecords::Record* MemoryRecords::find_locked(std::string_view mutex) {
+  if (last_ && last_->first == mutex) return last_;
+  auto it = entries_.find(mutex);
+  if (it == entries_.end()) return nullptr;
+  return last_ = &*it;
+}
+
+MemoryRecords::Record& MemoryRecords::find_or_add_locked(const std::string& mutex) {
+  if (last_ && last_->first == mutex) return *last_;
+  return *(last_ = &*entries_.try_emplace(mutex).first);
+}
+
+MemoryRecords::Entries::iterator MemoryRecords::erase_locked(Entries::iterator it) {
+  if (last_ == &*it) last_ = nullptr;
+  return entries_.erase(it);
 }
 
 }  // namespace simba::internal

@@ -37,11 +37,11 @@ class MemoryRecords {
     bool lost = false;     // held by another: the demand's watchers hear it
   };
   Acquired acquire(const std::string& mutex, const std::string& contender_id, std::chrono::milliseconds ttl,
-                   std::chrono::milliseconds transition, const Clock& clock, std::atomic<std::uint64_t>& tokens,
+                   std::chrono::milliseconds transition, const simba::Clock& clock, std::atomic<std::uint64_t>& tokens,
                    OwnerSnapshot& result);
-  bool release(const std::string& mutex, const std::string& contender_id, const Clock& clock);
-  OwnerSnapshot read(const std::string& mutex, const Clock& clock);
-  bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle, const Clock& clock);
+  bool release(const std::string& mutex, const std::string& contender_id, const simba::Clock& clock);
+  OwnerSnapshot read(const std::string& mutex, const simba::Clock& clock);
+  bool mark_idle(const std::string& mutex, const std::string& owner_id, bool idle, const simba::Clock& clock);
   // Adds the held records derived from `name`, or every record whose name starts with `prefix`,
   // to `out` (unordered), as read() would show them at `now`.
   void list_derived(const std::string& name, EpochMillis now, std::vector<MutexRecord>& out);

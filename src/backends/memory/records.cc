@@ -9,7 +9,7 @@ namespace simba::internal {
 
 MemoryRecords::Acquired MemoryRecords::acquire(const std::string& mutex, const std::string& contender_id,
                                                std::chrono::milliseconds ttl, std::chrono::milliseconds transition,
-                                               const Clock& clock, std::atomic<std::uint64_t>& tokens,
+                                               const simba::Clock& clock, std::atomic<std::uint64_t>& tokens,
                                                OwnerSnapshot& result) {
   Acquired out;
   MutexLock lock(mutex_);
@@ -40,7 +40,7 @@ MemoryRecords::Acquired MemoryRecords::acquire(const std::string& mutex, const s
   return out;
 }
 
-bool MemoryRecords::release(const std::string& mutex, const std::string& contender_id, const Clock& clock) {
+bool MemoryRecords::release(const std::string& mutex, const std::string& contender_id, const simba::Clock& clock) {
   MutexLock lock(mutex_);
   Record* record = find_locked(mutex);
   if (!record || record->second.owner.owner_id != contender_id) return false;
@@ -51,7 +51,7 @@ bool MemoryRecords::release(const std::string& mutex, const std::string& contend
   return true;
 }
 
-OwnerSnapshot MemoryRecords::read(const std::string& mutex, const Clock& clock) {
+OwnerSnapshot MemoryRecords::read(const std::string& mutex, const simba::Clock& clock) {
   MutexLock lock(mutex_);
   const EpochMillis now = clock.now();
   const Record* record = find_locked(mutex);
@@ -65,7 +65,8 @@ OwnerSnapshot MemoryRecords::read(const std::string& mutex, const Clock& clock) 
   return {owner, now, demanded};
 }
 
-bool MemoryRecords::mark_idle(const std::string& mutex, const std::string& owner_id, bool idle, const Clock& clock) {
+bool MemoryRecords::mark_idle(const std::string& mutex, const std::string& owner_id, bool idle,
+                              const simba::Clock& clock) {
   MutexLock lock(mutex_);
   Record* record = find_locked(mutex);
   if (!record) return false;

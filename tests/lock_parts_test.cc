@@ -22,7 +22,7 @@ namespace simba::internal {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 // ---- FastPath
 
@@ -42,7 +42,7 @@ TEST(FastPathTest, AClosedPathTakesNothing) {
 
 TEST(FastPathTest, AnOpenPathIsTakenByOneThreadAtATimeAndCountsReentry) {
   FastPath path;
-  path.open(7, Clock::now() + 10s);
+  path.open(7, SteadyClock::now() + 10s);
   ASSERT_EQ(path.lock(true), FastPath::Lock::acquired);
   EXPECT_EQ(path.state(), FastPath::State::held);
   EXPECT_EQ(path.thread_token(), 7u);
@@ -60,14 +60,14 @@ TEST(FastPathTest, AnOpenPathIsTakenByOneThreadAtATimeAndCountsReentry) {
 
 TEST(FastPathTest, MayAcquireFalseOnlyCounts) {
   FastPath path;
-  path.open(1, Clock::now() + 10s);
+  path.open(1, SteadyClock::now() + 10s);
   EXPECT_EQ(path.lock(false), FastPath::Lock::none);
   EXPECT_EQ(path.state(), FastPath::State::open);
 }
 
 TEST(FastPathTest, SettlingAnOpenPathClosesIt) {
   FastPath path;
-  path.open(1, Clock::now() + 10s);
+  path.open(1, SteadyClock::now() + 10s);
   EXPECT_FALSE(path.settle());
   EXPECT_EQ(path.state(), FastPath::State::closed);
   EXPECT_EQ(path.lock(true), FastPath::Lock::none);
@@ -76,7 +76,7 @@ TEST(FastPathTest, SettlingAnOpenPathClosesIt) {
 
 TEST(FastPathTest, SettlingAHeldPathHandsTheHoldToTheSlowPath) {
   FastPath path;
-  path.open(3, Clock::now() + 10s);
+  path.open(3, SteadyClock::now() + 10s);
   ASSERT_EQ(path.lock(true), FastPath::Lock::acquired);
   EXPECT_TRUE(path.settle());
   EXPECT_EQ(path.state(), FastPath::State::closing);
@@ -88,16 +88,16 @@ TEST(FastPathTest, SettlingAHeldPathHandsTheHoldToTheSlowPath) {
 
 TEST(FastPathTest, ALeaseNearItsEndIsLeftToTheOrdinaryPath) {
   FastPath path;
-  path.open(1, Clock::now() + 5ms);  // inside the margin kept for the coarse clock
+  path.open(1, SteadyClock::now() + 5ms);  // inside the margin kept for the coarse clock
   EXPECT_EQ(path.lock(true), FastPath::Lock::none);
   EXPECT_EQ(path.state(), FastPath::State::open) << "a missed deadline must leave the path open";
-  path.extend(Clock::now() + 10s);  // a renewal
+  path.extend(SteadyClock::now() + 10s);  // a renewal
   EXPECT_EQ(path.lock(true), FastPath::Lock::acquired);
 }
 
 TEST(FastPathTest, ALostLeaseRevokesTheFastHold) {
   FastPath path;
-  path.open(9, Clock::now() + 10s);
+  path.open(9, SteadyClock::now() + 10s);
   ASSERT_EQ(path.lock(true), FastPath::Lock::acquired);
   auto lease = path.thread_lease();
   ASSERT_TRUE(lease.has_value());
@@ -106,7 +106,7 @@ TEST(FastPathTest, ALostLeaseRevokesTheFastHold) {
   EXPECT_EQ(path.lock(true), FastPath::Lock::lost);
   EXPECT_EQ(path.thread_token(), 0u) << "a revoked fast hold still showed its token";
   EXPECT_EQ(path.unlock(), FastPath::Unlock::released);
-  path.open(10, Clock::now() + 10s);
+  path.open(10, SteadyClock::now() + 10s);
   EXPECT_FALSE(path.lost_source().stop_requested()) << "a new cached lease inherited the lost one's stop";
 }
 
@@ -217,7 +217,7 @@ TEST(OfferTest, AMutexHandlesRequestIsGrantedAndNeverPassed) {
   RequestQueue queue;
   queue.push(request(1));
   queue.push(locker_request(2));
-  const auto now = Clock::now();
+  const auto now = SteadyClock::now();
   EXPECT_EQ(offer.hand_over(queue.front(), Terms{}, now), Offer::Next::grant);
   EXPECT_FALSE(offer.on_offer());
   EXPECT_FALSE(offer.may_pass(locker_request(3), queue)) << "nothing is on offer";
@@ -237,7 +237,7 @@ TEST(OfferTest, ALockerWaiterIsWokenOnceAndPassedOnlyUntilItsBound) {
   RequestQueue queue;
   queue.push(locker_request(1));
   const Terms ending{0ms, 0ms, 8};
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   EXPECT_EQ(offer.hand_over(queue.front(), ending, t0), Offer::Next::wake);
   EXPECT_TRUE(offer.on_offer());
   EXPECT_EQ(offer.terms().max_local_handovers, 8u);
@@ -261,7 +261,7 @@ TEST(OfferTest, AWokenRequestThatLeavesLeavesTheLeaseVacantForTheNext) {
   RequestQueue queue;
   queue.push(locker_request(1));
   queue.push(locker_request(2));
-  const auto now = Clock::now();
+  const auto now = SteadyClock::now();
   EXPECT_EQ(offer.hand_over(queue.front(), Terms{}, now), Offer::Next::wake);
   EXPECT_FALSE(offer.left(2)) << "a request that was not woken left: 1 still comes";
   EXPECT_FALSE(offer.vacant());
@@ -366,17 +366,17 @@ TEST(SingleAttemptTest, ATimeoutNamesWhatItKnows) {
 TEST(YieldWindowTest, AWindowIsSizedByTheEngine) {
   YieldWindow window;
   window.won(1ms);
-  EXPECT_EQ(window.length(true, 500ms), Clock::duration(4ms)) << "four round trips on a push engine";
+  EXPECT_EQ(window.length(true, 500ms), SteadyClock::duration(4ms)) << "four round trips on a push engine";
   window.won(100ms);
-  EXPECT_EQ(window.length(true, 500ms), Clock::duration(50ms)) << "at most 50 ms";
+  EXPECT_EQ(window.length(true, 500ms), SteadyClock::duration(50ms)) << "at most 50 ms";
   window.won(0ms);
-  EXPECT_EQ(window.length(true, 500ms), Clock::duration(2ms)) << "at least 2 ms";
-  EXPECT_EQ(window.length(false, 500ms), Clock::duration(510ms)) << "a poll and a little without push";
+  EXPECT_EQ(window.length(true, 500ms), SteadyClock::duration(2ms)) << "at least 2 ms";
+  EXPECT_EQ(window.length(false, 500ms), SteadyClock::duration(510ms)) << "a poll and a little without push";
 }
 
 TEST(YieldWindowTest, ContendedItYieldsEveryTimeElseAtASpacingFromFourWindows) {
   YieldWindow window;
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   window.yield(t0, false, 100ms);  // 110 ms windows
   EXPECT_EQ(window.not_before(), t0 + 110ms);
   window.yield(t0 + 200ms, false, 100ms);
@@ -395,9 +395,9 @@ TEST(YieldWindowTest, ContendedItYieldsEveryTimeElseAtASpacingFromFourWindows) {
 TEST(YieldWindowTest, UncontendedWindowsSpreadOutUpToASecondAndARivalStartsThemOver) {
   YieldWindow window;
   window.won(0ms);  // 2 ms windows (push)
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   auto t = t0;
-  std::vector<Clock::duration> gaps;  // from the end of one window to the start of the next
+  std::vector<SteadyClock::duration> gaps;  // from the end of one window to the start of the next
   auto last_end = t0 - 1h;
   while (t < t0 + 6s) {
     window.yield(t, true, 100ms);
@@ -408,7 +408,7 @@ TEST(YieldWindowTest, UncontendedWindowsSpreadOutUpToASecondAndARivalStartsThemO
     t += 1ms;  // a give-back every millisecond of busy use
   }
   ASSERT_GE(gaps.size(), 6u);
-  EXPECT_EQ(gaps[0], Clock::duration(16ms)) << "the second window comes after twice four windows";
+  EXPECT_EQ(gaps[0], SteadyClock::duration(16ms)) << "the second window comes after twice four windows";
   for (std::size_t i = 1; i < gaps.size(); ++i) {
     EXPECT_GE(gaps[i], gaps[i - 1]) << "window " << i;
     EXPECT_LE(gaps[i], YieldWindow::kMaxSpacing + 1ms) << "a silent waiter elsewhere waited longer than the bound";
@@ -431,13 +431,13 @@ TEST(YieldWindowTest, UncontendedWindowsSpreadOutUpToASecondAndARivalStartsThemO
 TEST(YieldWindowTest, AwayUntilTheWindowEndsReadingTheClockOnlyWhileOneWasLeft) {
   YieldWindow window;
   int reads = 0;
-  auto at = [&](Clock::time_point now) {
+  auto at = [&](SteadyClock::time_point now) {
     return [&reads, now] {
       ++reads;
       return now;
     };
   };
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   EXPECT_FALSE(window.away(at(t0)));
   EXPECT_EQ(reads, 0) << "no window was ever left: no clock read";
   window.yield(t0, false, 100ms);

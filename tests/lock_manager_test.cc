@@ -126,8 +126,11 @@ TEST(LockManagerUnitTest, OneRemoteContenderPerNameForManyThreads) {
   Client client(backend, tck::fast_options(), std::make_shared<Runtime>());
   auto m = client.mutex("one");
   auto first = m.acquire(kSoon);
+  const auto started = std::chrono::steady_clock::now();
   const long calls_before = backend->calls();
-  // Eight threads wait: they queue locally, nothing more goes to the backend while one holds.
+  // Eight threads wait: they queue locally, nothing more goes to the backend while one holds
+  // but the holder's renewals (one each half ttl) and one call the acquisition may still have
+  // under way: a window this thread took longer to see through (a loaded machine) has more.
   std::vector<std::future<void>> waiters;
   std::atomic<int> done{0};
   for (int t = 0; t < 8; ++t) {
@@ -138,7 +141,10 @@ TEST(LockManagerUnitTest, OneRemoteContenderPerNameForManyThreads) {
     }));
   }
   std::this_thread::sleep_for(100ms);
-  EXPECT_LE(backend->calls() - calls_before, 2);  // at most a renewal
+  const long calls = backend->calls() - calls_before;
+  const auto renewal_period = client.options().ttl / 2;
+  const long renewals = 1 + (std::chrono::steady_clock::now() - started) / renewal_period;
+  EXPECT_LE(calls, 1 + renewals) << "backend calls in a window of " << renewals << " renewal(s)";
   EXPECT_EQ(client.lock_entries(), 1u);
   first.unlock();
   for (auto& w : waiters) ASSERT_EQ(w.wait_for(kSoon), std::future_status::ready);

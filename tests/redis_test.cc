@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <random>
@@ -45,29 +47,20 @@ class RedisServer {
     return "redis://" + userinfo + "127.0.0.1:" + std::to_string(port_) + "?" + query;
   }
 
+  // Starts the server and waits until its log says it listens. The first start of a server
+  // tries another port if the one it picked is taken; a restart keeps its port (clients hold
+  // its URI) and fails if that is gone.
   void start() {
-    std::vector<std::string> args = {"redis-server",
-                                     "--port",
-                                     std::to_string(port_),
-                                     "--bind",
-                                     "127.0.0.1",
-                                     "--save",
-                                     "",
-                                     "--appendonly",
-                                     "no",
-                                     "--dir",
-                                     dir_.string(),
-                                     "--logfile",
-                                     (dir_ / "redis.log").string()};
-    args.insert(args.end(), extra_.begin(), extra_.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ASSERT_EQ(posix_spawnp(&pid_, "redis-server", nullptr, nullptr, argv.data(), environ), 0)
-        << "redis-server is not installed (./scripts/test installs it)";
-    ASSERT_TRUE(wait_until([&] { return accepts(); }, 5s)) << "redis-server did not start";
+    for (int attempt = 0;; ++attempt) {
+      bool exited = false;
+      ASSERT_NO_FATAL_FAILURE(spawn_and_wait(exited));
+      if (!exited) break;
+      ASSERT_TRUE(!started_once_ && attempt < 20) << "redis-server on port " << port_ << " exited at start:\n"
+                                                  << log_text();
+      port_ = free_port();
+    }
+    started_once_ = true;
   }
-
   // SIGKILL: the server vanishes with everything it held.
   void kill() {
     if (pid_ <= 0) return;
@@ -76,10 +69,17 @@ class RedisServer {
     pid_ = -1;
   }
 
+  // A free port below the kernel's ephemeral range: no outgoing connection of this machine
+  // takes it while the server is down, and a connect to it never meets itself (a loopback
+  // connect to a port in that range can be given the same port as its own source, and succeed).
   static int free_port() {
+    int ephemeral_low = 32768;
+    if (std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range"); range) range >> ephemeral_low;
+    const int low = 20000;
+    const int span = ephemeral_low - low > 1000 ? ephemeral_low - low : 40000;
     std::mt19937 rng{std::random_device{}()};
     for (;;) {
-      int port = 20000 + static_cast<int>(rng() % 40000);
+      int port = low + static_cast<int>(rng() % static_cast<unsigned>(span));
       int fd = socket(AF_INET, SOCK_STREAM, 0);
       sockaddr_in addr{};
       addr.sin_family = AF_INET;
@@ -92,21 +92,45 @@ class RedisServer {
   }
 
  private:
-  bool accepts() const {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port_));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    close(fd);
-    return ok;
+  // Spawns redis-server on port_ and waits until its own log says it accepts connections (a
+  // connect that succeeds proves nothing: another process may hold the port), or until it has
+  // exited (then `exited`, and it is reaped).
+  void spawn_and_wait(bool& exited) {
+    const auto log = dir_ / "redis.log";
+    std::error_code ignored;
+    std::filesystem::remove(log, ignored);  // a restart's log says nothing of an earlier run
+    std::vector<std::string> args = {"redis-server", "--port",    std::to_string(port_), "--bind", "127.0.0.1",
+                                     "--save",       "",          "--appendonly",        "no",     "--dir",
+                                     dir_.string(),  "--logfile", log.string()};
+    args.insert(args.end(), extra_.begin(), extra_.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ASSERT_EQ(posix_spawnp(&pid_, "redis-server", nullptr, nullptr, argv.data(), environ), 0)
+        << "redis-server is not installed (./scripts/test installs it)";
+    const bool settled = wait_until(
+        [&] {
+          if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+            pid_ = -1;
+            exited = true;
+            return true;
+          }
+          return log_text().find("Ready to accept connections") != std::string::npos;
+        },
+        10s);
+    ASSERT_TRUE(settled) << "redis-server on port " << port_ << " did not start in 10 s:\n" << log_text();
+  }
+
+  std::string log_text() const {
+    std::ifstream in(dir_ / "redis.log");
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   }
 
   std::vector<std::string> extra_;
   std::filesystem::path dir_;
   int port_ = 0;
   pid_t pid_ = -1;
+  bool started_once_ = false;  // clients may hold the URI: the port is kept
 };
 
 // A plain command on the server, the way redis-cli or a JVM Simba client would send it.

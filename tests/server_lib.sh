@@ -8,9 +8,15 @@ server_require() {
   "$@" >/dev/null 2>&1 || { echo "$wrapper: $what is not installed (run ./scripts/test)"; exit 1; }
 }
 
-# A random port from 20000 to 59999 (a server that finds it taken fails, and the wrapper tries
-# another).
-server_random_port() { echo $((20000 + RANDOM % 40000)); }
+# A random port from 20000 up to the kernel's ephemeral range (a server that finds it taken
+# fails, and the wrapper tries another). Below that range no outgoing connection takes the port
+# while a test has its server down, and a probe's connect never meets itself (a loopback
+# connect to a port inside the range can get that same port as its source, and succeed).
+server_random_port() {
+  local low=32768 _
+  read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  if ((low - 20000 > 1000)); then echo $((20000 + RANDOM % (low - 20000))); else echo $((20000 + RANDOM % 40000)); fi
+}
 
 # server_poll TRIES PID CHECK...: runs CHECK every 50 ms, at most TRIES times, while process
 # PID lives; succeeds as soon as CHECK does.

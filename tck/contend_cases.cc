@@ -177,15 +177,29 @@ TEST(ContendTest, FencingTokensStrictlyRiseOverTwentyOwnerChanges) {
 TEST(ContendTest, RenewalKeepsTokenAndLateReleaseNeverRemovesSuccessor) {
   auto client = make_client();
   auto& backend = *client.backend();
-  auto mutex = unique_mutex();
-  EXPECT_TRUE(backend.read(mutex).owner.empty());
-  auto first = backend.acquire(mutex, "a", 60ms, 0ms).owner;
+  // "a" takes a short lease, renews it, and holds it against "b": that needs all three calls
+  // within the lease. A machine that stalled for half of it in between (by this test's own
+  // clock) proves nothing either way: the case starts again on a new name with the lease doubled.
+  std::string mutex;
+  MutexOwner first, renewed, blocked;
+  auto ttl = 60ms;
+  for (int attempt = 0;; ++attempt, ttl *= 2) {
+    mutex = unique_mutex();
+    EXPECT_TRUE(backend.read(mutex).owner.empty());
+    const auto started = std::chrono::steady_clock::now();
+    first = backend.acquire(mutex, "a", ttl, 0ms).owner;
+    renewed = backend.acquire(mutex, "a", ttl, 0ms).owner;
+    blocked = backend.acquire(mutex, "b", ttl, 0ms).owner;
+    if (std::chrono::steady_clock::now() - started < ttl / 2) break;
+    backend.release(mutex, "a");
+    backend.release(mutex, "b");
+    ASSERT_LT(attempt, 7) << "every attempt stalled for half its lease (the last: " << ttl.count() << " ms)";
+  }
   ASSERT_EQ(first.owner_id, "a");
-  EXPECT_EQ(first.ttl_at, first.acquired_at + 60);
+  EXPECT_EQ(first.ttl_at, first.acquired_at + ttl.count());
   EXPECT_EQ(first.transition_at, first.ttl_at);
-  auto renewed = backend.acquire(mutex, "a", 60ms, 0ms).owner;
+  EXPECT_EQ(renewed.owner_id, "a");
   EXPECT_EQ(renewed.fencing_token, first.fencing_token);
-  auto blocked = backend.acquire(mutex, "b", 60ms, 0ms).owner;
   EXPECT_EQ(blocked.owner_id, "a");
   // "a" expires without releasing; "b" takes over with a larger token.
   ASSERT_TRUE(wait_until([&] { return backend.acquire(mutex, "b", 10s, 0ms).owner.owner_id == "b"; }, kSoon));

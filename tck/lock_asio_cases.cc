@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/bind_executor.hpp>
 #include <asio/co_spawn.hpp>
@@ -152,28 +153,48 @@ TEST(SemaphoreAsioTest, CoroutinesShareThePermitsAndEveryOneGetsIn) {
 // A cancelled request leaves every slot: once the holder lets go, nobody holds a slot.
 TEST(SemaphoreAsioTest, CancellationWithdrawsFromEverySlot) {
   auto client = make_client();
-  const auto name = unique_mutex("sem-asio-cancel");
-  auto holder = other_process(client).semaphore(name, 2);
-  Permit first = holder.acquire(kSoon), second = holder.acquire(kSoon);
-  asio::io_context io;
-  asio::cancellation_signal signal;
-  std::error_code outcome;
-  bool completed = false;
-  simba::async_acquire(
-      client.semaphore(name, 2), kSoon,
-      asio::bind_cancellation_slot(signal.slot(), asio::bind_executor(io, [&](std::error_code ec, Permit permit) {
-                                     completed = true;
-                                     outcome = ec;
-                                     EXPECT_FALSE(permit);
-                                   })));
-  asio::steady_timer timer(io, 100ms);
-  timer.async_wait([&](std::error_code) { signal.emit(asio::cancellation_type::terminal); });
-  run_for(io, kSoon);
-  ASSERT_TRUE(completed);
-  EXPECT_EQ(outcome, asio::error::operation_aborted);
-  first.release();
-  second.release();
-  for (unsigned slot = 0; slot < 2; ++slot) expect_left_nothing(client, Semaphore::slot_name(name, slot, 2));
+  // The request must find both slots held until it is cancelled. A holder whose lease ran out
+  // meanwhile (a machine stalled past it: the slot's record then no longer shows the holder's
+  // lease and token) proves nothing either way, and the case starts again on a new name.
+  for (int attempt = 0;; ++attempt) {
+    const auto name = unique_mutex("sem-asio-cancel");
+    const std::array<std::string, 2> slots = {Semaphore::slot_name(name, 0, 2), Semaphore::slot_name(name, 1, 2)};
+    auto holder = other_process(client).semaphore(name, 2);
+    Permit first = holder.acquire(kSoon), second = holder.acquire(kSoon);
+    const std::array<MutexOwner, 2> held = {client.owner(slots[0]), client.owner(slots[1])};
+    asio::io_context io;
+    asio::cancellation_signal signal;
+    std::error_code outcome;
+    bool completed = false, granted = false;
+    simba::async_acquire(
+        client.semaphore(name, 2), kSoon,
+        asio::bind_cancellation_slot(signal.slot(), asio::bind_executor(io, [&](std::error_code ec, Permit permit) {
+                                       completed = true;
+                                       outcome = ec;
+                                       granted = static_cast<bool>(permit);
+                                     })));
+    asio::steady_timer timer(io, 100ms);
+    timer.async_wait([&](std::error_code) { signal.emit(asio::cancellation_type::terminal); });
+    run_for(io, kSoon);
+    bool held_throughout = true;
+    for (unsigned slot = 0; slot < 2; ++slot) {
+      const auto now = client.owner(slots[slot]);
+      held_throughout =
+          held_throughout && now.owner_id == held[slot].owner_id && now.fencing_token == held[slot].fencing_token;
+    }
+    first.release();
+    second.release();
+    if (!held_throughout) {
+      ASSERT_LT(attempt, 3) << "in every attempt a slot's record changed while the request waited (the "
+                               "holder's lease ran out, or the request was granted beside it)";
+      continue;
+    }
+    ASSERT_TRUE(completed);
+    EXPECT_EQ(outcome, asio::error::operation_aborted);
+    EXPECT_FALSE(granted);
+    for (const auto& slot : slots) expect_left_nothing(client, slot);
+    return;
+  }
 }
 
 }  // namespace

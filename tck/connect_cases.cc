@@ -1,6 +1,10 @@
 // Conformance cases for what every engine takes on its URI.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <mutex>
+#include <optional>
+
 #include "cases.h"
 #include "kit.h"
 
@@ -21,6 +25,47 @@ class PushlessBackend : public ForwardingBackend {
   const Push* push() const noexcept override { return nullptr; }
 };
 
+// Times every read(): how long the caller waited between the end of one and the start of the
+// next is the pace it chose, whatever a read itself costs on a loaded machine.
+class ReadPaceBackend : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  OwnerSnapshot read(const std::string& mutex) override {
+    const auto started = std::chrono::steady_clock::now();
+    {
+      std::lock_guard lock(mutex_);
+      if (last_end_) shortest_pause_ = std::min(shortest_pause_, started - *last_end_);
+      ++reads_;
+    }
+    auto snapshot = ForwardingBackend::read(mutex);
+    std::lock_guard lock(mutex_);
+    last_end_ = std::chrono::steady_clock::now();
+    return snapshot;
+  }
+  // From now on: counts and pauses of the reads that start after this.
+  void restart() {
+    std::lock_guard lock(mutex_);
+    last_end_.reset();
+    reads_ = 0;
+    shortest_pause_ = std::chrono::steady_clock::duration::max();
+  }
+  long reads() const {
+    std::lock_guard lock(mutex_);
+    return reads_;
+  }
+  std::chrono::steady_clock::duration shortest_pause() const {
+    std::lock_guard lock(mutex_);
+    return shortest_pause_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::optional<std::chrono::steady_clock::time_point> last_end_;  // guarded by mutex_
+  long reads_ = 0;                                                 // guarded by mutex_
+  std::chrono::steady_clock::duration shortest_pause_ =
+      std::chrono::steady_clock::duration::max();  // guarded by mutex_
+};
+
 // `poll` is a common option: every engine accepts it on its URI, and it sets how often a
 // service looks again where the engine pushes nothing: an observer reads every `poll` while
 // the mutex is held. An engine that pushes every change (memory, Redis, ZooKeeper) is woken
@@ -39,33 +84,45 @@ TEST(ConnectTest, PollOptionIsAcceptedAndUsed) {
     backend = make_backend();  // a factory's backend has no URI: the option is set in code
     options.poll_interval = kPoll;
   }
-  // At its own pace the engine reads at most once per its default poll interval (the
-  // shortest of any engine's is 25 ms) and once at the start.
+  // At its own pace an observer waits at least the engine's default poll interval (the
+  // shortest of any engine's is 25 ms) between one read and the next while the mutex is held:
+  // a shorter pause shows the option set it. The pause is timed from the end of a read, so
+  // how long a read takes on a loaded machine does not count.
   const auto default_poll = std::min<std::chrono::milliseconds>(make_backend()->capabilities().poll_interval, 25ms);
-  const long at_default_pace = kWindow / default_poll + 2;
+  ASSERT_GT(default_poll, kPoll);
   const bool pushes = backend->push() != nullptr;
   if (pushes) backend = std::make_shared<PushlessBackend>(backend);
 
-  auto holder_client = make_client();
+  // The holder's lease is long: the observer's next look is never brought forward by a lease
+  // about to end (it looks again at the owner-only window's end if that comes sooner).
+  ContendOptions holding = fast_options();
+  holding.ttl = 30s;
+  holding.transition = 10s;
+  auto holder_client = make_client(holding);
   const std::string mutex = unique_mutex();
   auto holder = holder_client.contend_service(std::make_shared<Recorder>(mutex));
   holder->start();
   ASSERT_TRUE(wait_until([&] { return holder->is_owner(); }, 5s));
 
-  auto counted = std::make_shared<simba::testing::FaultInjectingBackend>(backend);
-  Client client(counted, options, holder_client.runtime());
+  auto paced = std::make_shared<ReadPaceBackend>(backend);
+  Client client(paced, options, holder_client.runtime());
   auto observer = client.retrieval_service(make_retriever(mutex, [](const MutexState&) {}));
   observer->start();
   ASSERT_TRUE(wait_until([&] { return !observer->after_owner().empty(); }, 5s));
-  const long before = counted->calls();
-  std::this_thread::sleep_for(kWindow);
-  const long reads = counted->calls() - before;
+  paced->restart();
+  // Two reads after the restart at least (a pause between them), and kWindow at least.
+  const auto window_end = std::chrono::steady_clock::now() + kWindow;
+  const bool two = wait_until([&] { return paced->reads() >= 2 && std::chrono::steady_clock::now() >= window_end; },
+                              kSoon + kWindow);
+  const long reads = paced->reads();
+  const auto shortest = std::chrono::duration_cast<std::chrono::microseconds>(paced->shortest_pause());
   observer->stop();
   holder->stop();
-  // Every 5 ms is up to 100 reads in 500 ms: more than the default pace shows the option set
-  // it, with room for a loaded machine.
-  EXPECT_GT(reads, at_default_pace) << backend->capabilities().engine << (pushes ? " (push hidden)" : "")
-                                    << ": an observer read " << reads << " times in 500 ms with poll=5ms";
+  ASSERT_TRUE(two) << "the observer read " << reads << " times";
+  EXPECT_LT(shortest, default_poll) << backend->capabilities().engine << (pushes ? " (push hidden)" : "")
+                                    << ": with poll=5ms the shortest pause between two of an observer's " << reads
+                                    << " reads was " << shortest.count()
+                                    << " us (the default pace: " << default_poll.count() << " ms)";
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 # (`simba status`, a blocked `simba lock`), and its release or death frees the mutex.
 set -uo pipefail
 simba=${1:?usage: cli_zookeeper_test.sh path/to/simba}
-uri="${SIMBA_TEST_ZK_URI:?run me through src/backends/zookeeper/test_server.sh}?session_timeout=1s"
+uri="${SIMBA_TEST_ZK_URI:?run me through src/backends/zookeeper/test_server.sh}?session_timeout=2s"
 source "$(dirname "$0")/cli_lib.sh"
 mutex="cli/zk-$$-$RANDOM"
 
@@ -19,7 +19,8 @@ expect_held_by "$uri" "$mutex" "[^\"]*:$holder@"
 grep -q '"fencing_token":[1-9]' status.json || fail "status shows no fencing token: $(cat status.json)"
 kill -9 -- "-$holder"
 wait "$holder" 2>/dev/null
-# The holder's session ends within 1 s; the next lock gets a larger token.
+# The holder's session ends within 2 s (short enough to wait for, long enough for a loaded
+# machine to keep it while the holder lives); the next lock gets a larger token.
 "$simba" lock --backend "$uri" --timeout 5s "$mutex" -- sh -c 'echo "$SIMBA_FENCING_TOKEN" > token.txt' \
   || fail "simba lock after the holder was killed: exit $?"
 first=$(grep -o '"fencing_token":[0-9]*' status.json | cut -d: -f2)

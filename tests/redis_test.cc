@@ -61,6 +61,7 @@ class RedisServer {
     }
     started_once_ = true;
   }
+
   // SIGKILL: the server vanishes with everything it held.
   void kill() {
     if (pid_ <= 0) return;

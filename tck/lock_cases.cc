@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <future>
 #include <iostream>
@@ -246,14 +247,17 @@ TEST(LockManagerTest, ReentrantPerThreadReleasedAtZero) {
                    "mutex or tried to (a stalled machine, or a grant beside a live lease)";
 }
 
-TEST(LockManagerTest, LocalRequestsAreServedInFifoOrderOnOneRemoteLease) {
-  auto client = make_client();
+// One attempt of LocalRequestsAreServedInFifoOrderOnOneRemoteLease on a new name. False when a
+// hold of the chain was revoked (the machine stalled past the lease, which the entry then took
+// again with a new token): whether local handovers keep the token proves nothing then.
+bool fifo_on_one_lease_attempt(const Client& client) {
   auto m = client.mutex(unique_mutex());
   auto first = m.acquire(kSoon);
   const auto token = first.fencing_token();
   std::mutex order_mutex;
   std::vector<int> order;
   std::vector<std::uint64_t> tokens;
+  std::vector<std::stop_token> losses{first.lost()};  // every hold's, looked at once all are done
   std::promise<void> all_done;
   for (int i = 0; i < 5; ++i) {
     m.lock_async(kSoon, [&, i](std::error_code ec, Hold hold) {
@@ -261,16 +265,33 @@ TEST(LockManagerTest, LocalRequestsAreServedInFifoOrderOnOneRemoteLease) {
       EXPECT_FALSE(ec) << ec.message();
       order.push_back(i);
       tokens.push_back(hold.fencing_token());
+      losses.push_back(hold.lost());
       if (order.size() == 5) all_done.set_value();
       // `hold` ends here: handed over to the next request
     });
   }
   std::this_thread::sleep_for(50ms);
   first.unlock();
-  ASSERT_EQ(all_done.get_future().wait_for(kSoon), std::future_status::ready);
+  auto served = all_done.get_future();
+  const bool done = served.wait_for(kSoon) == std::future_status::ready;
+  // (a request not served times out within kSoon of its call: its callback still runs here)
+  if (!done) served.wait_for(kSoon);
   std::lock_guard lock(order_mutex);
+  if (std::any_of(losses.begin(), losses.end(), [](const std::stop_token& lost) { return lost.stop_requested(); })) {
+    return false;
+  }
+  EXPECT_TRUE(done) << "not every request was served within " << kSoon.count() << " s";
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
   for (auto t : tokens) EXPECT_EQ(t, token);  // local handovers keep the remote lease's token
+  return true;
+}
+
+TEST(LockManagerTest, LocalRequestsAreServedInFifoOrderOnOneRemoteLease) {
+  auto client = make_client(steady_options());
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (fifo_on_one_lease_attempt(client)) return;
+  }
+  ADD_FAILURE() << "in every attempt a hold of the chain lost its lease (a stalled machine)";
 }
 
 TEST(LockManagerTest, AsyncTimeoutNamesOwnerAndLeavesNoWaiter) {

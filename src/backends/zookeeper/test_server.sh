@@ -20,6 +20,7 @@ cleanup() {
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
     kill -9 "$pid" 2>/dev/null || true
   fi
+  server_stop_matching "$dir/zoo.cfg"  # a JVM started for this folder that the pid file missed
   rm -rf "$dir"
 }
 trap cleanup EXIT

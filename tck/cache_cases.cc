@@ -34,8 +34,8 @@ std::chrono::milliseconds handback_bound(Backend& backend) {
 }
 
 // A client over `backend` on a runtime of its own (as make_client()).
-Client client_over(std::shared_ptr<Backend> backend) {
-  return Client(std::move(backend), fast_options(), make_client().runtime());
+Client client_over(std::shared_ptr<Backend> backend, const ContendOptions& options = fast_options()) {
+  return Client(std::move(backend), options, make_runtime());
 }
 
 // A folder of its own for a worker process's files.
@@ -129,7 +129,7 @@ TEST(LockCachingTest, ACachedRelockMakesNoBackendCall) {
   ContendOptions options = fast_options();
   options.ttl = 2s;
   options.transition = 2s;
-  Client client(faults, options, make_client().runtime());
+  auto client = client_over(faults, options);
   auto m = client.mutex(unique_mutex()).with_linger(30s);
   m.lock();
   const auto token = m.fencing_token();
@@ -421,7 +421,7 @@ void stalled_runtime_case() {
   StalledIoThreads stall(client);
   ASSERT_TRUE(stall.all_blocked());
   std::this_thread::sleep_for(fast_options().ttl + fast_options().transition + 100ms);
-  auto rival = Client(std::make_shared<ForwardingBackend>(make_backend()), fast_options(), make_client().runtime());
+  auto rival = client_over(std::make_shared<ForwardingBackend>(make_backend()));
   auto hold = rival.mutex(mutex).with_linger(0ms).acquire(kSoon);
   EXPECT_GT(hold.fencing_token(), token);
   const bool took = m.try_lock();

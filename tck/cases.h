@@ -11,6 +11,10 @@
 
 namespace simba::tck {
 
+// A runtime as make_client() gives each client (4 I/O threads, 2 callback threads), for a
+// client over a backend of the case's own.
+std::shared_ptr<Runtime> make_runtime();
+
 // Leases of a second and a second, for cases whose many holders contend for long: a loaded,
 // sanitized machine may still stall a renewal past one, and a holder whose lease ran out is
 // rightly replaced, so their order checks hold only while no holder lost its lease.

@@ -50,12 +50,14 @@ ContendOptions fast_options() {
   return options;
 }
 
-Client make_client(const ContendOptions& options) {
+std::shared_ptr<Runtime> make_runtime() {
   Runtime::Options threads;
   threads.io_threads = 4;
   threads.callback_threads = 2;
-  return Client(make_backend(), options, std::make_shared<Runtime>(threads));
+  return std::make_shared<Runtime>(threads);
 }
+
+Client make_client(const ContendOptions& options) { return Client(make_backend(), options, make_runtime()); }
 
 std::string unique_mutex(const std::string& hint) {
   thread_local std::mt19937_64 rng{std::random_device{}()};

@@ -360,7 +360,7 @@ TEST(LockerTest, AHoldWhoseProcessStalledPastItsLeaseIsRevokedOnWaking) {
   options.ttl = 1s;  // the renewal falls due 500 ms in: the stall begins well before
   auto client = make_client(options);
   // Another process indeed: a runtime of its own, which the stall leaves alone.
-  Client elsewhere(std::make_shared<ForwardingBackend>(make_backend()), options, make_client().runtime());
+  Client elsewhere(std::make_shared<ForwardingBackend>(make_backend()), options, make_runtime());
   const auto mutex = unique_mutex();
   Locker locker(mutex, client);
   locker.acquire(kSoon);
